@@ -1,0 +1,1 @@
+"""Temporal activities, grouped by the worker pool that runs them."""

@@ -1,0 +1,1 @@
+"""The REST API (FastAPI): health now; the OpenAI-compatible chat endpoint builds on it."""

@@ -1,0 +1,75 @@
+"""FastAPI application factory."""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import asynccontextmanager
+from typing import Any
+
+import redis.asyncio as aioredis
+import structlog
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+
+from openclaw_rl.settings import Settings
+from openclaw_rl.temporal_client import connect
+from policy_client import PolicyClient
+
+log = structlog.get_logger(__name__)
+
+PROBE_TIMEOUT_S = 3.0
+
+
+def create_app(settings: Settings) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        app.state.settings = settings
+        app.state.redis = aioredis.from_url(settings.redis.target())
+        app.state.policy = PolicyClient.from_settings(settings)
+        app.state.temporal = None
+        try:
+            yield
+        finally:
+            await app.state.policy.aclose()
+            await app.state.redis.aclose()
+
+    app = FastAPI(title="OpenClaw-RL", lifespan=lifespan)
+
+    @app.get("/healthz")
+    async def healthz() -> dict:
+        """The process is alive (no dependency checked)."""
+        return {"status": "ok"}
+
+    @app.get("/readyz")
+    async def readyz() -> JSONResponse:
+        """Every dependency answers: Temporal, Redis, and each policy server."""
+        checks = await asyncio.gather(_temporal_ok(app), _redis_ok(app), _policy_ok(app))
+        body: dict[str, Any] = {"temporal": checks[0], "redis": checks[1], "policy": checks[2]}
+        ready = all(c["ok"] for c in checks)
+        body["status"] = "ready" if ready else "not ready"
+        return JSONResponse(body, status_code=200 if ready else 503)
+
+    return app
+
+
+async def _temporal_ok(app: FastAPI) -> dict:
+    try:
+        if app.state.temporal is None:
+            app.state.temporal = await asyncio.wait_for(connect(app.state.settings.temporal), PROBE_TIMEOUT_S)
+        await asyncio.wait_for(app.state.temporal.service_client.check_health(), PROBE_TIMEOUT_S)
+        return {"ok": True}
+    except Exception as exc:  # report, never raise: this is a probe
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+
+
+async def _redis_ok(app: FastAPI) -> dict:
+    try:
+        await asyncio.wait_for(app.state.redis.ping(), PROBE_TIMEOUT_S)
+        return {"ok": True}
+    except Exception as exc:
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+
+
+async def _policy_ok(app: FastAPI) -> dict:
+    servers = await app.state.policy.health()
+    return {"ok": all(servers.values()), "servers": servers}

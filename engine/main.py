@@ -1,0 +1,50 @@
+"""`openclaw-rl engine`: load a checkpoint and serve it over SGLang's HTTP API."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import structlog
+
+from openclaw_rl.settings import Settings
+
+log = structlog.get_logger(__name__)
+
+
+def prepare_model(settings: Settings, model_path: Path | None = None) -> Path:
+    """The checkpoint to serve: the given/configured one, or the built-in tiny model (built on first run)."""
+    if model_path is not None:
+        return Path(model_path).expanduser().absolute()
+    if settings.engine.model_path is not None:
+        return settings.served_model_path()
+    from engine.tiny_qwen3 import ensure_tiny_model
+
+    return ensure_tiny_model(settings.tiny_model_dir)
+
+
+def serve_engine(settings: Settings, model_path: Path | None = None, port: int | None = None, weight_version: str = "0") -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a hub: checkpoints are local paths
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    import torch
+    import uvicorn
+    from transformers.utils import logging as hf_logging
+
+    from engine.model_runner import load_model, read_version_label
+    from engine.scheduler import Scheduler
+    from engine.server import create_engine_app
+
+    hf_logging.disable_progress_bar()
+    if settings.engine.torch_threads:
+        torch.set_num_threads(settings.engine.torch_threads)
+    path = prepare_model(settings, model_path)
+    cfg = settings.engine
+    model = load_model(path, cfg.device, cfg.dtype, read_version_label(path) or weight_version)
+    log.info("engine model loaded", path=str(path), device=str(model.device), weight_version=model.weight_version)
+    scheduler = Scheduler(model, max_batch_size=cfg.max_batch_size, batch_window_ms=cfg.batch_window_ms)
+    scheduler.start()
+    app = create_engine_app(scheduler, max_total_tokens=cfg.max_total_tokens, device=cfg.device, dtype=cfg.dtype)
+    try:
+        uvicorn.run(app, host=cfg.host, port=port or cfg.port, log_level="warning", access_log=False)
+    finally:
+        scheduler.stop()

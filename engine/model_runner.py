@@ -1,0 +1,335 @@
+"""Batched generation and scoring on a Hugging Face causal LM.
+
+One call of `run_batch` takes requests that arrived together, left-pads them
+into one batch, prefills once and decodes step by step with a KV cache; each
+row keeps its own sampling parameters, stop conditions and token budget.
+Log-probs follow `rlmath.logprobs` (the convention the trainer uses too).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import structlog
+import torch
+
+from policy_client.wire import FinishReason, LogprobEntry, SamplingParams
+from rlmath.logprobs import scoring_temperature, token_logprobs
+
+log = structlog.get_logger(__name__)
+
+LM_HEAD_CHUNK = 512  # positions projected to the vocabulary at once (bounds [chunk, V] memory)
+
+
+class ModelLoadError(ValueError):
+    """A checkpoint that cannot be served (missing, unreadable, incompatible)."""
+
+
+@dataclass
+class LoadedModel:
+    model: torch.nn.Module
+    tokenizer: object
+    path: Path
+    device: torch.device
+    weight_version: str
+    eos_ids: frozenset[int]
+    vocab_size: int
+
+    def signature(self) -> tuple:
+        """What a weight update must keep: the vocabulary and the architecture."""
+        cfg = self.model.config
+        return (cfg.model_type, self.vocab_size, cfg.hidden_size, cfg.num_hidden_layers)
+
+
+def pick_device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ModelLoadError("engine.device is cuda but no CUDA device is visible")
+    return torch.device(device)
+
+
+def load_model(path: Path, device: str = "auto", dtype: str = "auto", weight_version: str = "0", tokenizer: object | None = None) -> LoadedModel:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = Path(path).expanduser().absolute()
+    if not (path / "config.json").is_file():
+        raise ModelLoadError(f"no Hugging Face checkpoint at {path} (config.json missing)")
+    dev = pick_device(device)
+    torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}.get(dtype)
+    if torch_dtype is None:
+        torch_dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype)
+        if tokenizer is None:
+            tokenizer = AutoTokenizer.from_pretrained(path)
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        raise ModelLoadError(f"cannot load checkpoint at {path}: {exc}") from exc
+    model.to(dev).eval()
+    eos: set[int] = set()
+    for source in (model.generation_config.eos_token_id, model.config.eos_token_id, getattr(tokenizer, "eos_token_id", None)):
+        if isinstance(source, int):
+            eos.add(source)
+        elif isinstance(source, (list, tuple)):
+            eos.update(int(x) for x in source)
+    vocab = model.get_output_embeddings().weight.shape[0]
+    return LoadedModel(model, tokenizer, path, dev, weight_version, frozenset(eos), vocab)
+
+
+@dataclass
+class WorkItem:
+    """One prompt of a /generate call, validated and tokenized."""
+
+    input_ids: list[int]
+    params: SamplingParams
+    return_logprob: bool = False
+    logprob_start_len: int = -1
+    top_logprobs_num: int = 0
+    rid: str = field(default_factory=lambda: uuid.uuid4().hex)
+    on_progress: Callable[["WorkResult"], None] | None = None
+    """Called (from the engine thread) after every decoded token; streaming uses it."""
+    received_at: float = field(default_factory=time.time)
+
+
+@dataclass
+class WorkResult:
+    rid: str
+    text: str
+    output_ids: list[int]
+    prompt_tokens: int
+    finish_reason: FinishReason | None
+    weight_version: str
+    output_token_logprobs: list[LogprobEntry] | None = None
+    input_token_logprobs: list[LogprobEntry] | None = None
+    output_top_logprobs: list[list[LogprobEntry]] | None = None
+    input_top_logprobs: list[list[LogprobEntry] | None] | None = None
+    e2e_latency: float = 0.0
+
+    def to_wire(self) -> dict:
+        meta: dict = {
+            "id": self.rid,
+            "finish_reason": self.finish_reason.model_dump(exclude_none=True) if self.finish_reason else None,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": len(self.output_ids),
+            "cached_tokens": 0,
+            "e2e_latency": round(self.e2e_latency, 6),
+            "weight_version": self.weight_version,
+        }
+        for name in ("output_token_logprobs", "input_token_logprobs", "output_top_logprobs", "input_top_logprobs"):
+            value = getattr(self, name)
+            if value is not None:
+                meta[name] = value
+        return {"text": self.text, "output_ids": list(self.output_ids), "meta_info": meta}
+
+
+class _Row:
+    """Decoding state of one request inside a batch."""
+
+    def __init__(self, item: WorkItem, lm: LoadedModel):
+        self.item = item
+        self.params = item.params
+        self.out: list[int] = []
+        self.out_lps: list[LogprobEntry] = []
+        self.out_tops: list[list[LogprobEntry]] = []
+        self.text = ""
+        self.finish: FinishReason | None = None
+        self.stops = self.params.stop_strings()
+        self.stop_ids = set(self.params.stop_token_ids or [])
+        if not self.params.ignore_eos:
+            self.stop_ids |= lm.eos_ids
+        if self.params.max_new_tokens == 0:
+            self.finish = FinishReason(type="length", length=0)
+
+    @property
+    def done(self) -> bool:
+        return self.finish is not None
+
+
+def _sample(logits: torch.Tensor, rows: list[_Row], generator: torch.Generator) -> torch.Tensor:
+    """Draw one token per row from its own temperature / top-k / top-p / min-p distribution."""
+    out = torch.empty(logits.shape[0], dtype=torch.long, device=logits.device)
+    for i, row in enumerate(rows):
+        p = row.params
+        if p.temperature == 0 or p.top_k == 1:
+            out[i] = torch.argmax(logits[i])
+            continue
+        scaled = logits[i].float() / p.temperature
+        if p.top_k > 1:
+            kth = torch.topk(scaled, min(p.top_k, scaled.numel())).values[-1]
+            scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+        probs = torch.softmax(scaled, dim=-1)
+        if p.min_p > 0:
+            probs = probs.masked_fill(probs < p.min_p * probs.max(), 0.0)
+        if p.top_p < 1.0:
+            sorted_p, order = torch.sort(probs, descending=True)
+            cut = torch.cumsum(sorted_p, dim=-1) - sorted_p > p.top_p  # keep the token that crosses top_p
+            sorted_p = sorted_p.masked_fill(cut, 0.0)
+            probs = torch.zeros_like(probs).scatter(0, order, sorted_p)
+        out[i] = torch.multinomial(probs.cpu() / probs.sum().cpu(), 1, generator=generator)[0].to(out.device)
+    return out
+
+
+def _tops(scaled_logprobs: torch.Tensor, k: int) -> list[LogprobEntry]:
+    values, ids = torch.topk(scaled_logprobs, k)
+    return [(float(v), int(t), None) for v, t in zip(values.tolist(), ids.tolist())]
+
+
+def _project(lm: LoadedModel, hidden: torch.Tensor) -> torch.Tensor:
+    """Hidden states [N, H] -> logits [N, V], in chunks so long prompts fit in memory."""
+    head = lm.model.get_output_embeddings()
+    parts = [head(hidden[i : i + LM_HEAD_CHUNK]) for i in range(0, hidden.shape[0], LM_HEAD_CHUNK)]
+    return torch.cat(parts, dim=0) if parts else hidden.new_zeros((0, lm.vocab_size))
+
+
+def _decode_text(lm: LoadedModel, ids: list[int], skip_special: bool) -> str:
+    return lm.tokenizer.decode(ids, skip_special_tokens=skip_special)  # type: ignore[attr-defined]
+
+
+def _check_stop_strings(row: _Row, lm: LoadedModel) -> None:
+    row.text = _decode_text(lm, row.out, row.params.skip_special_tokens)
+    best: tuple[int, str] | None = None
+    for s in row.stops:
+        at = row.text.find(s)
+        if at >= 0 and (best is None or at < best[0]):
+            best = (at, s)
+    if best is not None:
+        at, s = best
+        row.text = row.text[: at + (len(s) if row.params.no_stop_trim else 0)]
+        row.finish = FinishReason(type="stop", matched=s)
+
+
+@torch.inference_mode()
+def run_batch(lm: LoadedModel, items: list[WorkItem], generator: torch.Generator) -> list[WorkResult]:
+    start = time.time()
+    model, dev = lm.model, lm.device
+    rows = [_Row(it, lm) for it in items]
+    lengths = [len(it.input_ids) for it in items]
+    width = max(lengths)
+    pad_id = 0
+    ids = torch.full((len(items), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(items), width), dtype=torch.long)
+    for i, it in enumerate(items):
+        ids[i, width - lengths[i] :] = torch.tensor(it.input_ids, dtype=torch.long)
+        mask[i, width - lengths[i] :] = 1
+    ids, mask = ids.to(dev), mask.to(dev)
+    positions = (mask.cumsum(-1) - 1).clamp_min(0)
+    from transformers import DynamicCache
+
+    cache = DynamicCache()
+    decoder = model.get_decoder()
+    padded = any(n != width for n in lengths)
+    hidden = decoder(
+        input_ids=ids,
+        attention_mask=mask if padded else None,
+        position_ids=positions,
+        past_key_values=cache,
+        use_cache=True,
+    ).last_hidden_state  # [B, W, H]
+
+    results_input: list[tuple[list[LogprobEntry] | None, list | None]] = []
+    for i, row in enumerate(rows):
+        it = row.item
+        if not it.return_logprob or it.logprob_start_len < 0 or it.logprob_start_len >= lengths[i]:
+            results_input.append((None, None) if not it.return_logprob else ([], [] if it.top_logprobs_num else None))
+            continue
+        offset = width - lengths[i]
+        s = it.logprob_start_len
+        entries: list[LogprobEntry] = []
+        tops: list | None = [] if it.top_logprobs_num else None
+        if s == 0:
+            entries.append((None, it.input_ids[0], None))
+            if tops is not None:
+                tops.append(None)
+            s = 1
+        if s < lengths[i]:
+            # token p is predicted by the hidden state at p-1
+            h = hidden[i, offset + s - 1 : offset + lengths[i] - 1]
+            logits = _project(lm, h)
+            targets = torch.tensor(it.input_ids[s:], device=dev)
+            temp = scoring_temperature(row.params.temperature)
+            lps = token_logprobs(logits, targets, temp).tolist()
+            entries.extend((lp, tok, None) for lp, tok in zip(lps, it.input_ids[s:]))
+            if tops is not None:
+                scaled = torch.log_softmax(logits.float() / temp, dim=-1)
+                tops.extend(_tops(scaled[j], it.top_logprobs_num) for j in range(scaled.shape[0]))
+        results_input.append((entries, tops))
+
+    next_logits = _project(lm, hidden[:, -1])  # [B, V]
+    last_pos = positions[:, -1]
+    while True:
+        active = [r for r in rows if not r.done]
+        if not active:
+            break
+        tokens = _sample(next_logits, rows, generator)
+        scaled_lps = None
+        for i, row in enumerate(rows):
+            if row.done:
+                continue
+            tok = int(tokens[i])
+            row.out.append(tok)
+            if row.item.return_logprob:
+                temp = scoring_temperature(row.params.temperature)
+                lp = float(token_logprobs(next_logits[i], tokens[i], temp))
+                row.out_lps.append((lp, tok, None))
+                if row.item.top_logprobs_num:
+                    scaled_lps = torch.log_softmax(next_logits[i].float() / temp, dim=-1)
+                    row.out_tops.append(_tops(scaled_lps, row.item.top_logprobs_num))
+            if tok in row.stop_ids:
+                row.finish = FinishReason(type="stop", matched=tok)
+            elif row.stops:
+                _check_stop_strings(row, lm)
+            if not row.done and len(row.out) >= row.params.max_new_tokens:
+                row.finish = FinishReason(type="length", length=row.params.max_new_tokens)
+            if row.item.on_progress is not None and not row.done:  # the final answer is delivered separately
+                row.item.on_progress(_result(lm, row, results_input[i], lengths[i], start, final=False))
+        if all(r.done for r in rows):
+            break
+        mask = torch.cat([mask, torch.ones((len(rows), 1), dtype=mask.dtype, device=dev)], dim=1)
+        last_pos = last_pos + 1
+        hidden = decoder(
+            input_ids=tokens.unsqueeze(1),
+            attention_mask=mask if padded else None,
+            position_ids=last_pos.unsqueeze(1),
+            past_key_values=cache,
+            use_cache=True,
+        ).last_hidden_state
+        next_logits = _project(lm, hidden[:, -1])
+    return [_result(lm, row, results_input[i], lengths[i], start, final=True) for i, row in enumerate(rows)]
+
+
+def _result(lm: LoadedModel, row: _Row, inputs: tuple, prompt_len: int, start: float, final: bool) -> WorkResult:
+    if not (row.finish and row.finish.type == "stop" and isinstance(row.finish.matched, str)):
+        row.text = _decode_text(lm, row.out, row.params.skip_special_tokens)
+    text = row.text
+    if not final and text.endswith("\ufffd"):
+        text = text.rstrip("\ufffd")  # a multi-byte character is still incomplete
+    it = row.item
+    return WorkResult(
+        rid=it.rid,
+        text=text,
+        output_ids=list(row.out),
+        prompt_tokens=prompt_len,
+        finish_reason=row.finish if final or row.done else None,
+        weight_version=lm.weight_version,
+        output_token_logprobs=list(row.out_lps) if it.return_logprob else None,
+        input_token_logprobs=inputs[0],
+        output_top_logprobs=list(row.out_tops) if it.return_logprob and it.top_logprobs_num else None,
+        input_top_logprobs=inputs[1],
+        e2e_latency=time.time() - it.received_at,
+    )
+
+
+def read_version_label(path: Path) -> str | None:
+    """A checkpoint written by our trainer carries its policy version beside the weights."""
+    marker = Path(path) / "openclaw-rl-version.json"
+    if marker.is_file():
+        try:
+            return str(json.loads(marker.read_text())["weight_version"])
+        except (ValueError, KeyError):
+            return None
+    return None

@@ -1,0 +1,1 @@
+"""OpenClaw-RL on Temporal: shared core (settings, logging, clients, CLI)."""

@@ -1,0 +1,96 @@
+"""The `openclaw-rl` command line."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from openclaw_rl.logs import configure_logging
+from openclaw_rl.settings import ConfigError, Pool, Settings, load_settings
+
+
+def _settings() -> Settings:
+    try:
+        return load_settings()
+    except (ValidationError, ConfigError) as exc:
+        raise SystemExit(f"openclaw-rl: invalid settings: {exc}") from exc
+
+
+def _exit(code: int) -> None:
+    """Leave without interpreter teardown: the Temporal client's native threads can
+    crash a finishing interpreter (exit 134/139) after the work succeeded."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
+    from stack.launcher import run_stack
+
+    return asyncio.run(run_stack(settings))
+
+
+def cmd_engine(args: argparse.Namespace, settings: Settings) -> int:
+    from engine.main import serve_engine
+
+    serve_engine(settings, model_path=args.model, port=args.port, weight_version=args.weight_version)
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
+    from workers.main import run_worker
+
+    asyncio.run(run_worker(settings, Pool(args.pool)))
+    return 0
+
+
+def cmd_api(args: argparse.Namespace, settings: Settings) -> int:
+    from api.main import serve_api
+
+    serve_api(settings)
+    return 0
+
+
+def cmd_config(args: argparse.Namespace, settings: Settings) -> int:
+    print(json.dumps(settings.masked(), indent=2))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="openclaw-rl", description="OpenClaw-RL on Temporal: agents that improve by being used.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("up", help="start and supervise the whole local stack (Ctrl-C stops it)").set_defaults(func=cmd_up, exits_hard=True)
+    eng = sub.add_parser("engine", help="serve a model behind SGLang's HTTP API (the embedded policy engine)")
+    eng.add_argument("--model", type=Path, default=None, help="local Hugging Face checkpoint (default: engine.model_path, else the built-in tiny Qwen3)")
+    eng.add_argument("--port", type=int, default=None, help="port (default: engine.port)")
+    eng.add_argument("--weight-version", default="0", help="version label of the initial weights")
+    eng.set_defaults(func=cmd_engine, exits_hard=False)
+    wk = sub.add_parser("worker", help="run one worker pool")
+    wk.add_argument("--pool", required=True, choices=[p.value for p in Pool])
+    wk.set_defaults(func=cmd_worker, exits_hard=True)
+    sub.add_parser("api", help="serve the REST API").set_defaults(func=cmd_api, exits_hard=False)
+    sub.add_parser("config", help="print the effective settings (secrets masked)").set_defaults(func=cmd_config, exits_hard=False)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    settings = _settings()
+    configure_logging(settings.log.level, settings.log.json_lines, process=args.command)
+    try:
+        code = args.func(args, settings)
+    except KeyboardInterrupt:
+        code = 130
+    if args.exits_hard:
+        _exit(code)
+    raise SystemExit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,246 @@
+"""One typed settings tree for every process of the system.
+
+Sources, highest priority first: explicit overrides, environment variables
+(``OPENCLAW_RL_<SECTION>__<FIELD>``, plus the conventional ``TEMPORAL_ADDRESS``
+and ``REDIS_URL``), an optional TOML file (``OPENCLAW_RL_CONFIG``), defaults.
+Every child process of ``openclaw-rl up`` re-reads the same sources, so they all
+resolve the same addresses without passing them around.
+"""
+
+from __future__ import annotations
+
+import os
+from enum import Enum
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+LOOPBACK = "127.0.0.1"
+
+
+class Pool(str, Enum):
+    """Typed worker pools; each polls its own Temporal task queue."""
+
+    WORKFLOW = "workflow"  # hosts workflow code only (sessions, episodes, training loop)
+    POLICY = "policy"  # generation and teacher log-prob scoring against policy servers
+    JUDGE = "judge"  # PRM votes and hindsight hints
+    TRAINER = "trainer"  # train steps and weight publication
+
+
+class ApiSettings(BaseModel):
+    host: str = LOOPBACK
+    """Interface the REST API binds to."""
+    port: int = Field(8000, ge=1, le=65535)
+    """Port of the OpenAI-compatible REST API."""
+
+
+class EngineSettings(BaseModel):
+    host: str = LOOPBACK
+    """Interface the embedded policy engine binds to."""
+    port: int = Field(30000, ge=1, le=65535)
+    """Port of the embedded engine (SGLang's default port)."""
+    model_path: Path | None = None
+    """Local Hugging Face checkpoint to serve. None: the built-in tiny Qwen3 model, created in the data directory on first run."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Where the engine runs the model; auto picks CUDA when present."""
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    """Weights dtype; auto is float32 on CPU and bfloat16 on CUDA."""
+    max_batch_size: int = Field(16, ge=1, le=1024)
+    """Most requests decoded together in one batch."""
+    batch_window_ms: float = Field(2.0, ge=0, le=1000)
+    """How long the scheduler waits for more requests once one arrived, to batch them together."""
+    max_total_tokens: int = Field(32768, ge=16)
+    """Longest prompt plus response a request may have; longer requests get HTTP 400."""
+    torch_threads: int | None = Field(None, ge=1)
+    """CPU threads for torch; None keeps torch's default."""
+
+
+class PolicySettings(BaseModel):
+    server_urls: list[str] = Field(default_factory=list)
+    """SGLang servers or a router (e.g. http://gpu1:30000). Empty: the embedded engine, started by `up`."""
+    tokenizer_path: Path | None = None
+    """Local tokenizer + chat template used to render prompts on our side. None: the served model's path (embedded engine) or engine.model_path."""
+    request_timeout_s: float = Field(300.0, gt=0)
+    """Upper bound on one HTTP call to a policy server."""
+    connect_timeout_s: float = Field(5.0, gt=0)
+    """Upper bound on opening a connection to a policy server."""
+    max_attempts: int = Field(4, ge=1, le=20)
+    """Tries per call when the failure can succeed on retry (connection errors, timeouts, 5xx)."""
+    backoff_s: float = Field(0.25, ge=0)
+    """First retry delay; doubles each retry."""
+
+
+class TemporalSettings(BaseModel):
+    address: str | None = Field(None, validation_alias=AliasChoices("address", "TEMPORAL_ADDRESS"))
+    """An existing Temporal cluster (host:port). None: `up` starts the embedded dev server."""
+    namespace: str = "default"
+    """Temporal namespace for every workflow of the system."""
+    port: int = Field(7233, ge=1, le=65535)
+    """gRPC port of the embedded dev server."""
+    ui_port: int = Field(8233, ge=1, le=65535)
+    """Web UI port of the embedded dev server."""
+    headless: bool = False
+    """Start the embedded dev server without its Web UI."""
+    task_queue_prefix: str = "openclaw-rl"
+    """Task queues are named <prefix>-<pool>."""
+
+    def target(self) -> str:
+        return self.address or f"{LOOPBACK}:{self.port}"
+
+    @property
+    def embedded(self) -> bool:
+        return self.address is None
+
+    def task_queue(self, pool: Pool | str) -> str:
+        return f"{self.task_queue_prefix}-{Pool(pool).value}"
+
+
+class RedisSettings(BaseModel):
+    url: str | None = Field(None, validation_alias=AliasChoices("url", "REDIS_URL"))
+    """An existing Redis-compatible server (redis://host:port/db). None: `up` starts the embedded valkey server."""
+    port: int = Field(6379, ge=1, le=65535)
+    """Port of the embedded valkey server."""
+    appendfsync: Literal["always", "everysec", "no"] = "always"
+    """fsync policy of the embedded server's append-only file; `always` so no acknowledged sample is lost if it dies."""
+
+    def target(self) -> str:
+        return self.url or f"redis://{LOOPBACK}:{self.port}/0"
+
+    @property
+    def embedded(self) -> bool:
+        return self.url is None
+
+
+class LogSettings(BaseModel):
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    """Lowest level printed."""
+    json_lines: bool = False
+    """One JSON object per line instead of human-readable lines."""
+
+
+class Settings(BaseSettings):
+    """The whole configuration of an OpenClaw-RL deployment."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="OPENCLAW_RL_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        validate_default=True,
+    )
+
+    data_dir: Path = Field(Path("~/.openclaw-rl"))
+    """Where every embedded service keeps its state (SQLite, append-only file, models, logs)."""
+    api_key_pepper: SecretStr = SecretStr("")
+    """Extra secret mixed into stored API-key hashes."""
+    api: ApiSettings = Field(default_factory=ApiSettings)
+    engine: EngineSettings = Field(default_factory=EngineSettings)
+    policy: PolicySettings = Field(default_factory=PolicySettings)
+    temporal: TemporalSettings = Field(default_factory=TemporalSettings)
+    redis: RedisSettings = Field(default_factory=RedisSettings)
+    log: LogSettings = Field(default_factory=LogSettings)
+
+    @field_validator("data_dir")
+    @classmethod
+    def _expand(cls, value: Path) -> Path:
+        return value.expanduser().absolute()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, _ConventionalEnv(settings_cls), env_settings]
+        config_file = os.environ.get("OPENCLAW_RL_CONFIG")
+        if config_file:
+            path = Path(config_file).expanduser()
+            if not path.is_file():
+                raise ConfigError(f"OPENCLAW_RL_CONFIG points at {path}, which is not a readable file")
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
+        return tuple(sources)
+
+    # --- derived paths: one place for the data directory's layout ---
+    @property
+    def logs_dir(self) -> Path:
+        return self.data_dir / "logs"
+
+    @property
+    def models_dir(self) -> Path:
+        return self.data_dir / "models"
+
+    @property
+    def temporal_db(self) -> Path:
+        return self.data_dir / "temporal" / "temporal.sqlite"
+
+    @property
+    def redis_dir(self) -> Path:
+        return self.data_dir / "redis"
+
+    @property
+    def tiny_model_dir(self) -> Path:
+        return self.models_dir / "tiny-qwen3"
+
+    def served_model_path(self) -> Path:
+        """The checkpoint the embedded engine serves."""
+        return self.engine.model_path.expanduser().absolute() if self.engine.model_path else self.tiny_model_dir
+
+    def policy_urls(self) -> list[str]:
+        """Policy servers activities talk to: configured SGLang URLs, or the embedded engine."""
+        return [u.rstrip("/") for u in self.policy.server_urls] or [f"http://{_connect_host(self.engine.host)}:{self.engine.port}"]
+
+    @property
+    def embedded_engine(self) -> bool:
+        return not self.policy.server_urls
+
+    def tokenizer_path(self) -> Path:
+        if self.policy.tokenizer_path:
+            return self.policy.tokenizer_path.expanduser().absolute()
+        return self.served_model_path()
+
+    def masked(self) -> dict[str, Any]:
+        """Effective settings as plain data, secrets masked, for `openclaw-rl config`."""
+        data = self.model_dump(mode="json")
+        data["api_key_pepper"] = "**********" if self.api_key_pepper.get_secret_value() else ""
+        for section, key in (("redis", "url"), ("temporal", "address")):
+            value = data[section][key]
+            if value and "@" in value:  # credentials inside a URL
+                scheme, _, rest = value.partition("://")
+                data[section][key] = f"{scheme}://**********@{rest.split('@', 1)[1]}"
+        return data
+
+
+class ConfigError(ValueError):
+    """Settings that cannot describe a working deployment."""
+
+
+class _ConventionalEnv(PydanticBaseSettingsSource):
+    """TEMPORAL_ADDRESS and REDIS_URL: the names every Temporal/Redis user already sets."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:  # pragma: no cover - unused
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if os.environ.get("TEMPORAL_ADDRESS"):
+            out["temporal"] = {"address": os.environ["TEMPORAL_ADDRESS"]}
+        if os.environ.get("REDIS_URL"):
+            out["redis"] = {"url": os.environ["REDIS_URL"]}
+        return out
+
+
+def _connect_host(bind_host: str) -> str:
+    return LOOPBACK if bind_host in ("0.0.0.0", "::", "") else bind_host
+
+
+def load_settings(**overrides: Any) -> Settings:
+    return Settings(**overrides)

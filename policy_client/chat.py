@@ -1,0 +1,42 @@
+"""Render chat messages to prompt token ids on our side, once.
+
+The tokenizer and chat template come from a local checkpoint folder (the served
+model's, or `policy.tokenizer_path`), so the ids we send are exactly what the
+trainer later sees.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+
+class ChatRenderer:
+    def __init__(self, tokenizer_path: Path):
+        from transformers import AutoTokenizer
+
+        self.path = Path(tokenizer_path)
+        self.tokenizer = AutoTokenizer.from_pretrained(self.path)
+        if not getattr(self.tokenizer, "chat_template", None):
+            raise ValueError(f"the tokenizer at {self.path} has no chat template")
+
+    def render_text(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, *, add_generation_prompt: bool = True, **template_kwargs: Any) -> str:
+        return self.tokenizer.apply_chat_template(
+            messages, tools=tools or None, tokenize=False, add_generation_prompt=add_generation_prompt, **template_kwargs
+        )
+
+    def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, **template_kwargs: Any) -> list[int]:
+        return self.encode(self.render_text(messages, tools, **template_kwargs))
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False)
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=skip_special_tokens)
+
+
+@lru_cache(maxsize=4)
+def renderer_for(path: str) -> ChatRenderer:
+    """Process-wide cache: loading a tokenizer costs ~1 s."""
+    return ChatRenderer(Path(path))

@@ -1,0 +1,1 @@
+"""Pure RL math (torch only): log-prob convention, losses, advantages."""

@@ -1,0 +1,36 @@
+"""The one definition of "the log-prob of a token" shared by serving and training.
+
+Convention (the same as slime's trainer and SGLang's sampler): a token's
+log-prob is log_softmax(logits / T) at the position that produced it, over the
+full vocabulary, where T is the sampling temperature of the request. T == 0
+(greedy) is scored at T = 1. top_p / top_k truncation is NOT applied: it only
+restricts which token may be drawn, and truncated distributions give -inf
+log-probs that no importance ratio can use. The trainer must call
+`token_logprobs` with the rollout temperature so that ratio = exp(new - old)
+compares like with like.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def scoring_temperature(temperature: float) -> float:
+    """Temperature at which log-probs are reported for a request sampled at `temperature`."""
+    return temperature if temperature > 0 else 1.0
+
+
+def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: float | torch.Tensor = 1.0) -> torch.Tensor:
+    """Log-probs of `targets` under logits scaled by temperature.
+
+    logits: [..., V] float; targets: [...] long; temperature: scalar or [...] (per row).
+    Returns [...] float32. Computed in float32 whatever the logits dtype.
+    """
+    scaled = logits.float()
+    if isinstance(temperature, torch.Tensor):
+        scaled = scaled / temperature.float().clamp_min(1e-6).unsqueeze(-1)
+    elif temperature != 1.0:
+        scaled = scaled / scoring_temperature(float(temperature))
+    logz = torch.logsumexp(scaled, dim=-1)
+    picked = scaled.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    return picked - logz

@@ -1,0 +1,1 @@
+"""`openclaw-rl up`: start, supervise and stop the whole local stack."""

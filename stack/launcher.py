@@ -1,0 +1,226 @@
+"""Bring the stack up in dependency order, supervise it, and take it down in reverse.
+
+Tier 1: Temporal dev server, valkey, embedded engine (each skipped when an
+external one is configured). Tier 2: one worker per pool and the API server.
+"Up" is reported only after a StackProbeWorkflow has reached every pool.
+A child that dies is restarted with backoff; one that keeps dying stops the stack.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+import structlog
+
+from openclaw_rl.settings import LOOPBACK, Pool, Settings
+from openclaw_rl.temporal_client import connect, ensure_search_attributes
+from stack.preflight import StackError, check_data_dir, check_port_free
+from stack.process import ManagedProcess, ServiceFailed, ServiceSpec
+from stack.services import api_service, engine_service, temporal_service, valkey_service, worker_service
+from workflows.stack_probe import ProbeInput, StackProbeWorkflow
+
+log = structlog.get_logger(__name__)
+
+MAX_RESTARTS = 5
+RESTART_WINDOW_S = 120.0
+PROBE_TIMEOUT_S = 120.0
+
+
+class Stack:
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.tier1: list[ManagedProcess] = []
+        self.tier2: list[ManagedProcess] = []
+        self.state_path = settings.data_dir / "stack.json"
+        self._stopping = asyncio.Event()
+        self.failure: str | None = None
+
+    # ---- lifecycle -------------------------------------------------------
+    def preflight(self) -> None:
+        s = self.settings
+        check_data_dir(s.data_dir)
+        ports = [("API", s.api.host, s.api.port, "OPENCLAW_RL_API__PORT")]
+        if s.temporal.embedded:
+            ports.append(("Temporal gRPC", LOOPBACK, s.temporal.port, "OPENCLAW_RL_TEMPORAL__PORT"))
+            if not s.temporal.headless:
+                ports.append(("Temporal Web UI", LOOPBACK, s.temporal.ui_port, "OPENCLAW_RL_TEMPORAL__UI_PORT"))
+        if s.redis.embedded:
+            ports.append(("valkey", LOOPBACK, s.redis.port, "OPENCLAW_RL_REDIS__PORT"))
+        if s.embedded_engine:
+            ports.append(("engine", s.engine.host, s.engine.port, "OPENCLAW_RL_ENGINE__PORT"))
+        seen: dict[int, str] = {}
+        for name, host, port, hint in ports:
+            if port in seen:
+                raise StackError(f"{name} and {seen[port]} are both configured on port {port}; set {hint} to another port")
+            seen[port] = name
+            check_port_free(name, host, port, hint)
+        if s.engine.model_path is not None and s.embedded_engine and not (s.served_model_path() / "config.json").is_file():
+            raise StackError(f"engine.model_path {s.served_model_path()} is not a Hugging Face checkpoint folder (no config.json)")
+
+    def _specs(self) -> tuple[list[ServiceSpec], list[ServiceSpec]]:
+        s = self.settings
+        tier1 = []
+        if s.temporal.embedded:
+            tier1.append(temporal_service(s))
+        if s.redis.embedded:
+            tier1.append(valkey_service(s))
+        if s.embedded_engine:
+            tier1.append(engine_service(s))
+        tier2 = [worker_service(p) for p in Pool] + [api_service(s)]
+        return tier1, tier2
+
+    async def start(self) -> None:
+        self.preflight()
+        logs = self.settings.logs_dir
+        specs1, specs2 = self._specs()
+        self.tier1 = [ManagedProcess(sp, logs) for sp in specs1]
+        self.tier2 = [ManagedProcess(sp, logs) for sp in specs2]
+        self._write_state("starting")
+        for p in self.tier1:
+            p.start()
+        await asyncio.gather(*(p.wait_ready() for p in self.tier1))
+        client = await connect(self.settings.temporal)
+        added = await ensure_search_attributes(client, self.settings.temporal.namespace)
+        if added:
+            log.info("registered search attributes", names=added)
+        for p in self.tier2:
+            p.start()
+        await asyncio.gather(*(p.wait_ready() for p in self.tier2))
+        await self.probe(client)
+        self._write_state("up")
+        self._announce()
+
+    async def probe(self, client=None, delay_s: float = 0.0) -> None:
+        client = client or await connect(self.settings.temporal)
+        t = self.settings.temporal
+        result = await client.execute_workflow(
+            StackProbeWorkflow.run,
+            ProbeInput(task_queues={p.value: t.task_queue(p) for p in Pool}, delay_s=delay_s),
+            id=f"stack-probe-{uuid.uuid4().hex[:12]}",
+            task_queue=t.task_queue(Pool.WORKFLOW),
+            execution_timeout=timedelta(seconds=PROBE_TIMEOUT_S + delay_s),
+        )
+        log.info("all pools answered", pools=[p.pool for p in result.pongs])
+
+    async def supervise(self) -> None:
+        """Restart children that die until asked to stop; give up on one that keeps dying."""
+        while not self._stopping.is_set():
+            for p in self.tier1 + self.tier2:
+                if self._stopping.is_set() or p.running():
+                    continue
+                now = time.monotonic()
+                p.restarts = [t for t in p.restarts if now - t < RESTART_WINDOW_S]
+                if len(p.restarts) >= MAX_RESTARTS:
+                    self.failure = f"{p.spec.name} died {MAX_RESTARTS} times within {RESTART_WINDOW_S:.0f}s; stopping the stack. Last lines of {p.log_path}:\n{p.tail()}"
+                    self._stopping.set()
+                    break
+                code = p.proc.returncode if p.proc else None
+                delay = min(2 ** len(p.restarts), 30)
+                log.error("service exited; restarting", service=p.spec.name, code=code, restart_in_s=delay)
+                p.restarts.append(now)
+                await asyncio.sleep(delay)
+                p.start()
+                try:
+                    await p.wait_ready()
+                    log.info("service back", service=p.spec.name)
+                except ServiceFailed as exc:
+                    log.error("restart failed", service=p.spec.name, error=str(exc).splitlines()[0])
+                self._write_state("up")
+            try:
+                await asyncio.wait_for(self._stopping.wait(), timeout=0.5)
+            except asyncio.TimeoutError:
+                pass
+
+    def request_stop(self) -> None:
+        self._stopping.set()
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        self._write_state("stopping")
+        await asyncio.gather(*(p.stop() for p in self.tier2))
+        # Tier 1 in reverse dependency order: engine, then stores last.
+        for p in reversed(self.tier1):
+            await p.stop()
+        self._write_state("stopped")
+
+    # ---- reporting -------------------------------------------------------
+    def urls(self) -> dict[str, str]:
+        s = self.settings
+        urls = {
+            "api": f"http://{s.api.host}:{s.api.port}",
+            "temporal": s.temporal.target(),
+            "redis": s.redis.target(),
+            "policy": ",".join(s.policy_urls()),
+        }
+        if s.temporal.embedded and not s.temporal.headless:
+            urls["temporal_ui"] = f"http://{LOOPBACK}:{s.temporal.ui_port}"
+        return urls
+
+    def _write_state(self, status: str) -> None:
+        state = {
+            "status": status,
+            "launcher_pid": os.getpid(),
+            "updated_at": time.time(),
+            "urls": self.urls(),
+            "services": {
+                p.spec.name: {"pid": p.pid, "running": p.running(), "restarts": len(p.restarts), "log": str(p.log_path)}
+                for p in self.tier1 + self.tier2
+            },
+        }
+        tmp = self.state_path.with_suffix(".tmp")
+        try:
+            tmp.write_text(json.dumps(state, indent=2))
+            os.replace(tmp, self.state_path)
+        except OSError as exc:  # the state file is a convenience; never fail the stack over it
+            log.warning("cannot write stack state", path=str(self.state_path), error=str(exc))
+
+    def _announce(self) -> None:
+        lines = ["openclaw-rl is up:"] + [f"  {k:<12} {v}" for k, v in self.urls().items()]
+        lines.append(f"  {'logs':<12} {self.settings.logs_dir}")
+        lines.append("Press Ctrl-C to stop.")
+        print("\n".join(lines), flush=True)
+
+
+async def run_stack(settings: Settings) -> int:
+    stack = Stack(settings)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stack.request_stop)
+    try:
+        start = asyncio.ensure_future(stack.start())
+        stop_wait = asyncio.ensure_future(stack._stopping.wait())
+        done, _ = await asyncio.wait({start, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+        if start in done:
+            stop_wait.cancel()
+            start.result()  # raises start-up failures
+            await stack.supervise()
+        else:
+            start.cancel()
+            try:
+                await start
+            except (asyncio.CancelledError, Exception):
+                pass
+    except (StackError, ServiceFailed) as exc:
+        stack.failure = str(exc)
+    finally:
+        await stack.stop()
+    if stack.failure:
+        print(f"openclaw-rl: {stack.failure}", file=sys.stderr, flush=True)
+        return 1
+    print("openclaw-rl stopped cleanly.", flush=True)
+    return 0
+
+
+def read_state(data_dir: Path) -> dict | None:
+    try:
+        return json.loads((data_dir / "stack.json").read_text())
+    except (OSError, ValueError):
+        return None

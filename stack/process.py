@@ -1,0 +1,117 @@
+"""A supervised child process: started in its own session, logged to a file, stopped in order."""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Awaitable, Callable
+
+import structlog
+
+log = structlog.get_logger(__name__)
+
+ReadyCheck = Callable[[], Awaitable[bool]]
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """Children get SIGTERM if the launcher dies without cleaning up (Linux)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:
+        pass
+
+
+@dataclass
+class ServiceSpec:
+    name: str
+    argv: list[str]
+    ready: ReadyCheck
+    ready_timeout_s: float = 60.0
+    stop_timeout_s: float = 15.0
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: Path | None = None
+
+
+class ServiceFailed(RuntimeError):
+    pass
+
+
+class ManagedProcess:
+    def __init__(self, spec: ServiceSpec, log_dir: Path):
+        self.spec = spec
+        self.log_path = log_dir / f"{spec.name}.log"
+        self.proc: subprocess.Popen | None = None
+        self.restarts: list[float] = []
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        out = open(self.log_path, "ab", buffering=0)
+        out.write(f"\n--- {time.strftime('%Y-%m-%dT%H:%M:%S')} starting {' '.join(self.spec.argv)}\n".encode())
+        env = os.environ | {"PYTHONUNBUFFERED": "1"} | self.spec.env
+        self.proc = subprocess.Popen(
+            self.spec.argv,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd=self.spec.cwd,
+            start_new_session=True,  # Ctrl-C reaches the launcher only; it stops children in order
+            preexec_fn=_die_with_parent,
+        )
+        out.close()
+        log.info("service started", service=self.spec.name, pid=self.proc.pid)
+
+    async def wait_ready(self) -> None:
+        deadline = time.monotonic() + self.spec.ready_timeout_s
+        while time.monotonic() < deadline:
+            if not self.running():
+                raise ServiceFailed(f"{self.spec.name} exited with code {self.proc.returncode if self.proc else '?'} while starting; last lines of {self.log_path}:\n{self.tail()}")
+            try:
+                if await self.spec.ready():
+                    return
+            except Exception:  # not ready yet: connection refused and the like
+                pass
+            await asyncio.sleep(0.25)
+        raise ServiceFailed(f"{self.spec.name} was not ready after {self.spec.ready_timeout_s:.0f}s; see {self.log_path}:\n{self.tail()}")
+
+    async def stop(self) -> None:
+        if not self.running():
+            return
+        assert self.proc is not None
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + self.spec.stop_timeout_s
+        while self.proc.poll() is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        if self.proc.poll() is None:
+            log.warning("service did not stop in time; killing", service=self.spec.name)
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            while self.proc.poll() is None:
+                await asyncio.sleep(0.05)
+        log.info("service stopped", service=self.spec.name, code=self.proc.returncode)
+
+    def tail(self, lines: int = 15) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"

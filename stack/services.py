@@ -1,0 +1,85 @@
+"""The services of the local stack and how to tell each is ready."""
+
+from __future__ import annotations
+
+import sys
+
+import httpx
+import redis.asyncio as aioredis
+
+from openclaw_rl.settings import LOOPBACK, Pool, Settings
+from stack.preflight import find_temporal_binary, find_valkey_binary
+from stack.process import ServiceSpec
+
+PYTHON_CLI = [sys.executable, "-m", "openclaw_rl.cli"]
+
+
+def _http_ok(url: str):
+    async def check() -> bool:
+        async with httpx.AsyncClient(timeout=2.0) as http:
+            return (await http.get(url)).status_code == 200
+
+    return check
+
+
+def temporal_service(settings: Settings) -> ServiceSpec:
+    t = settings.temporal
+    settings.temporal_db.parent.mkdir(parents=True, exist_ok=True)
+    argv = [
+        str(find_temporal_binary()), "server", "start-dev",
+        "--db-filename", str(settings.temporal_db),
+        "--ip", LOOPBACK,
+        "--port", str(t.port),
+        "--namespace", t.namespace,
+        "--log-level", "warn",
+    ]
+    argv += ["--headless"] if t.headless else ["--ui-port", str(t.ui_port), "--ui-disable-news-fetch"]
+
+    async def ready() -> bool:
+        from temporalio.client import Client
+
+        client = await Client.connect(t.target(), namespace=t.namespace)
+        return bool(await client.service_client.check_health())
+
+    return ServiceSpec("temporal", argv, ready, ready_timeout_s=90)
+
+
+def valkey_service(settings: Settings) -> ServiceSpec:
+    r = settings.redis
+    settings.redis_dir.mkdir(parents=True, exist_ok=True)
+    argv = [
+        str(find_valkey_binary()),
+        "--bind", LOOPBACK,
+        "--port", str(r.port),
+        "--dir", str(settings.redis_dir),
+        "--appendonly", "yes",
+        "--appendfsync", r.appendfsync,
+        "--save", "",  # the append-only file is the persistence; no RDB snapshots
+        "--protected-mode", "yes",
+    ]
+
+    async def ready() -> bool:
+        client = aioredis.from_url(r.target())
+        try:
+            return bool(await client.ping())
+        finally:
+            await client.aclose()
+
+    return ServiceSpec("valkey", argv, ready, ready_timeout_s=30)
+
+
+def engine_service(settings: Settings) -> ServiceSpec:
+    e = settings.engine
+    # First run builds the tiny model (~15 s); a real checkpoint may take minutes to load.
+    return ServiceSpec("engine", PYTHON_CLI + ["engine"], _http_ok(f"http://{LOOPBACK}:{e.port}/health"), ready_timeout_s=900)
+
+
+def worker_service(pool: Pool) -> ServiceSpec:
+    async def ready() -> bool:
+        return True  # proven by the probe workflow once all pools run
+
+    return ServiceSpec(f"worker-{pool.value}", PYTHON_CLI + ["worker", "--pool", pool.value], ready, ready_timeout_s=5)
+
+
+def api_service(settings: Settings) -> ServiceSpec:
+    return ServiceSpec("api", PYTHON_CLI + ["api"], _http_ok(f"http://{LOOPBACK}:{settings.api.port}/healthz"), ready_timeout_s=60)

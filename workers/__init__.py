@@ -1,0 +1,1 @@
+"""Worker processes: one per typed pool, each polling its own task queue."""

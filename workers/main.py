@@ -1,0 +1,39 @@
+"""`openclaw-rl worker --pool NAME`: run one pool's Temporal worker until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from datetime import timedelta
+
+import structlog
+from temporalio.worker import Worker
+
+from openclaw_rl.settings import Pool, Settings
+from openclaw_rl.temporal_client import connect
+from workers.pools import components_for
+
+log = structlog.get_logger(__name__)
+
+GRACEFUL_SHUTDOWN_S = 10
+
+
+async def run_worker(settings: Settings, pool: Pool) -> None:
+    client = await connect(settings.temporal)
+    parts = components_for(pool, settings)
+    queue = settings.temporal.task_queue(pool)
+    worker = Worker(
+        client,
+        task_queue=queue,
+        workflows=parts.workflows,
+        activities=parts.activities,
+        graceful_shutdown_timeout=timedelta(seconds=GRACEFUL_SHUTDOWN_S),
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    log.info("worker polling", pool=pool.value, task_queue=queue, workflows=len(parts.workflows), activities=len(parts.activities))
+    async with worker:
+        await stop.wait()
+        log.info("worker stopping", pool=pool.value)
