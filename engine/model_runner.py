@@ -151,27 +151,43 @@ class _Row:
 
 
 def _sample(logits: torch.Tensor, rows: list[_Row], generator: torch.Generator) -> torch.Tensor:
-    """Draw one token per row from its own temperature / top-k / top-p / min-p distribution."""
-    out = torch.empty(logits.shape[0], dtype=torch.long, device=logits.device)
+    """Draw one token per row from its own temperature / top-k / top-p / min-p distribution.
+
+    Inverse-CDF sampling: one uniform number per row against the cumulative
+    distribution. It draws exactly from p, in one vectorised pass over [B, V];
+    torch.multinomial (or a noise tensor of size [B, V]) costs milliseconds per
+    row on a 150k vocabulary on CPU.
+    """
+    dev = logits.device
+    temps = torch.tensor([r.params.temperature for r in rows], device=dev, dtype=torch.float32)
+    greedy = torch.tensor([r.params.temperature == 0 or r.params.top_k == 1 for r in rows], device=dev)
+    greedy_tokens = logits.argmax(dim=-1)
+    if bool(greedy.all()):
+        return greedy_tokens
+    probs = torch.softmax(logits.float() / temps.clamp_min(1e-6).unsqueeze(-1), dim=-1)
     for i, row in enumerate(rows):
         p = row.params
-        if p.temperature == 0 or p.top_k == 1:
-            out[i] = torch.argmax(logits[i])
+        if greedy[i] or (p.top_k <= 0 and p.top_p >= 1.0 and p.min_p <= 0):
             continue
-        scaled = logits[i].float() / p.temperature
-        if p.top_k > 1:
-            kth = torch.topk(scaled, min(p.top_k, scaled.numel())).values[-1]
-            scaled = scaled.masked_fill(scaled < kth, float("-inf"))
-        probs = torch.softmax(scaled, dim=-1)
-        if p.min_p > 0:
-            probs = probs.masked_fill(probs < p.min_p * probs.max(), 0.0)
-        if p.top_p < 1.0:
-            sorted_p, order = torch.sort(probs, descending=True)
-            cut = torch.cumsum(sorted_p, dim=-1) - sorted_p > p.top_p  # keep the token that crosses top_p
-            sorted_p = sorted_p.masked_fill(cut, 0.0)
-            probs = torch.zeros_like(probs).scatter(0, order, sorted_p)
-        out[i] = torch.multinomial(probs.cpu() / probs.sum().cpu(), 1, generator=generator)[0].to(out.device)
-    return out
+        probs[i] = _truncate(probs[i], p)
+    cdf = probs.double().cumsum(dim=-1)  # float64: no drift over 150k terms
+    u = torch.rand((probs.shape[0], 1), generator=generator, device=dev, dtype=torch.float64) * cdf[:, -1:]
+    drawn = torch.searchsorted(cdf, u).squeeze(-1).clamp_max(probs.shape[-1] - 1)
+    return torch.where(greedy, greedy_tokens, drawn)
+
+
+def _truncate(probs: torch.Tensor, p: SamplingParams) -> torch.Tensor:
+    """Zero the tokens that top-k, min-p and top-p exclude (the rest need not sum to 1)."""
+    if p.top_k > 1:
+        kth = torch.topk(probs, min(p.top_k, probs.numel())).values[-1]
+        probs = probs.masked_fill(probs < kth, 0.0)
+    if p.min_p > 0:
+        probs = probs.masked_fill(probs < p.min_p * probs.max(), 0.0)
+    if p.top_p < 1.0:
+        sorted_p, order = torch.sort(probs, descending=True)
+        cut = torch.cumsum(sorted_p, dim=-1) - sorted_p > p.top_p * sorted_p.sum()  # keep the token that crosses top_p
+        probs = probs.scatter(0, order, sorted_p.masked_fill(cut, 0.0))
+    return probs
 
 
 def _tops(scaled_logprobs: torch.Tensor, k: int) -> list[LogprobEntry]:
@@ -261,24 +277,24 @@ def run_batch(lm: LoadedModel, items: list[WorkItem], generator: torch.Generator
 
     next_logits = _project(lm, hidden[:, -1])  # [B, V]
     last_pos = positions[:, -1]
+    score_temps = torch.tensor([scoring_temperature(r.params.temperature) for r in rows], device=dev)
+    any_logprob = any(it.return_logprob for it in items)
     while True:
         active = [r for r in rows if not r.done]
         if not active:
             break
         tokens = _sample(next_logits, rows, generator)
-        scaled_lps = None
+        step_lps = token_logprobs(next_logits, tokens, score_temps).tolist() if any_logprob else None
         for i, row in enumerate(rows):
             if row.done:
                 continue
             tok = int(tokens[i])
             row.out.append(tok)
             if row.item.return_logprob:
-                temp = scoring_temperature(row.params.temperature)
-                lp = float(token_logprobs(next_logits[i], tokens[i], temp))
-                row.out_lps.append((lp, tok, None))
+                row.out_lps.append((step_lps[i], tok, None))
                 if row.item.top_logprobs_num:
-                    scaled_lps = torch.log_softmax(next_logits[i].float() / temp, dim=-1)
-                    row.out_tops.append(_tops(scaled_lps, row.item.top_logprobs_num))
+                    temp = scoring_temperature(row.params.temperature)
+                    row.out_tops.append(_tops(torch.log_softmax(next_logits[i].float() / temp, dim=-1), row.item.top_logprobs_num))
             if tok in row.stop_ids:
                 row.finish = FinishReason(type="stop", matched=tok)
             elif row.stops:

@@ -40,7 +40,7 @@ class Scheduler:
         self._swap: tuple[LoadedModel, concurrent.futures.Future] | None = None
         self._swap_lock = threading.Lock()
         self._stop = threading.Event()
-        self._generator = torch.Generator().manual_seed(seed)
+        self._generator = torch.Generator(device=model.device).manual_seed(seed)
         self._thread = threading.Thread(target=self._loop, name="engine", daemon=True)
         self.batches_run = 0
         self.requests_done = 0

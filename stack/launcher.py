@@ -144,6 +144,8 @@ class Stack:
 
     async def stop(self) -> None:
         self._stopping.set()
+        if not (self.tier1 or self.tier2):
+            return  # preflight failed: nothing was started, nothing to record
         self._write_state("stopping")
         await asyncio.gather(*(p.stop() for p in self.tier2))
         # Tier 1 in reverse dependency order: engine, then stores last.

@@ -15,12 +15,12 @@ class StackError(RuntimeError):
 
 
 def check_data_dir(path: Path) -> None:
+    if path.exists() and not path.is_dir():
+        raise StackError(f"the data directory {path} is not a directory; set OPENCLAW_RL_DATA_DIR to a folder")
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise StackError(f"cannot create the data directory {path}: {exc.strerror}; set OPENCLAW_RL_DATA_DIR to a writable folder") from exc
-    if not path.is_dir():
-        raise StackError(f"the data directory {path} is not a directory; set OPENCLAW_RL_DATA_DIR to a folder")
     if not os.access(path, os.R_OK | os.W_OK | os.X_OK):
         raise StackError(f"the data directory {path} is not readable and writable by this user; fix its permissions or set OPENCLAW_RL_DATA_DIR")
 

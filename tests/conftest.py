@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import CLI, REPO, free_port, wait_http
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The built-in tiny Qwen3 checkpoint, built once per test session."""
+    from engine.tiny_qwen3 import ensure_tiny_model
+
+    return ensure_tiny_model(tmp_path_factory.mktemp("models") / "tiny-qwen3")
+
+
+def start_engine(model: Path, data_dir: Path, **env_extra: str) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENCLAW_RL_")}
+    env.update(OPENCLAW_RL_DATA_DIR=str(data_dir), OPENCLAW_RL_ENGINE__TORCH_THREADS="1", **env_extra)
+    log = open(data_dir / f"engine-{port}.log", "wb")
+    proc = subprocess.Popen(CLI + ["engine", "--model", str(model), "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+    url = f"http://127.0.0.1:{port}"
+    wait_http(f"{url}/health", timeout=120, proc=proc)
+    return proc, url
+
+
+@pytest.fixture(scope="session")
+def engine_url(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory):
+    """A real embedded engine process serving the tiny model (read-only use: no weight updates)."""
+    proc, url = start_engine(tiny_model, tmp_path_factory.mktemp("engine"))
+    yield url
+    proc.terminate()
+    proc.wait(timeout=30)
