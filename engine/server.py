@@ -15,7 +15,6 @@ from typing import Any
 import structlog
 from fastapi import FastAPI, Request
 from pydantic import BaseModel, ValidationError
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 
 from engine.model_runner import LoadedModel, ModelLoadError, WorkItem, WorkResult, load_model, read_version_label
@@ -34,21 +33,14 @@ def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": {"message": message, "type": kind, "code": status}}, status_code=status)
 
 
-def _validation_message(exc: RequestValidationError) -> str:
-    parts = []
-    for err in exc.errors()[:5]:
-        where = ".".join(str(x) for x in err.get("loc", ()) if x != "body")
-        parts.append(f"{where or 'body'}: {err.get('msg')}")
-    return "; ".join(parts) or "invalid request"
+def _refused(message: str) -> JSONResponse:
+    """SGLang's answer to a weight update it did not apply (the old weights stay)."""
+    return JSONResponse(UpdateWeightsResult(success=False, message=message).model_dump(), status_code=400)
 
 
 def create_engine_app(scheduler: Scheduler, *, max_total_tokens: int, device: str = "auto", dtype: str = "auto") -> FastAPI:
     app = FastAPI(title="openclaw-rl embedded engine (SGLang API)", docs_url=None, redoc_url=None)
     update_lock = asyncio.Lock()
-
-    @app.exception_handler(RequestValidationError)
-    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return _error(400, _validation_message(exc))
 
     @app.exception_handler(BadRequest)
     async def _bad(_: Request, exc: BadRequest) -> JSONResponse:
@@ -160,15 +152,11 @@ def create_engine_app(scheduler: Scheduler, *, max_total_tokens: int, device: st
             try:
                 new = await asyncio.to_thread(load_model, path, device, dtype, version, current.tokenizer)
             except ModelLoadError as exc:
-                return JSONResponse(UpdateWeightsResult(success=False, message=str(exc)).model_dump(), status_code=400)
+                return _refused(str(exc))
             if new.signature() != current.signature():
-                return JSONResponse(
-                    UpdateWeightsResult(
-                        success=False,
-                        message=f"checkpoint at {path} does not match the served model "
-                        f"(type, vocab, hidden, layers) {new.signature()} != {current.signature()}; old weights kept",
-                    ).model_dump(),
-                    status_code=400,
+                return _refused(
+                    f"checkpoint at {path} does not match the served model "
+                    f"(type, vocab, hidden, layers) {new.signature()} != {current.signature()}; old weights kept"
                 )
             await scheduler.swap(new)
             took = time.perf_counter() - started
