@@ -1,0 +1,116 @@
+"""Which session a chat request belongs to, whether it is a main-line turn, and whether it ends the session.
+
+The stock OpenClaw client sends no session or turn headers (see
+shared/OPENCLAW_CLIENT.md), so identity is resolved from whatever the request
+carries, first match wins:
+  1. the reference client's `X-Session-Id` header, then its `session_id` body field;
+  2. the stock client's affinity headers `session_id` / `x-session-affinity`
+     (value `<sessionId>:<N>`, N counting compactions: the suffix is dropped);
+  3. body `prompt_cache_key` (same value and suffix);
+  4. `sessionId=<id>` in the `Runtime:` line of the first user message;
+  5. nothing: the caller links the request to a session by message-history prefix.
+Side calls (memory flush, compaction summary, activity recap) are recognised by
+configurable markers in the system prompt; an explicit `X-Turn-Type` /
+`turn_type` wins over the markers.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+from typing import Any, Literal, Mapping
+
+from pydantic import BaseModel, Field
+
+ROUTING_BODY_FIELDS = ("session_id", "turn_type", "session_done")
+_TRUTHY = {"1", "true", "yes", "on"}
+_RUNTIME_SESSION = re.compile(r"^Runtime:.*?\bsessionId=([^\s|]+)", re.MULTILINE)
+_COMPACTION_SUFFIX = re.compile(r":\d+$")
+
+
+class TurnType(str, Enum):
+    MAIN = "main"
+    SIDE = "side"
+
+
+class SideCallRules(BaseModel):
+    """What marks a request as a side call: served, recorded, never trained on."""
+
+    system_markers: dict[str, str] = Field(
+        default_factory=lambda: {
+            "Pre-compaction memory flush": "memory_flush",
+            "You are a context summarization assistant": "compaction_summary",
+            "Write an Activity recap": "activity_recap",
+        }
+    )
+    """Substring of the system prompt -> side-call kind."""
+
+
+class SessionIdentity(BaseModel):
+    session_id: str | None
+    """None: no hint in the request; link by message-history prefix."""
+    source: Literal["x-session-id", "body", "affinity-header", "prompt_cache_key", "runtime-line", "none"]
+    turn_type: TurnType
+    side_kind: str | None = None
+    """Why a turn is a side turn (a marker's kind, or 'explicit')."""
+    session_done: bool = False
+
+
+def _header(headers: Mapping[str, str], name: str) -> str | None:
+    lowered = {k.lower(): v for k, v in headers.items()}
+    value = lowered.get(name.lower())
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+def _text(content: Any) -> str:
+    """Message content as text, whether a string or a list of OpenAI content parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return ""
+
+
+def _strip_compaction(value: str) -> str:
+    return _COMPACTION_SUFFIX.sub("", value)
+
+
+def _session(headers: Mapping[str, str], body: Mapping[str, Any], messages: list[dict]) -> tuple[str | None, str]:
+    if v := _header(headers, "x-session-id"):
+        return v, "x-session-id"
+    if isinstance(body.get("session_id"), str) and body["session_id"].strip():
+        return body["session_id"].strip(), "body"
+    for name in ("session_id", "x-session-affinity"):
+        if v := _header(headers, name):
+            return _strip_compaction(v), "affinity-header"
+    if isinstance(body.get("prompt_cache_key"), str) and body["prompt_cache_key"].strip():
+        return _strip_compaction(body["prompt_cache_key"].strip()), "prompt_cache_key"
+    first_user = next((m for m in messages if m.get("role") == "user"), None)
+    if first_user is not None and (match := _RUNTIME_SESSION.search(_text(first_user.get("content")))):
+        return match.group(1), "runtime-line"
+    return None, "none"
+
+
+def _turn_type(headers: Mapping[str, str], body: Mapping[str, Any], messages: list[dict], rules: SideCallRules) -> tuple[TurnType, str | None]:
+    explicit = _header(headers, "x-turn-type") or (body.get("turn_type") if isinstance(body.get("turn_type"), str) else None)
+    if explicit:
+        return (TurnType.MAIN, None) if explicit.strip().lower() == "main" else (TurnType.SIDE, "explicit")
+    system = "\n".join(_text(m.get("content")) for m in messages if m.get("role") in ("system", "developer"))
+    for marker, kind in rules.system_markers.items():
+        if marker in system:
+            return TurnType.SIDE, kind
+    return TurnType.MAIN, None
+
+
+def resolve_identity(headers: Mapping[str, str], body: Mapping[str, Any], rules: SideCallRules | None = None) -> SessionIdentity:
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    session_id, source = _session(headers, body, messages)
+    turn_type, side_kind = _turn_type(headers, body, messages, rules or SideCallRules())
+    done_raw = _header(headers, "x-session-done") or body.get("session_done")
+    done = str(done_raw).strip().lower() in _TRUTHY if done_raw is not None else False
+    return SessionIdentity(session_id=session_id, source=source, turn_type=turn_type, side_kind=side_kind, session_done=done)
+
+
+def strip_routing_fields(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The body without our routing fields, as forwarded to the model (the reference strips them too)."""
+    return {k: v for k, v in body.items() if k not in ROUTING_BODY_FIELDS}
