@@ -38,6 +38,16 @@ def _refused(message: str) -> JSONResponse:
     return JSONResponse(UpdateWeightsResult(success=False, message=message).model_dump(), status_code=400)
 
 
+def _fill_token_text(meta: dict, tokenizer: Any) -> None:
+    """SGLang's return_text_in_logprobs: the third entry of each triple is the token's text."""
+    for key in ("output_token_logprobs", "input_token_logprobs"):
+        if meta.get(key):
+            meta[key] = [(lp, tok, tokenizer.decode([tok])) for lp, tok, _ in meta[key]]
+    for key in ("output_top_logprobs", "input_top_logprobs"):
+        if meta.get(key):
+            meta[key] = [None if tops is None else [(lp, tok, tokenizer.decode([tok])) for lp, tok, _ in tops] for tops in meta[key]]
+
+
 def create_engine_app(scheduler: Scheduler, *, max_total_tokens: int, device: str = "auto", dtype: str = "auto") -> FastAPI:
     app = FastAPI(title="openclaw-rl embedded engine (SGLang API)", docs_url=None, redoc_url=None)
     update_lock = asyncio.Lock()
@@ -86,6 +96,10 @@ def create_engine_app(scheduler: Scheduler, *, max_total_tokens: int, device: st
             return StreamingResponse(_stream(scheduler, items[0]), media_type="text/event-stream")
         results = await scheduler.submit(items)
         bodies = [r.to_wire() for r in results]
+        if req.return_text_in_logprobs:
+            tokenizer = scheduler.model.tokenizer
+            for body in bodies:
+                _fill_token_text(body["meta_info"], tokenizer)
         return bodies if req.is_batch else bodies[0]
 
     @app.get("/health")

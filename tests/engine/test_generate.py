@@ -93,6 +93,14 @@ def test_top_logprobs(engine_url):
     assert [t[0][1] for t in tops] == body["output_ids"]
 
 
+def test_return_text_in_logprobs_names_each_token(engine_url, hf):
+    _, tok = hf
+    body = post(engine_url, {"text": "a b", "sampling_params": {"max_new_tokens": 3}, "return_logprob": True, "return_text_in_logprobs": True, "logprob_start_len": 0}).json()
+    entries = body["meta_info"]["output_token_logprobs"]
+    assert [e[2] for e in entries] == [tok.decode([t]) for t in body["output_ids"]]
+    assert [e[2] for e in body["meta_info"]["input_token_logprobs"]] == ["a", " b"]
+
+
 def test_stop_string_trims_text_and_reports_match(engine_url):
     free = post(engine_url, {"text": "count", "sampling_params": {"max_new_tokens": 8, "temperature": 0}}).json()
     text = free["text"]
