@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -11,8 +12,12 @@ import structlog
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
+from api import audit, chat
+from api.admission import Admission
+from api.errors import install_error_handlers
+from api.keys import KeyStore
+from api.session_gateway import SessionGateway
 from openclaw_rl.settings import Settings
-from openclaw_rl.temporal_client import connect
 from policy_client import PolicyClient
 
 log = structlog.get_logger(__name__)
@@ -26,7 +31,10 @@ def create_app(settings: Settings) -> FastAPI:
         app.state.settings = settings
         app.state.redis = aioredis.from_url(settings.redis.target())
         app.state.policy = PolicyClient.from_settings(settings)
-        app.state.temporal = None
+        app.state.keys = KeyStore(app.state.redis, settings.api_key_pepper.get_secret_value())
+        app.state.gateway = SessionGateway(settings)
+        app.state.admission = Admission(settings.api.max_inflight_per_user)
+        app.state.started_at = time.time()
         try:
             yield
         finally:
@@ -34,6 +42,9 @@ def create_app(settings: Settings) -> FastAPI:
             await app.state.redis.aclose()
 
     app = FastAPI(title="OpenClaw-RL", lifespan=lifespan)
+    install_error_handlers(app)
+    app.include_router(chat.router)
+    app.include_router(audit.router)
 
     @app.get("/healthz")
     async def healthz() -> dict:
@@ -54,9 +65,8 @@ def create_app(settings: Settings) -> FastAPI:
 
 async def _temporal_ok(app: FastAPI) -> dict:
     try:
-        if app.state.temporal is None:
-            app.state.temporal = await asyncio.wait_for(connect(app.state.settings.temporal), PROBE_TIMEOUT_S)
-        await asyncio.wait_for(app.state.temporal.service_client.check_health(), PROBE_TIMEOUT_S)
+        client = await asyncio.wait_for(app.state.gateway.client(), PROBE_TIMEOUT_S)
+        await asyncio.wait_for(client.service_client.check_health(), PROBE_TIMEOUT_S)
         return {"ok": True}
     except Exception as exc:  # report, never raise: this is a probe
         return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}

@@ -10,7 +10,7 @@ carries, first match wins:
   4. `sessionId=<id>` in the `Runtime:` line of the first user message;
   5. nothing: the caller links the request to a session by message-history prefix.
 Side calls (memory flush, compaction summary, activity recap) are recognised by
-configurable markers in the system prompt; an explicit `X-Turn-Type` /
+the markers in `session.side_call_markers`; an explicit `X-Turn-Type` /
 `turn_type` wins over the markers.
 """
 
@@ -20,7 +20,9 @@ import re
 from enum import Enum
 from typing import Any, Literal, Mapping
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
+
+from openclaw_rl.settings import SessionSettings
 
 ROUTING_BODY_FIELDS = ("session_id", "turn_type", "session_done")
 _TRUTHY = {"1", "true", "yes", "on"}
@@ -31,19 +33,6 @@ _COMPACTION_SUFFIX = re.compile(r":\d+$")
 class TurnType(str, Enum):
     MAIN = "main"
     SIDE = "side"
-
-
-class SideCallRules(BaseModel):
-    """What marks a request as a side call: served, recorded, never trained on."""
-
-    system_markers: dict[str, str] = Field(
-        default_factory=lambda: {
-            "Pre-compaction memory flush": "memory_flush",
-            "You are a context summarization assistant": "compaction_summary",
-            "Write an Activity recap": "activity_recap",
-        }
-    )
-    """Substring of the system prompt -> side-call kind."""
 
 
 class SessionIdentity(BaseModel):
@@ -62,7 +51,7 @@ def _header(headers: Mapping[str, str], name: str) -> str | None:
     return value.strip() if isinstance(value, str) and value.strip() else None
 
 
-def _text(content: Any) -> str:
+def message_text(content: Any) -> str:
     """Message content as text, whether a string or a list of OpenAI content parts."""
     if isinstance(content, str):
         return content
@@ -86,26 +75,27 @@ def _session(headers: Mapping[str, str], body: Mapping[str, Any], messages: list
     if isinstance(body.get("prompt_cache_key"), str) and body["prompt_cache_key"].strip():
         return _strip_compaction(body["prompt_cache_key"].strip()), "prompt_cache_key"
     first_user = next((m for m in messages if m.get("role") == "user"), None)
-    if first_user is not None and (match := _RUNTIME_SESSION.search(_text(first_user.get("content")))):
+    if first_user is not None and (match := _RUNTIME_SESSION.search(message_text(first_user.get("content")))):
         return match.group(1), "runtime-line"
     return None, "none"
 
 
-def _turn_type(headers: Mapping[str, str], body: Mapping[str, Any], messages: list[dict], rules: SideCallRules) -> tuple[TurnType, str | None]:
+def _turn_type(headers: Mapping[str, str], body: Mapping[str, Any], messages: list[dict], markers: Mapping[str, str]) -> tuple[TurnType, str | None]:
     explicit = _header(headers, "x-turn-type") or (body.get("turn_type") if isinstance(body.get("turn_type"), str) else None)
     if explicit:
         return (TurnType.MAIN, None) if explicit.strip().lower() == "main" else (TurnType.SIDE, "explicit")
-    system = "\n".join(_text(m.get("content")) for m in messages if m.get("role") in ("system", "developer"))
-    for marker, kind in rules.system_markers.items():
+    system = "\n".join(message_text(m.get("content")) for m in messages if m.get("role") in ("system", "developer"))
+    for marker, kind in markers.items():
         if marker in system:
             return TurnType.SIDE, kind
     return TurnType.MAIN, None
 
 
-def resolve_identity(headers: Mapping[str, str], body: Mapping[str, Any], rules: SideCallRules | None = None) -> SessionIdentity:
+def resolve_identity(headers: Mapping[str, str], body: Mapping[str, Any], markers: Mapping[str, str] | None = None) -> SessionIdentity:
+    """`markers`: system-prompt substring -> side-call kind (default: `session.side_call_markers`)."""
     messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
     session_id, source = _session(headers, body, messages)
-    turn_type, side_kind = _turn_type(headers, body, messages, rules or SideCallRules())
+    turn_type, side_kind = _turn_type(headers, body, messages, SessionSettings().side_call_markers if markers is None else markers)
     done_raw = _header(headers, "x-session-done") or body.get("session_done")
     done = str(done_raw).strip().lower() in _TRUTHY if done_raw is not None else False
     return SessionIdentity(session_id=session_id, source=source, turn_type=turn_type, side_kind=side_kind, session_done=done)

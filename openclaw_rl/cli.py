@@ -62,6 +62,24 @@ def cmd_config(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_keys(args: argparse.Namespace, settings: Settings) -> int:
+    from openclaw_rl.admin import keys_command
+
+    return asyncio.run(keys_command(args, settings))
+
+
+def cmd_sessions(args: argparse.Namespace, settings: Settings) -> int:
+    from openclaw_rl.admin import sessions_command
+
+    return asyncio.run(sessions_command(args, settings))
+
+
+def cmd_turns(args: argparse.Namespace, settings: Settings) -> int:
+    from openclaw_rl.admin import turns_command
+
+    return asyncio.run(turns_command(args, settings))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="openclaw-rl", description="OpenClaw-RL on Temporal: agents that improve by being used.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -75,6 +93,26 @@ def build_parser() -> argparse.ArgumentParser:
     wk.add_argument("--pool", required=True, choices=[p.value for p in Pool])
     wk.set_defaults(func=cmd_worker, exits_hard=True)
     sub.add_parser("api", help="serve the REST API").set_defaults(func=cmd_api, exits_hard=False)
+    keys = sub.add_parser("keys", help="manage API keys (each bound to a user)")
+    ksub = keys.add_subparsers(dest="keys_command", required=True)
+    kc = ksub.add_parser("create", help="create a key for a user; prints it once")
+    kc.add_argument("--user", required=True, help="user id the key acts as")
+    ksub.add_parser("list", help="list keys (ids, users, state; never the keys)")
+    kr = ksub.add_parser("revoke", help="revoke a key by its id")
+    kr.add_argument("key_id")
+    keys.set_defaults(func=cmd_keys, exits_hard=False)
+    ss = sub.add_parser("sessions", help="list chat sessions (SessionWorkflows)")
+    ss.add_argument("--user", default=None, help="only this user's sessions")
+    ss.add_argument("--limit", type=int, default=50)
+    ss.add_argument("--json", action="store_true", help="JSON instead of a table")
+    ss.set_defaults(func=cmd_sessions, exits_hard=True)
+    tt = sub.add_parser("turns", help="show a session's turn log")
+    tt.add_argument("session_id")
+    tt.add_argument("--user", required=True, help="the session's user (sessions are scoped by user)")
+    tt.add_argument("--offset", type=int, default=0)
+    tt.add_argument("--limit", type=int, default=50)
+    tt.add_argument("--json", action="store_true", help="JSON instead of a table")
+    tt.set_defaults(func=cmd_turns, exits_hard=True)
     sub.add_parser("config", help="print the effective settings (secrets masked)").set_defaults(func=cmd_config, exits_hard=False)
     return parser
 

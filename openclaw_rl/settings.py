@@ -9,6 +9,7 @@ resolve the same addresses without passing them around.
 
 from __future__ import annotations
 
+import json
 import os
 from enum import Enum
 from pathlib import Path
@@ -39,6 +40,14 @@ class ApiSettings(BaseModel):
     """Interface the REST API binds to."""
     port: int = Field(8000, ge=1, le=65535)
     """Port of the OpenAI-compatible REST API."""
+    model_name: str = "openclaw-rl-policy"
+    """Model id listed by /v1/models; chat requests may name any model (they all reach the one policy)."""
+    max_request_bytes: int = Field(8 * 1024 * 1024, ge=1024)
+    """Largest request body accepted; larger ones get HTTP 413 (OpenClaw sends ~60 KB plus the history)."""
+    max_inflight_per_user: int = Field(64, ge=1)
+    """Concurrent chat requests one user may have in flight; more get HTTP 429."""
+    temporal_retry_s: float = Field(30.0, ge=0)
+    """How long a chat request keeps retrying while Temporal is unreachable (e.g. restarting) before HTTP 503."""
 
 
 class EngineSettings(BaseModel):
@@ -75,6 +84,37 @@ class PolicySettings(BaseModel):
     """Tries per call when the failure can succeed on retry (connection errors, timeouts, 5xx)."""
     backoff_s: float = Field(0.25, ge=0)
     """First retry delay; doubles each retry."""
+    context_length: int | None = Field(None, ge=16)
+    """Prompt plus response tokens the served model takes. None: engine.max_total_tokens for the embedded engine, else the checkpoint's max_position_embeddings."""
+
+
+class SessionSettings(BaseModel):
+    """How chat sessions become durable SessionWorkflows."""
+
+    idle_timeout_s: float = Field(3600.0, gt=0)
+    """A session with no request for this long ends; its last turn is closed without a next state."""
+    turns_per_run: int = Field(200, ge=2)
+    """Turns one workflow run holds before it continues as new (earlier, if Temporal suggests it)."""
+    default_max_tokens: int = Field(1024, ge=1)
+    """Response length when the request names none (capped by the engine's context)."""
+    generate_heartbeat_s: float = Field(10.0, gt=0)
+    """A generation whose worker stops heartbeating this long is retried on another worker, resuming from the tokens already produced."""
+    generate_timeout_s: float = Field(900.0, gt=0)
+    """Upper bound on one generation attempt."""
+    stream_flush_ms: float = Field(20.0, ge=0)
+    """Tokens produced within this window are published to the client's stream together."""
+    prefix_link_ttl_s: int = Field(7 * 24 * 3600, ge=60)
+    """How long a finished turn can be found by message-history prefix (requests with no session hint)."""
+    side_call_markers: dict[str, str] = Field(
+        default_factory=lambda: {
+            "Pre-compaction memory flush": "memory_flush",
+            "You are a context summarization assistant": "compaction_summary",
+            "Write an Activity recap": "activity_recap",
+        }
+    )
+    """Substring of the system prompt -> side-call kind. Side calls are served and recorded, never trained on."""
+    internal_context_marker: str = "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>"
+    """A user message containing this is client-injected context, not a user reply: it is never a next state and never part of the prefix link."""
 
 
 class TemporalSettings(BaseModel):
@@ -142,6 +182,7 @@ class Settings(BaseSettings):
     api: ApiSettings = Field(default_factory=ApiSettings)
     engine: EngineSettings = Field(default_factory=EngineSettings)
     policy: PolicySettings = Field(default_factory=PolicySettings)
+    session: SessionSettings = Field(default_factory=SessionSettings)
     temporal: TemporalSettings = Field(default_factory=TemporalSettings)
     redis: RedisSettings = Field(default_factory=RedisSettings)
     log: LogSettings = Field(default_factory=LogSettings)
@@ -206,6 +247,17 @@ class Settings(BaseSettings):
         if self.policy.tokenizer_path:
             return self.policy.tokenizer_path.expanduser().absolute()
         return self.served_model_path()
+
+    def context_length(self) -> int:
+        if self.policy.context_length:
+            return self.policy.context_length
+        if self.embedded_engine:
+            return self.engine.max_total_tokens
+        try:
+            config = json.loads((self.tokenizer_path() / "config.json").read_text())
+            return int(config["max_position_embeddings"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return self.engine.max_total_tokens
 
     def masked(self) -> dict[str, Any]:
         """Effective settings as plain data, secrets masked, for `openclaw-rl config`."""

@@ -22,6 +22,16 @@ def _http_ok(url: str):
     return check
 
 
+DEV_SERVER_DYNAMIC_CONFIG = {
+    # The history service reads new transfer tasks at most 20 times a second by
+    # default, so an activity on another task queue than its workflow's waits
+    # ~65 ms before it is dispatched. Measured on this machine's dev server, an
+    # Update whose handler runs an activity on another queue: p50 100 ms at the
+    # default, 33 ms with this (same-queue eager dispatch: 30-34 ms either way).
+    "history.transferProcessorMaxPollRPS": 1000,
+}
+
+
 def temporal_service(settings: Settings) -> ServiceSpec:
     t = settings.temporal
     settings.temporal_db.parent.mkdir(parents=True, exist_ok=True)
@@ -33,6 +43,8 @@ def temporal_service(settings: Settings) -> ServiceSpec:
         "--namespace", t.namespace,
         "--log-level", "warn",
     ]
+    for key, value in DEV_SERVER_DYNAMIC_CONFIG.items():
+        argv += ["--dynamic-config-value", f"{key}={value}"]
     argv += ["--headless"] if t.headless else ["--ui-port", str(t.ui_port), "--ui-disable-news-fetch"]
 
     async def ready() -> bool:

@@ -5,8 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from activities.generate import GenerateActivities
 from activities.health import make_ping
+from activities.turn_log import TurnLogActivities
 from openclaw_rl.settings import Pool, Settings
+from workflows.session import SessionWorkflow
 from workflows.stack_probe import StackProbeWorkflow
 
 
@@ -19,5 +22,9 @@ class PoolComponents:
 def components_for(pool: Pool, settings: Settings) -> PoolComponents:
     parts = PoolComponents(activities=[make_ping(pool.value)])
     if pool is Pool.WORKFLOW:
-        parts.workflows += [StackProbeWorkflow]
+        parts.workflows += [StackProbeWorkflow, SessionWorkflow]
+        # Bookkeeping runs beside the workflows: same task queue, so it is dispatched eagerly.
+        parts.activities += [TurnLogActivities(settings).archive_turns]
+    elif pool is Pool.POLICY:
+        parts.activities += [GenerateActivities(settings).generate]
     return parts

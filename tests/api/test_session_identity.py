@@ -1,6 +1,6 @@
 """Session and turn identity for the reference client's headers and the stock OpenClaw client's traffic."""
 
-from api.session_identity import SideCallRules, TurnType, resolve_identity, strip_routing_fields
+from api.session_identity import TurnType, resolve_identity, strip_routing_fields
 
 RUNTIME = "Runtime: agent=main | session=agent:main:main | sessionId=8f2c-41aa | model=openclaw-rl/tiny"
 STOCK_BODY = {
@@ -42,7 +42,7 @@ def test_side_calls_are_recognised_by_their_system_prompt():
     assert resolve_identity({}, with_system("Write an Activity recap of")).turn_type == TurnType.SIDE
     # an explicit main header overrides the markers; rules are configurable
     assert resolve_identity({"X-Turn-Type": "main"}, with_system("Write an Activity recap")).turn_type == TurnType.MAIN
-    custom = SideCallRules(system_markers={"TITLE GENERATOR": "title"})
+    custom = {"TITLE GENERATOR": "title"}
     assert resolve_identity({}, with_system("TITLE GENERATOR v2"), custom).side_kind == "title"
     # a heartbeat poll is an ordinary main-line turn
     heartbeat = {"messages": [{"role": "user", "content": "[OpenClaw heartbeat poll]"}]}

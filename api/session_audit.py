@@ -1,0 +1,88 @@
+"""Reading sessions and their turn logs back: shared by the REST audit routes and the CLI."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+import redis.asyncio as aioredis
+from pydantic import BaseModel
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
+
+from api.session_gateway import session_workflow_id
+from openclaw_rl.temporal_client import POLICY_VERSION, SESSION_ID, USER_ID
+from workflows.session import SessionWorkflow, TurnRecord, TurnsPage, TurnsPageResult
+
+
+class SessionInfo(BaseModel):
+    session_id: str
+    user_id: str
+    workflow_id: str
+    run_id: str
+    status: str
+    started_at: datetime | None
+    closed_at: datetime | None
+    policy_version: int | None
+
+
+class TurnLog(BaseModel):
+    session_id: str
+    workflow_id: str
+    status: str
+    total: int
+    offset: int
+    closed_reason: str | None
+    turns: list[TurnRecord]
+
+
+class SessionNotFound(LookupError):
+    pass
+
+
+def _quote(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+async def list_sessions(client: Client, user_id: str | None = None, limit: int = 50) -> list[SessionInfo]:
+    query = "WorkflowType = 'SessionWorkflow'"
+    if user_id is not None:
+        query += f" AND {USER_ID.name} = {_quote(user_id)}"
+    out: list[SessionInfo] = []
+    async for wf in client.list_workflows(query, limit=limit):
+        attrs = wf.typed_search_attributes
+        out.append(
+            SessionInfo(
+                session_id=attrs.get(SESSION_ID) or wf.id,
+                user_id=attrs.get(USER_ID) or "",
+                workflow_id=wf.id,
+                run_id=wf.run_id,
+                status=wf.status.name.lower() if wf.status else "unknown",
+                started_at=wf.start_time,
+                closed_at=wf.close_time,
+                policy_version=attrs.get(POLICY_VERSION),
+            )
+        )
+    return out
+
+
+async def session_turns(client: Client, redis: aioredis.Redis, user_id: str, session_id: str, offset: int = 0, limit: int = 50) -> TurnLog:
+    wf_id = session_workflow_id(user_id, session_id)
+    handle = client.get_workflow_handle(wf_id)
+    try:
+        desc = await handle.describe()
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            raise SessionNotFound(session_id) from None
+        raise
+    page: TurnsPageResult = await handle.query(SessionWorkflow.turns, TurnsPage(offset=offset, limit=limit))
+    records = list(page.turns)
+    for seg in page.archived:
+        raw = await redis.get(seg.key)
+        if raw:
+            records += [TurnRecord.model_validate(r) for r in json.loads(raw)]
+    records = sorted({r.index: r for r in records if offset <= r.index < offset + limit}.values(), key=lambda r: r.index)
+    status = desc.status.name.lower() if desc.status else "unknown"
+    if desc.status == WorkflowExecutionStatus.CONTINUED_AS_NEW:
+        status = "running"
+    return TurnLog(session_id=session_id, workflow_id=wf_id, status=status, total=page.total, offset=offset, closed_reason=page.closed_reason, turns=records)

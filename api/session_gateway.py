@@ -1,0 +1,101 @@
+"""How the API reaches SessionWorkflows: one Update-with-start per chat request.
+
+The update id is the turn id, so a request retried after Temporal was briefly
+unreachable attaches to the same update instead of running the turn twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+import time
+
+import structlog
+from temporalio.client import Client, WithStartWorkflowOperation, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities.generate import ErrorType
+from api.errors import ApiError
+from openclaw_rl.settings import Pool, Settings
+from openclaw_rl.temporal_client import SESSION_ID, USER_ID, connect
+from workflows.session import SessionConfig, SessionErrorType, SessionInput, SessionWorkflow, TurnRequest, TurnResult
+
+log = structlog.get_logger(__name__)
+
+_SAFE_SESSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
+_TRANSIENT_RPC = {RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED, RPCStatusCode.UNKNOWN, RPCStatusCode.RESOURCE_EXHAUSTED}
+_RETRY_SLEEP_S = 0.2
+_ROLL_WAIT_S = 20.0
+"""How long a request waits for a session that is ending or continuing as new."""
+
+_ERROR_STATUS = {
+    ErrorType.PROMPT_TOO_LONG: (400, "context_length_exceeded"),
+    ErrorType.INVALID_REQUEST: (400, "invalid_request"),
+    ErrorType.REQUEST_MISSING: (503, "request_lost"),
+    ErrorType.POLICY_UNAVAILABLE: (503, "policy_unavailable"),
+}
+
+
+def session_workflow_id(user_id: str, session_id: str) -> str:
+    """Readable and scoped by user: two users with the same session id never share a workflow."""
+    sid = session_id if _SAFE_SESSION.match(session_id) else "h-" + hashlib.sha256(session_id.encode()).hexdigest()[:24]
+    return f"session/{user_id}/{sid}"
+
+
+class SessionGateway:
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self._client: Client | None = None
+        self._lock = asyncio.Lock()
+
+    async def client(self) -> Client:
+        async with self._lock:
+            if self._client is None:
+                self._client = await connect(self.settings.temporal)
+            return self._client
+
+    def session_config(self) -> SessionConfig:
+        s, t = self.settings.session, self.settings.temporal
+        return SessionConfig(
+            policy_task_queue=t.task_queue(Pool.POLICY),
+            bookkeeping_task_queue=t.task_queue(Pool.WORKFLOW),
+            idle_timeout_s=s.idle_timeout_s,
+            turns_per_run=s.turns_per_run,
+            generate_heartbeat_s=s.generate_heartbeat_s,
+            generate_timeout_s=s.generate_timeout_s,
+        )
+
+    async def run_turn(self, user_id: str, session_id: str, req: TurnRequest) -> TurnResult:
+        wf_id = session_workflow_id(user_id, session_id)
+        started = time.monotonic()
+        while True:
+            try:
+                client = await self.client()
+                op = WithStartWorkflowOperation(
+                    SessionWorkflow.run,
+                    SessionInput(user_id=user_id, session_id=session_id, config=self.session_config()),
+                    id=wf_id,
+                    task_queue=self.settings.temporal.task_queue(Pool.WORKFLOW),
+                    id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                    search_attributes=TypedSearchAttributes([SearchAttributePair(USER_ID, user_id), SearchAttributePair(SESSION_ID, session_id)]),
+                    static_summary=f"chat session {session_id} of {user_id}",
+                )
+                return await client.execute_update_with_start_workflow(SessionWorkflow.turn, req, start_workflow_operation=op, id=req.turn_id)
+            except WorkflowUpdateFailedError as exc:
+                cause = exc.cause
+                kind = cause.type if isinstance(cause, ApplicationError) else None
+                if kind in (SessionErrorType.CLOSED, SessionErrorType.ROLLING) and time.monotonic() - started < _ROLL_WAIT_S:
+                    await asyncio.sleep(_RETRY_SLEEP_S)  # the old run is finishing; the next try reaches or starts the new one
+                    continue
+                status, code = _ERROR_STATUS.get(kind or "", (500, "turn_failed"))
+                raise ApiError(status, getattr(cause, "message", None) or str(exc), code=code) from exc
+            except (RPCError, WorkflowUpdateRPCTimeoutOrCancelledError, OSError, RuntimeError) as exc:
+                if isinstance(exc, RPCError) and exc.status not in _TRANSIENT_RPC:
+                    raise ApiError(503, f"Temporal refused the turn: {exc.message}", code="temporal_error") from exc
+                if time.monotonic() - started >= self.settings.api.temporal_retry_s:
+                    raise ApiError(503, "Temporal is unreachable; the turn was not run. Retry shortly.", code="temporal_unavailable") from exc
+                log.warning("temporal call failed; retrying", workflow_id=wf_id, turn_id=req.turn_id, error=str(exc))
+                await asyncio.sleep(_RETRY_SLEEP_S)

@@ -1,0 +1,108 @@
+"""Operator commands: API keys, sessions and turn logs, from the terminal."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from openclaw_rl.settings import Settings
+
+
+def _redis(settings: Settings) -> aioredis.Redis:
+    return aioredis.from_url(settings.redis.target())
+
+
+async def keys_command(args: argparse.Namespace, settings: Settings) -> int:
+    from api.keys import InvalidUserId, KeyStore
+
+    redis = _redis(settings)
+    store = KeyStore(redis, settings.api_key_pepper.get_secret_value())
+    try:
+        if args.keys_command == "create":
+            rec, key = await store.create(args.user)
+            print(key)
+            print(f"key id {rec.key_id} for user {rec.user_id}; this is the only time the key is shown.", flush=True)
+        elif args.keys_command == "list":
+            recs = await store.list()
+            print(f"{'KEY ID':<14}{'USER':<24}{'CREATED (UTC)':<18}STATE")
+            for r in recs:
+                state = f"revoked {r.revoked_at:%Y-%m-%d %H:%M}" if r.revoked_at else "active"
+                print(f"{r.key_id:<14}{r.user_id:<24}{r.created_at:%Y-%m-%d %H:%M}  {state}")
+        elif args.keys_command == "revoke":
+            rec = await store.revoke(args.key_id)
+            if rec is None:
+                print(f"openclaw-rl: no key with id {args.key_id} (see `openclaw-rl keys list`)")
+                return 1
+            print(f"revoked key {rec.key_id} of user {rec.user_id}")
+        return 0
+    except InvalidUserId as exc:
+        print(f"openclaw-rl: {exc}")
+        return 2
+    except (RedisConnectionError, OSError) as exc:
+        print(f"openclaw-rl: cannot reach Redis at {settings.redis.target()}: {exc}. Is the stack up (`openclaw-rl up`)?")
+        return 1
+    finally:
+        await redis.aclose()
+
+
+async def _client(settings: Settings):
+    from openclaw_rl.temporal_client import connect
+
+    try:
+        return await connect(settings.temporal)
+    except RuntimeError as exc:
+        raise SystemExit(f"openclaw-rl: cannot reach Temporal at {settings.temporal.target()}: {exc}. Is the stack up (`openclaw-rl up`)?") from None
+
+
+async def sessions_command(args: argparse.Namespace, settings: Settings) -> int:
+    from api.session_audit import list_sessions
+
+    client = await _client(settings)
+    sessions = await list_sessions(client, args.user, args.limit)
+    if args.json:
+        print(json.dumps([s.model_dump(mode="json") for s in sessions], indent=2))
+        return 0
+    print(f"{'SESSION':<40}{'USER':<20}{'STATUS':<12}{'STARTED (UTC)':<18}POLICY")
+    for s in sessions:
+        started = f"{s.started_at:%Y-%m-%d %H:%M}" if s.started_at else "-"
+        print(f"{s.session_id[:38]:<40}{s.user_id[:18]:<20}{s.status:<12}{started:<18}{s.policy_version if s.policy_version is not None else '-'}")
+    return 0
+
+
+async def turns_command(args: argparse.Namespace, settings: Settings) -> int:
+    from api.session_audit import SessionNotFound, session_turns
+
+    client = await _client(settings)
+    redis = _redis(settings)
+    try:
+        log = await session_turns(client, redis, args.user, args.session_id, args.offset, args.limit)
+    except SessionNotFound:
+        print(f"openclaw-rl: no session {args.session_id!r} for user {args.user!r} (see `openclaw-rl sessions --user {args.user}`)")
+        return 1
+    finally:
+        await redis.aclose()
+    if args.json:
+        print(log.model_dump_json(indent=2))
+        return 0
+    print(f"session {log.session_id} ({log.workflow_id}): {log.status}, {log.total} turns" + (f", ended: {log.closed_reason}" if log.closed_reason else ""))
+    for t in log.turns:
+        kind = t.turn_type.value + (f"/{t.side_kind}" if t.side_kind else "")
+        print(f"\n#{t.index} {kind} {t.received_at:%Y-%m-%d %H:%M:%S} policy v{t.weight_version or '?'} {t.status} {t.prompt_tokens}+{t.completion_tokens} tokens, {t.finish_reason or '-'}")
+        print(f"  prompt:   {_one_line(t.prompt_summary)}")
+        reply = _one_line(t.response_summary) + "".join(f" [tool_call {c.name}({_one_line(c.arguments, 60)})]" for c in t.tool_calls)
+        print(f"  response: {reply}")
+        if t.next_state is not None:
+            print(f"  next:     ({t.next_state.role}) {_one_line(t.next_state.summary)}")
+        elif t.next_state_status != "n/a":
+            print(f"  next:     {t.next_state_status}")
+        if t.error:
+            print(f"  error:    {t.error}")
+    return 0
+
+
+def _one_line(text: str, n: int = 100) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= n else flat[: n - 1] + "…"

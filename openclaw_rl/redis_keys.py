@@ -1,0 +1,48 @@
+"""The Redis key layout, in one place.
+
+Workflows carry these keys, never the data: token ids, log-probs and full
+message lists live in Redis (Temporal payloads stay small).
+"""
+
+from __future__ import annotations
+
+PREFIX = "oc"
+
+
+def api_key(key_hash: str) -> str:
+    """JSON record of one API key, by the hash of the key."""
+    return f"{PREFIX}:apikey:{key_hash}"
+
+
+API_KEY_INDEX = f"{PREFIX}:apikeys"
+"""Hash: key id -> key hash, for `keys list` / `keys revoke`."""
+
+
+def chat_request(turn_id: str) -> str:
+    """The chat request of one turn as the client sent it (messages, tools)."""
+    return f"{PREFIX}:request:{turn_id}"
+
+
+def token_stream(turn_id: str) -> str:
+    """Redis stream of one turn's tokens as they are produced; also the resume checkpoint."""
+    return f"{PREFIX}:stream:{turn_id}"
+
+
+def stream_owner(turn_id: str) -> str:
+    """Which generation attempt may publish to the turn's stream (a stale attempt is fenced off)."""
+    return f"{PREFIX}:stream:{turn_id}:owner"
+
+
+def turn_data(turn_id: str) -> str:
+    """Hash: prompt ids, response ids, rollout log-probs and weight version of one finished turn."""
+    return f"{PREFIX}:turn:{turn_id}"
+
+
+def prefix_link(user_id: str, digest: str) -> str:
+    """Session id of the turn whose request + reply hash to `digest` (linking requests with no session hint)."""
+    return f"{PREFIX}:prefix:{user_id}:{digest}"
+
+
+def turn_log_segment(workflow_id: str, first_index: int) -> str:
+    """Turn records archived when a session workflow continued as new."""
+    return f"{PREFIX}:turnlog:{workflow_id}:{first_index}"
