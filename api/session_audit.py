@@ -33,6 +33,7 @@ class TurnLog(BaseModel):
     total: int
     offset: int
     closed_reason: str | None
+    runs: int
     turns: list[TurnRecord]
 
 
@@ -45,11 +46,16 @@ def _quote(value: str) -> str:
 
 
 async def list_sessions(client: Client, user_id: str | None = None, limit: int = 50) -> list[SessionInfo]:
-    query = "WorkflowType = 'SessionWorkflow'"
+    # A session that continued as new has one closed run per segment: show the live one only.
+    query = "WorkflowType = 'SessionWorkflow' AND ExecutionStatus != 'ContinuedAsNew'"
     if user_id is not None:
         query += f" AND {USER_ID.name} = {_quote(user_id)}"
     out: list[SessionInfo] = []
-    async for wf in client.list_workflows(query, limit=limit):
+    seen: set[str] = set()
+    async for wf in client.list_workflows(query, limit=limit * 2):
+        if wf.id in seen or len(out) >= limit:  # an ended session that was started again: newest run only
+            continue
+        seen.add(wf.id)
         attrs = wf.typed_search_attributes
         out.append(
             SessionInfo(
@@ -85,4 +91,4 @@ async def session_turns(client: Client, redis: aioredis.Redis, user_id: str, ses
     status = desc.status.name.lower() if desc.status else "unknown"
     if desc.status == WorkflowExecutionStatus.CONTINUED_AS_NEW:
         status = "running"
-    return TurnLog(session_id=session_id, workflow_id=wf_id, status=status, total=page.total, offset=offset, closed_reason=page.closed_reason, turns=records)
+    return TurnLog(session_id=session_id, workflow_id=wf_id, status=status, total=page.total, offset=offset, closed_reason=page.closed_reason, runs=page.runs, turns=records)

@@ -163,6 +163,8 @@ class TurnsPageResult(BaseModel):
     """Segments overlapping the page that live in Redis (the caller reads them)."""
     turns: list[TurnRecord]
     closed_reason: str | None
+    runs: int = 1
+    """Workflow runs so far (continue-as-new starts a new one)."""
 
 
 def _clip(text: str | None, n: int = SUMMARY_CHARS) -> str:
@@ -328,7 +330,7 @@ class SessionWorkflow:
         lo, hi = page.offset, page.offset + page.limit
         segs = [s for s in self.state.archived if s.first_index < hi and s.first_index + s.count > lo]
         live = [r for r in self.state.turns if lo <= r.index < hi]
-        return TurnsPageResult(total=self.state.next_index, archived=segs, turns=live, closed_reason=self.closed_reason)
+        return TurnsPageResult(total=self.state.next_index, archived=segs, turns=live, closed_reason=self.closed_reason, runs=self.state.runs)
 
     @workflow.query
     def summary(self) -> SessionSummary:
