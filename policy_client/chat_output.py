@@ -89,8 +89,9 @@ class StreamingSplitter:
         reasoning, body = self._split_partial(cumulative)
         cut = body.find(CALL_OPEN)
         visible = body if cut < 0 else body[:cut]
-        visible = _hold_partial_tag(visible, (CALL_OPEN,)) if cut < 0 else visible.rstrip()
-        return self._advance(reasoning or "", visible)
+        visible = _hold_partial_tag(visible, (CALL_OPEN,)) if cut < 0 else visible
+        # Trailing whitespace waits: the final parse strips it before tool calls and after reasoning.
+        return self._advance((reasoning or "").rstrip(), visible.rstrip())
 
     def finish(self, final: ParsedCompletion) -> tuple[str, str]:
         return self._advance(final.reasoning or "", final.content)
