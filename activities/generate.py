@@ -62,6 +62,9 @@ class StoredChatRequest(BaseModel):
 class GenerateInput(BaseModel):
     turn_id: str
     sampling: ChatSampling
+    stream: bool = True
+    """Publish tokens as they come (the client streams). False: one plain generation, published whole at the end;
+    a retry then starts over, which no client can notice since it saw nothing yet."""
 
 
 class GenerateOutput(BaseModel):
@@ -135,14 +138,18 @@ class GenerateActivities:
         last_flush = time.monotonic()
         flush_s = self.settings.session.stream_flush_ms / 1000
         sent_text = done.text
+        beat = asyncio.ensure_future(_heartbeat_every(self.settings.session.generate_heartbeat_s / 3))
         try:
-            if budget > 0:
+            if budget > 0 and not inp.stream:
+                gen = await self.policy.generate(prompt_ids + done.ids, params)
+                new_ids, new_lps, weight_version = gen.output_ids, gen.output_logprobs, gen.weight_version
+                finish = "length" if gen.finish_reason is None or gen.finish_reason.type == "length" else "stop"
+            elif budget > 0:
                 async for snap in self.policy.generate_stream(prompt_ids + done.ids, params):
                     new_ids, new_lps = snap.output_ids, snap.output_logprobs
                     weight_version = snap.weight_version or weight_version
                     if snap.finish_reason is not None:
                         finish = "length" if snap.finish_reason.type == "length" else "stop"
-                    activity.heartbeat(len(done.ids) + len(new_ids))
                     if time.monotonic() - last_flush >= flush_s and len(done.ids) + len(new_ids) > published:
                         sent_text = await self._publish_upto(inp.turn_id, attempt, renderer, done, new_ids, new_lps, published, sent_text, final=None)
                         published = len(done.ids) + len(new_ids)
@@ -151,6 +158,8 @@ class GenerateActivities:
             raise ApplicationError(f"the policy server refused the request: {exc.reason}", type=ErrorType.INVALID_REQUEST, non_retryable=True) from exc
         except PolicyUnavailableError as exc:
             raise ApplicationError(str(exc), type=ErrorType.POLICY_UNAVAILABLE) from exc
+        finally:
+            beat.cancel()
 
         ids, lps = done.ids + new_ids, done.lps + new_lps
         if not done.finish:
@@ -222,6 +231,13 @@ class GenerateActivities:
         if self._context_limit is None:
             self._context_limit = self.settings.context_length()
         return self._context_limit
+
+
+async def _heartbeat_every(interval_s: float) -> None:
+    """Tell Temporal this attempt is alive; a killed worker stops, and the turn is retried elsewhere."""
+    while True:
+        activity.heartbeat()
+        await asyncio.sleep(interval_s)
 
 
 def _stop_ids(tokenizer: Any) -> list[int]:

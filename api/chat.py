@@ -89,6 +89,7 @@ async def chat_completions(request: Request, caller: Caller = Depends(authentica
             max_tokens=chat.max_completion_tokens or chat.max_tokens,
             stop=chat.stop_list(),
         ),
+        stream=chat.stream,
         prompt_summary=_prompt_summary(messages, marker),
         message_count=len(messages),
         next_state=_next_state(messages, marker, turn_id) if identity.turn_type is TurnType.MAIN else None,

@@ -70,6 +70,7 @@ class TurnRequest(BaseModel):
     turn_type: TurnType
     side_kind: str | None = None
     sampling: ChatSampling
+    stream: bool = True
     prompt_summary: str
     message_count: int
     next_state: NextState | None = None
@@ -246,7 +247,7 @@ class SessionWorkflow:
         try:
             out: GenerateOutput = await workflow.execute_activity(
                 "generate",
-                GenerateInput(turn_id=req.turn_id, sampling=req.sampling),
+                GenerateInput(turn_id=req.turn_id, sampling=req.sampling, stream=req.stream),
                 result_type=GenerateOutput,
                 task_queue=self.config.policy_task_queue,
                 start_to_close_timeout=timedelta(seconds=self.config.generate_timeout_s),

@@ -1,0 +1,118 @@
+"""Latency a chat turn pays for being a durable Temporal turn.
+
+Starts the whole local stack (`openclaw-rl up`) on the tiny Qwen3 model in a
+temporary data directory, then times the same greedy generations two ways:
+  - through the endpoint: POST /v1/chat/completions (auth, identity, Redis,
+    Update-with-start on the SessionWorkflow, generate activity on the policy
+    pool, token stream, turn record);
+  - straight to the engine: POST /generate with the same prompt ids, rendered
+    once up front, the same sampling and stop tokens.
+Both sequentially (one session) and with 16 sessions talking at once; prints
+p50/p99 of each and the difference.
+
+    .venv/bin/python benchmarks/chat_latency.py [--turns 40] [--tokens 16] [--system-chars 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.helpers import CLI, REPO, RunningStack, stack_env  # noqa: E402
+
+
+def pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
+
+
+class Bench:
+    def __init__(self, stack: RunningStack, key: str, model: Path, tokens: int, system: str):
+        from policy_client.chat import renderer_for
+
+        self.stack, self.tokens, self.system = stack, tokens, system
+        self.renderer = renderer_for(str(model))
+        self.stop_ids = [self.renderer.tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")]
+        self.http = httpx.AsyncClient(timeout=300, limits=httpx.Limits(max_connections=64))
+        self.auth = {"Authorization": f"Bearer {key}"}
+
+    def messages(self, session: str, turn: int) -> list[dict]:
+        return [{"role": "system", "content": self.system}, {"role": "user", "content": f"session {session} question {turn}: what next?"}]
+
+    async def via_endpoint(self, session: str, turn: int) -> float:
+        body = {"model": "policy", "messages": self.messages(session, turn), "max_tokens": self.tokens, "temperature": 0}
+        t = time.perf_counter()
+        r = await self.http.post(f"{self.stack.api}/v1/chat/completions", json=body, headers=self.auth | {"X-Session-Id": session})
+        took = time.perf_counter() - t
+        r.raise_for_status()
+        return took
+
+    async def direct(self, session: str, turn: int) -> float:
+        ids = self.renderer.render(self.messages(session, turn))
+        body = {"input_ids": ids, "return_logprob": True, "sampling_params": {"max_new_tokens": self.tokens, "temperature": 0, "stop_token_ids": self.stop_ids}}
+        t = time.perf_counter()
+        r = await self.http.post(f"{self.stack.engine}/generate", json=body)
+        took = time.perf_counter() - t
+        r.raise_for_status()
+        return took
+
+    async def run(self, how, sessions: int, turns: int) -> list[float]:
+        async def one_session(s: int) -> list[float]:
+            sid = f"bench-{uuid.uuid4().hex[:8]}-{s}"
+            return [await how(sid, t) for t in range(turns)]
+
+        per = await asyncio.gather(*(one_session(s) for s in range(sessions)))
+        return [x for xs in per for x in xs]
+
+
+async def measure(bench: Bench, turns: int) -> dict[str, tuple[list[float], list[float]]]:
+    await bench.run(bench.via_endpoint, 2, 3)  # warm-up: worker caches, tokenizer, sticky queues
+    await bench.run(bench.direct, 2, 3)
+    out = {}
+    for label, sessions, per_session in (("sequential", 1, turns), ("16 sessions", 16, max(2, turns // 8))):
+        endpoint = await bench.run(bench.via_endpoint, sessions, per_session)
+        direct = await bench.run(bench.direct, sessions, per_session)
+        out[label] = (endpoint, direct)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--turns", type=int, default=40, help="turns in the sequential run (the 16-session run does turns/8 per session)")
+    ap.add_argument("--tokens", type=int, default=16, help="tokens generated per turn (greedy)")
+    ap.add_argument("--system-chars", type=int, default=2000, help="system prompt size (OpenClaw sends 31-49K characters)")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="chat-bench-"))
+    from engine.tiny_qwen3 import ensure_tiny_model
+
+    model = ensure_tiny_model(work / "tiny-qwen3")
+    stack = RunningStack(stack_env(work / "data", model_path=model)).start()
+    try:
+        key = subprocess.run(CLI + ["keys", "create", "--user", "bench"], env=stack.env, capture_output=True, text=True, cwd=REPO, check=True).stdout.split()[0]
+        system = ("You are a personal agent. Follow the user's instructions carefully. " * 200)[: args.system_chars]
+        bench = Bench(stack, key, model, args.tokens, system)
+        results = asyncio.run(measure(bench, args.turns))
+    finally:
+        stack.stop()
+    print(f"tiny Qwen3, {args.tokens} tokens/turn greedy, system prompt {args.system_chars} chars, cpu cores: {os.cpu_count()}")
+    print(f"{'':<14}{'endpoint p50':>14}{'engine p50':>12}{'added p50':>11}{'endpoint p99':>14}{'engine p99':>12}{'added p99':>11}")
+    for label, (endpoint, direct) in results.items():
+        e50, d50, e99, d99 = (pct(endpoint, 0.5) * 1000, pct(direct, 0.5) * 1000, pct(endpoint, 0.99) * 1000, pct(direct, 0.99) * 1000)
+        print(f"{label:<14}{e50:>12.1f}ms{d50:>10.1f}ms{e50 - d50:>9.1f}ms{e99:>12.1f}ms{d99:>10.1f}ms{e99 - d99:>9.1f}ms   (n={len(endpoint)}, mean added {statistics.mean(endpoint) * 1000 - statistics.mean(direct) * 1000:.1f} ms)")
+    print("targets: at most 50 ms added at p50 and 150 ms at p99")
+
+
+if __name__ == "__main__":
+    main()
