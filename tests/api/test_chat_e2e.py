@@ -192,3 +192,37 @@ def test_long_session_continues_as_new_and_keeps_every_turn(chat_stack, alice):
     sessions = httpx.get(f"{chat_stack.api}/v1/sessions", headers={"Authorization": f"Bearer {alice}"}).json()["data"]
     mine = [s for s in sessions if s["session_id"] == sid]
     assert mine and mine[0]["status"] == "running"
+
+
+def test_requests_keep_being_served_during_a_weight_update(chat_stack, alice):
+    """No 503 window: turns in flight while the engine swaps weights all succeed, each on one version."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    c = client(chat_stack, alice)
+    sid = f"swap-{uuid.uuid4().hex[:8]}"
+    model_path = chat_stack.env["OPENCLAW_RL_ENGINE__MODEL_PATH"]
+
+    def one(i: int) -> str | None:
+        r = c.chat.completions.create(model="policy", messages=[{"role": "user", "content": f"q{i}"}], max_tokens=24, extra_headers={"X-Session-Id": f"{sid}-{i}"})
+        return r.system_fingerprint
+
+    with ThreadPoolExecutor(8) as pool:
+        futures = [pool.submit(one, i) for i in range(8)]
+        update = httpx.post(f"{chat_stack.engine}/update_weights_from_disk", json={"model_path": model_path, "weight_version": "7"}, timeout=120)
+        versions = [f.result() for f in futures]
+    assert update.status_code == 200 and update.json()["success"], update.text
+    assert set(versions) <= {"0", "7"}
+    after = c.chat.completions.create(model="policy", messages=[{"role": "user", "content": "after"}], max_tokens=4, extra_headers={"X-Session-Id": sid})
+    assert after.system_fingerprint == "7"
+    log = turns(chat_stack, alice, sid).json()
+    assert log["turns"][0]["weight_version"] == "7"
+    import time
+
+    deadline = time.monotonic() + 15  # visibility is eventually consistent
+    while True:
+        sessions = httpx.get(f"{chat_stack.api}/v1/sessions", headers={"Authorization": f"Bearer {alice}"}).json()["data"]
+        version = next((s["policy_version"] for s in sessions if s["session_id"] == sid), None)
+        if version == 7 or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    assert version == 7  # the search attribute follows the policy
