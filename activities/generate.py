@@ -164,12 +164,16 @@ class GenerateActivities:
         ids, lps = done.ids + new_ids, done.lps + new_lps
         if not done.finish:
             await self._publish_upto(inp.turn_id, attempt, renderer, done, new_ids, new_lps, published, sent_text, final=finish)
+        text = renderer.decode(ids, skip_special_tokens=True)
         await save_turn_tokens(
             self.redis,
-            TurnTokens(turn_id=inp.turn_id, prompt_ids=prompt_ids, response_ids=ids, response_logprobs=lps, weight_version=weight_version, finish_reason=finish, resumed_at=len(done.ids)),
+            TurnTokens(
+                turn_id=inp.turn_id, prompt_ids=prompt_ids, response_ids=ids, response_logprobs=lps, weight_version=weight_version,
+                finish_reason=finish, resumed_at=len(done.ids), response_text=text, temperature=inp.sampling.temperature,
+            ),
         )
         await self.redis.expire(stream_key, STREAM_TTL_S)
-        parsed = parse_completion(renderer.decode(ids, skip_special_tokens=True), call_id_prefix=inp.turn_id[:12])
+        parsed = parse_completion(text, call_id_prefix=inp.turn_id[:12])
         if parsed.tool_calls and finish == "stop":
             finish = "tool_calls"
         if done.ids:

@@ -10,7 +10,10 @@ from pydantic import BaseModel
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.learning import PublishResult
 from api.session_gateway import session_workflow_id
+from openclaw_rl import redis_keys
+from openclaw_rl.samples import JudgeSummary
 from openclaw_rl.temporal_client import POLICY_VERSION, SESSION_ID, USER_ID
 from workflows.session import SessionWorkflow, TurnRecord, TurnsPage, TurnsPageResult
 
@@ -26,6 +29,18 @@ class SessionInfo(BaseModel):
     policy_version: int | None
 
 
+class Judgement(BaseModel):
+    """How a judged turn turned out (written by publish_sample)."""
+
+    judge: JudgeSummary
+    result: PublishResult
+
+
+class AuditedTurn(TurnRecord):
+    judgement: Judgement | None = None
+    """None until the turn is judged (after its next state arrives)."""
+
+
 class TurnLog(BaseModel):
     session_id: str
     workflow_id: str
@@ -34,7 +49,7 @@ class TurnLog(BaseModel):
     offset: int
     closed_reason: str | None
     runs: int
-    turns: list[TurnRecord]
+    turns: list[AuditedTurn]
 
 
 class SessionNotFound(LookupError):
@@ -88,7 +103,9 @@ async def session_turns(client: Client, redis: aioredis.Redis, user_id: str, ses
         if raw:
             records += [TurnRecord.model_validate(r) for r in json.loads(raw)]
     records = sorted({r.index: r for r in records if offset <= r.index < offset + limit}.values(), key=lambda r: r.index)
+    judged = await redis.mget([redis_keys.judgement(r.turn_id) for r in records]) if records else []
+    audited = [AuditedTurn(**r.model_dump(), judgement=Judgement.model_validate_json(j) if j else None) for r, j in zip(records, judged)]
     status = desc.status.name.lower() if desc.status else "unknown"
     if desc.status == WorkflowExecutionStatus.CONTINUED_AS_NEW:
         status = "running"
-    return TurnLog(session_id=session_id, workflow_id=wf_id, status=status, total=page.total, offset=offset, closed_reason=page.closed_reason, runs=page.runs, turns=records)
+    return TurnLog(session_id=session_id, workflow_id=wf_id, status=status, total=page.total, offset=offset, closed_reason=page.closed_reason, runs=page.runs, turns=audited)

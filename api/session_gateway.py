@@ -21,6 +21,8 @@ from activities.generate import ErrorType
 from api.errors import ApiError
 from openclaw_rl.settings import Pool, Settings
 from openclaw_rl.temporal_client import SESSION_ID, USER_ID, connect
+from rlmath.signals import Method
+from workflows.judge_turn import LearningPlan
 from workflows.session import SessionConfig, SessionErrorType, SessionInput, SessionWorkflow, TurnRequest, TurnResult
 
 log = structlog.get_logger(__name__)
@@ -45,6 +47,22 @@ def session_workflow_id(user_id: str, session_id: str) -> str:
     return f"session/{user_id}/{sid}"
 
 
+def learning_plan(settings: Settings) -> LearningPlan:
+    ln, t = settings.learning, settings.temporal
+    return LearningPlan(
+        method=Method(ln.method),
+        prm_votes=ln.votes_for_prm(),
+        hint_votes=ln.hint_votes,
+        judge_name=settings.judge().type,
+        w_binary=ln.w_binary,
+        w_opd=ln.w_opd,
+        source=ln.source,
+        judge_task_queue=t.task_queue(Pool.JUDGE),
+        policy_task_queue=t.task_queue(Pool.POLICY),
+        vote_timeout_s=ln.vote_timeout_s,
+    )
+
+
 class SessionGateway:
     def __init__(self, settings: Settings):
         self.settings = settings
@@ -61,11 +79,12 @@ class SessionGateway:
         s, t = self.settings.session, self.settings.temporal
         return SessionConfig(
             policy_task_queue=t.task_queue(Pool.POLICY),
-            bookkeeping_task_queue=t.task_queue(Pool.WORKFLOW),
+            workflow_task_queue=t.task_queue(Pool.WORKFLOW),
             idle_timeout_s=s.idle_timeout_s,
             turns_per_run=s.turns_per_run,
             generate_heartbeat_s=s.generate_heartbeat_s,
             generate_timeout_s=s.generate_timeout_s,
+            learning=learning_plan(self.settings),
         )
 
     async def run_turn(self, user_id: str, session_id: str, req: TurnRequest) -> TurnResult:

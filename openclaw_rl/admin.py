@@ -98,6 +98,14 @@ async def turns_command(args: argparse.Namespace, settings: Settings) -> int:
             print(f"  next:     ({t.next_state.role}) {_one_line(t.next_state.summary)}")
         elif t.next_state_status != "n/a":
             print(f"  next:     {t.next_state_status}")
+        if t.judgement is not None:
+            j, r = t.judgement.judge, t.judgement.result
+            votes = ", ".join("-" if v is None else f"{v:+d}" for v in j.prm_votes) or "none"
+            line = f"  judged:   {j.judge} votes [{votes}] -> {j.eval_score if j.eval_score is not None else '-'}"
+            line += f"; sample: reward {r.reward:+.1f}, mask {r.loss_mask}, advantage mean {r.advantage_mean:+.3f} [{r.advantage_min:+.3f}, {r.advantage_max:+.3f}] ({r.reason})" if r.published else f"; no sample ({'duplicate' if r.duplicate else r.reason})"
+            print(line)
+            if j.hint:
+                print(f"  hint:     {_one_line(j.hint)}")
         if t.error:
             print(f"  error:    {t.error}")
     return 0

@@ -46,3 +46,33 @@ def prefix_link(user_id: str, digest: str) -> str:
 def turn_log_segment(workflow_id: str, first_index: int) -> str:
     """Turn records archived when a session workflow continued as new."""
     return f"{PREFIX}:turnlog:{workflow_id}:{first_index}"
+
+
+def teacher_logprobs(turn_id: str) -> str:
+    """Packed float32 log-probs of the turn's response under the hint-enhanced context."""
+    return f"{PREFIX}:teacher:{turn_id}"
+
+
+def judgement(turn_id: str) -> str:
+    """JSON summary of a judged turn (votes, reward, hint, advantage summary), for the audit."""
+    return f"{PREFIX}:judge:{turn_id}"
+
+
+def sample_stream(source: str) -> str:
+    """Training samples of one source (`personal`, later `terminal`, `gui`, `swe`, `toolcall`)."""
+    return f"{PREFIX}:samples:{source}"
+
+
+def sample_published(sample_id: str) -> str:
+    """Idempotency key: set once when the sample (or its drop) for a (session, turn) was published."""
+    return f"{PREFIX}:published:{sample_id}"
+
+
+def record_stream(source: str, policy_version: str) -> str:
+    """Judged-turn records of one source and policy version; never wiped."""
+    return f"{PREFIX}:records:{source}:v{policy_version}"
+
+
+def session_effective(session_key: str) -> str:
+    """Set once a session has produced an effective sample (the at-least-one rule)."""
+    return f"{PREFIX}:effective:{session_key}"

@@ -117,6 +117,64 @@ class SessionSettings(BaseModel):
     """A user message containing this is client-injected context, not a user reply: it is never a next state and never part of the prefix link."""
 
 
+class HeuristicJudgeSettings(BaseModel):
+    """An offline judge that needs no LLM: explicit feedback in user replies, error markers in tool results.
+    A baseline for offline use and tests, not the paper's judge."""
+
+    type: Literal["heuristic"] = "heuristic"
+
+
+class LlmJudgeSettings(BaseModel):
+    """The paper's judge: an LLM prompted with appendix C.1 (PRM) and C.2 (hints)."""
+
+    type: Literal["llm"] = "llm"
+    url: str | None = None
+    """Base URL of the judge server. None: the policy servers themselves."""
+    api: Literal["openai", "native"] = "openai"
+    """`openai`: POST {url}/v1/chat/completions (SGLang, vLLM, any OpenAI-compatible server).
+    `native`: render the judge prompt here and POST {url}/generate (SGLang's native API, the embedded engine)."""
+    model: str = "default"
+    """Model name sent to an OpenAI-compatible judge."""
+    api_key: SecretStr = SecretStr("")
+    """Bearer key for the judge endpoint, if it needs one."""
+    tokenizer_path: Path | None = None
+    """`native` only: local tokenizer + chat template of the judge model. None: the policy's."""
+    temperature: float = Field(0.6, ge=0, le=2)
+    """Sampling temperature of each vote (the reference's 0.6)."""
+    prm_max_tokens: int = Field(4096, ge=16)
+    """Most tokens a PRM vote may write."""
+    hint_max_tokens: int = Field(8192, ge=16)
+    """Most tokens a hint vote may write."""
+    timeout_s: float = Field(120.0, gt=0)
+    """Upper bound on one vote; a vote that times out counts as no vote."""
+
+
+class LearningSettings(BaseModel):
+    """How next-state signals become training samples (paper section 4)."""
+
+    method: Literal["binary", "opd", "combined"] = "combined"
+    """binary RL, hindsight-guided OPD, or both (the paper's best)."""
+    w_binary: float = 1.0
+    """Weight of the scalar reward in the combined advantage."""
+    w_opd: float = 1.0
+    """Weight of the teacher-minus-rollout log-prob term."""
+    prm_votes: int | None = Field(None, ge=1, le=16)
+    """Parallel PRM votes per turn. None: 3 for binary, 1 for combined (the reference)."""
+    hint_votes: int = Field(1, ge=1, le=16)
+    """Parallel hint votes per turn (OPD and combined)."""
+    judge: HeuristicJudgeSettings | LlmJudgeSettings | None = Field(None, discriminator="type")
+    """None: `heuristic` when the policy is the built-in tiny model (an LLM judge over noise yields no signal), else `llm` on the policy servers."""
+    teacher_url: str | None = None
+    """A frozen teacher's SGLang server (the reference's choice). None: the current policy scores its own answer under the hint (the paper)."""
+    vote_timeout_s: float = Field(180.0, gt=0)
+    """Upper bound on one vote activity attempt (judge worker liveness)."""
+    source: str = "personal"
+    """Sample stream of the personal agent (general agents publish to their own)."""
+
+    def votes_for_prm(self) -> int:
+        return self.prm_votes or (3 if self.method == "binary" else 1)
+
+
 class TemporalSettings(BaseModel):
     address: str | None = Field(None, validation_alias=AliasChoices("address", "TEMPORAL_ADDRESS"))
     """An existing Temporal cluster (host:port). None: `up` starts the embedded dev server."""
@@ -183,6 +241,7 @@ class Settings(BaseSettings):
     engine: EngineSettings = Field(default_factory=EngineSettings)
     policy: PolicySettings = Field(default_factory=PolicySettings)
     session: SessionSettings = Field(default_factory=SessionSettings)
+    learning: LearningSettings = Field(default_factory=LearningSettings)
     temporal: TemporalSettings = Field(default_factory=TemporalSettings)
     redis: RedisSettings = Field(default_factory=RedisSettings)
     log: LogSettings = Field(default_factory=LogSettings)
@@ -247,6 +306,18 @@ class Settings(BaseSettings):
         if self.policy.tokenizer_path:
             return self.policy.tokenizer_path.expanduser().absolute()
         return self.served_model_path()
+
+    def judge(self) -> HeuristicJudgeSettings | LlmJudgeSettings:
+        """The judge in use: the configured one, else chosen from the policy (see `learning.judge`)."""
+        if self.learning.judge is not None:
+            return self.learning.judge
+        if self.embedded_engine and (self.served_model_path() / "openclaw-rl-tiny.json").is_file():
+            return HeuristicJudgeSettings()
+        return LlmJudgeSettings()
+
+    @property
+    def records_dir(self) -> Path:
+        return self.data_dir / "records"
 
     def context_length(self) -> int:
         if self.policy.context_length:

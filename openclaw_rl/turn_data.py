@@ -24,6 +24,10 @@ class TurnTokens(BaseModel):
     finish_reason: str
     resumed_at: int = 0
     """Response tokens produced by an earlier attempt that died (0: one attempt)."""
+    response_text: str = ""
+    """The response decoded, tool-call markup included (what the judges read)."""
+    temperature: float = 1.0
+    """Sampling temperature; rollout log-probs are log_softmax(logits / T) at it."""
 
 
 def _pack(values: list[int] | list[float], code: str) -> bytes:
@@ -47,6 +51,8 @@ async def save_turn_tokens(redis: aioredis.Redis, data: TurnTokens) -> str:
             "weight_version": data.weight_version or "",
             "finish_reason": data.finish_reason,
             "resumed_at": str(data.resumed_at),
+            "response_text": data.response_text,
+            "temperature": str(data.temperature),
         },
     )
     return key
@@ -65,4 +71,31 @@ async def load_turn_tokens(redis: aioredis.Redis, turn_id: str) -> TurnTokens | 
         weight_version=f["weight_version"].decode() or None,
         finish_reason=f["finish_reason"].decode(),
         resumed_at=int(f["resumed_at"]),
+        response_text=f.get("response_text", b"").decode(),
+        temperature=float(f.get("temperature", b"1.0")),
     )
+
+
+async def save_floats(redis: aioredis.Redis, key: str, values: list[float]) -> None:
+    await redis.set(key, _pack(values, "f"))
+
+
+async def load_floats(redis: aioredis.Redis, key: str) -> list[float] | None:
+    raw = await redis.get(key)
+    return None if raw is None else _unpack(raw, "f")
+
+
+def pack_ints(values: list[int]) -> bytes:
+    return _pack(values, "i")
+
+
+def pack_floats(values: list[float]) -> bytes:
+    return _pack(values, "f")
+
+
+def unpack_ints(raw: bytes) -> list[int]:
+    return _unpack(raw, "i")
+
+
+def unpack_floats(raw: bytes) -> list[float]:
+    return _unpack(raw, "f")

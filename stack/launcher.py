@@ -187,8 +187,18 @@ class Stack:
     def _announce(self) -> None:
         lines = ["openclaw-rl is up:"] + [f"  {k:<12} {v}" for k, v in self.urls().items()]
         lines.append(f"  {'logs':<12} {self.settings.logs_dir}")
+        lines.append(f"  {'learning':<12} {self.settings.learning.method}, judge: {_judge_line(self.settings)}")
         lines.append("Press Ctrl-C to stop.")
         print("\n".join(lines), flush=True)
+
+
+def _judge_line(settings: Settings) -> str:
+    judge = settings.judge()
+    if judge.type == "heuristic":
+        why = "configured" if settings.learning.judge is not None else "the policy is the built-in tiny model; an LLM judge over its noise yields no signal"
+        return f"heuristic ({why})"
+    where = judge.url or "the policy servers"
+    return f"llm at {where}"
 
 
 async def run_stack(settings: Settings) -> int:

@@ -7,8 +7,10 @@ from typing import Any, Callable
 
 from activities.generate import GenerateActivities
 from activities.health import make_ping
+from activities.learning import LearningActivities
 from activities.turn_log import TurnLogActivities
 from openclaw_rl.settings import Pool, Settings
+from workflows.judge_turn import JudgeTurnWorkflow
 from workflows.session import SessionWorkflow
 from workflows.stack_probe import StackProbeWorkflow
 
@@ -22,9 +24,12 @@ class PoolComponents:
 def components_for(pool: Pool, settings: Settings) -> PoolComponents:
     parts = PoolComponents(activities=[make_ping(pool.value)])
     if pool is Pool.WORKFLOW:
-        parts.workflows += [StackProbeWorkflow, SessionWorkflow]
+        parts.workflows += [StackProbeWorkflow, SessionWorkflow, JudgeTurnWorkflow]
         # Bookkeeping runs beside the workflows: same task queue, so it is dispatched eagerly.
         parts.activities += [TurnLogActivities(settings).archive_turns]
     elif pool is Pool.POLICY:
-        parts.activities += [GenerateActivities(settings).generate]
+        parts.activities += [GenerateActivities(settings).generate, LearningActivities(settings).teacher_logprobs]
+    elif pool is Pool.JUDGE:
+        learning = LearningActivities(settings)
+        parts.activities += [learning.judge_vote, learning.publish_sample]
     return parts

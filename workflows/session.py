@@ -22,17 +22,22 @@ from typing import Literal
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel, Field
 
     from activities.generate import ChatSampling, ErrorType, GenerateInput, GenerateOutput
+    from activities.learning import NextStateRef
     from activities.turn_log import ArchiveTurnsInput
     from api.session_identity import TurnType
     from openclaw_rl import redis_keys
     from openclaw_rl.temporal_client import POLICY_VERSION
     from policy_client.chat_output import ToolCall
+    from rlmath.signals import Method
+    from workflows.judge_turn import JudgeTurnInput, JudgeTurnWorkflow, LearningPlan, judge_workflow_id
 
 SUMMARY_CHARS = 300
 """Turn records hold summaries, not messages: full data stays in Redis under the record's keys."""
@@ -49,11 +54,13 @@ class SessionConfig(BaseModel):
     """Fixed when the session starts (workflow code cannot read settings itself)."""
 
     policy_task_queue: str
-    bookkeeping_task_queue: str
+    workflow_task_queue: str
     idle_timeout_s: float
     turns_per_run: int
     generate_heartbeat_s: float
     generate_timeout_s: float
+    learning: LearningPlan | None = None
+    """None: turns are recorded but not judged."""
 
 
 class NextState(BaseModel):
@@ -184,6 +191,7 @@ class SessionWorkflow:
         self.in_flight = 0
         self.closed_reason: str | None = None
         self.rolling = False
+        self.judge_starts = 0  # child workflows being started (must be in place before this run ends)
 
     @workflow.run
     async def run(self, inp: SessionInput) -> SessionSummary:
@@ -202,6 +210,9 @@ class SessionWorkflow:
         for rec in self.state.turns:
             if rec.next_state_status == "pending":
                 rec.next_state_status = "none"
+                if self.config.learning is not None and self.config.learning.method is Method.BINARY:
+                    self._judge(rec)  # binary RL submits it with loss mask 0
+        await workflow.wait_condition(lambda: self.judge_starts == 0)
         return self._summary()
 
     # ---- the chat turn ----------------------------------------------------
@@ -283,6 +294,42 @@ class SessionWorkflow:
         pending.next_state = next_state
         pending.next_state_status = "paired"
         self.state.paired += 1
+        self._judge(pending)
+
+    def _judge(self, rec: TurnRecord) -> None:
+        """Start judging the turn in the background: serving never waits for it."""
+        plan = self.config.learning
+        if plan is None:
+            return
+        ns = rec.next_state
+        inp = JudgeTurnInput(
+            plan=plan,
+            session_key=workflow.info().workflow_id,
+            user_id=self.state.user_id,
+            session_id=self.state.session_id,
+            turn_id=rec.turn_id,
+            turn_index=rec.index,
+            policy_version=rec.weight_version,
+            next_state=NextStateRef(role=ns.role, request_key=ns.request_key, message_index=ns.message_index) if ns else None,
+        )
+        self.judge_starts += 1
+
+        async def start() -> None:
+            try:
+                await workflow.start_child_workflow(
+                    JudgeTurnWorkflow.run,
+                    inp,
+                    id=judge_workflow_id(inp.session_key, rec.index),
+                    task_queue=self.config.workflow_task_queue,
+                    parent_close_policy=ParentClosePolicy.ABANDON,
+                    static_summary=f"judge turn {rec.index} of {self.state.session_id}",
+                )
+            except WorkflowAlreadyStartedError:
+                pass  # started by an earlier run of this session
+            finally:
+                self.judge_starts -= 1
+
+        asyncio.ensure_future(start())
 
     def _note_policy_version(self, version: str | None) -> None:
         if version is None or not version.isdigit() or int(version) == self.state.policy_version:
@@ -301,7 +348,7 @@ class SessionWorkflow:
 
     async def _continue_as_new(self, inp: SessionInput) -> None:
         self.rolling = True
-        await workflow.wait_condition(workflow.all_handlers_finished)
+        await workflow.wait_condition(lambda: workflow.all_handlers_finished() and self.judge_starts == 0)
         # Carry the last main-line turn if it still awaits its next state, and everything after it.
         keep_from = len(self.state.turns)
         for i in range(len(self.state.turns) - 1, -1, -1):
@@ -315,7 +362,7 @@ class SessionWorkflow:
             await workflow.execute_activity(
                 "archive_turns",
                 ArchiveTurnsInput(key=seg.key, records=[r.model_dump(mode="json") for r in done]),
-                task_queue=self.config.bookkeeping_task_queue,
+                task_queue=self.config.workflow_task_queue,
                 start_to_close_timeout=timedelta(seconds=30),
                 retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10)),
             )

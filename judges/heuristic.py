@@ -1,0 +1,70 @@
+"""An offline judge with no LLM: a baseline for offline use and tests, not the paper's judge.
+
+A user reply is scored by explicit feedback: thanks and praise are positive;
+corrections ("wrong", "don't", "you should ..."), complaints and asking the
+same thing again are negative. A tool result is negative when it shows an
+error (tracebacks, error markers, a non-zero exit code), positive otherwise.
+The hint is the corrective sentence of a negative reply.
+"""
+
+from __future__ import annotations
+
+import re
+
+from judges.base import JudgeContext
+
+_POSITIVE = re.compile(r"\b(thanks|thank you|thx|great|perfect|awesome|exactly|nice|well done|works( now)?|that'?s right|correct|love it)\b", re.I)
+_NEGATIVE = re.compile(
+    r"\b(wrong|incorrect|not what i|don'?t|do not|doesn'?t work|didn'?t|stop|try again|you should|should have|instead|that'?s not|no,|not correct|mistake|fix (it|this)|please (use|make|do|don'?t)|never|always)\b",
+    re.I,
+)
+_CORRECTIVE = re.compile(r"\b(should|instead|don'?t|do not|please|use|make sure|always|never|must|need to|rather)\b", re.I)
+_TOOL_ERROR = re.compile(r"(traceback \(most recent call last\)|\berror\b|\bexception\b|\bfailed\b|not found|permission denied|no such file|command not found|timed out)", re.I)
+_EXIT_CODE = re.compile(r"exit(?:ed with)?(?: code| status)?[:= ]+(-?\d+)", re.I)
+_SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
+
+
+def _norm(text: str) -> str:
+    return " ".join(re.sub(r"[^\w\s]", "", text.lower()).split())
+
+
+class HeuristicJudge:
+    name = "heuristic"
+
+    def score(self, ctx: JudgeContext) -> tuple[int, str]:
+        if ctx.next_state_role == "tool":
+            code = _EXIT_CODE.search(ctx.next_state)
+            if (code and int(code.group(1)) != 0) or _TOOL_ERROR.search(ctx.next_state):
+                return -1, "the tool result shows an error"
+            return 1, "the tool call ran without an error"
+        text = ctx.next_state
+        if ctx.previous_user and _norm(text) and _norm(text) == _norm(ctx.previous_user):
+            return -1, "the user asked the same thing again"
+        neg, pos = bool(_NEGATIVE.search(text)), bool(_POSITIVE.search(text))
+        if neg and not pos:
+            return -1, "the user corrected the assistant"
+        if pos and not neg:
+            return 1, "the user was satisfied"
+        return 0, "no explicit feedback" if not (neg or pos) else "mixed feedback"
+
+    async def prm(self, ctx: JudgeContext) -> str:
+        score, why = self.score(ctx)
+        return f"Heuristic judge: {why}. \\boxed{{{score}}}"
+
+    async def hint(self, ctx: JudgeContext) -> str:
+        score, why = self.score(ctx)
+        if score >= 0:
+            return f"Heuristic judge: {why}; no hindsight to extract. \\boxed{{-1}}"
+        if ctx.next_state_role == "tool":
+            # The last error line says most (a traceback ends with the exception).
+            errors = [ln.strip() for ln in ctx.next_state.splitlines() if (_TOOL_ERROR.search(ln) or _EXIT_CODE.search(ln)) and not ln.lower().startswith("traceback")]
+            line = errors[-1] if errors else ctx.next_state.strip()[:200]
+            hint = f"The tool call failed with: {line[:200]}. Check the arguments and the environment before calling it."
+        else:
+            sentences = [s.strip() for s in _SENTENCE.findall(ctx.next_state) if s.strip()]
+            corrective = [s for s in sentences if _CORRECTIVE.search(s) or _NEGATIVE.search(s)]
+            hint = " ".join((corrective or sentences)[:2])
+        return f"Heuristic judge: {why}. \\boxed{{1}} [HINT_START]{hint}[HINT_END]"
+
+    async def aclose(self) -> None:
+        return None

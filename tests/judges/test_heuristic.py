@@ -1,0 +1,40 @@
+import asyncio
+
+import pytest
+
+from judges.base import JudgeContext
+from judges.heuristic import HeuristicJudge
+from rlmath.signals import parse_boxed, parse_hint_vote
+
+
+def ctx(next_state: str, role: str = "user", previous: str = "") -> JudgeContext:
+    return JudgeContext(response="Here is the answer.", next_state_role=role, next_state=next_state, previous_user=previous)
+
+
+@pytest.mark.parametrize(
+    "reply, role, previous, score",
+    [
+        ("thanks, that's perfect", "user", "", 1),
+        ("That's wrong. Use the metric system instead.", "user", "", -1),
+        ("don't use bullet points", "user", "", -1),
+        ("what is the capital of France?", "user", "What is the capital of France", -1),  # asked again
+        ("and what about Spain?", "user", "", 0),
+        ("thanks but that's wrong", "user", "", 0),  # mixed
+        ("total 12\ndrwxr-xr-x 2 root root", "tool", "", 1),
+        ("Traceback (most recent call last):\nKeyError: 'x'", "tool", "", -1),
+        ("process exited with code 2", "tool", "", -1),
+        ("exit code 0", "tool", "", 1),
+    ],
+)
+def test_scores(reply, role, previous, score):
+    raw = asyncio.run(HeuristicJudge().prm(ctx(reply, role, previous)))
+    assert parse_boxed(raw) == score
+
+
+def test_hint_is_the_corrective_sentence():
+    raw = asyncio.run(HeuristicJudge().hint(ctx("Hmm. You should cite the source next time. Also, the sky is blue.")))
+    vote = parse_hint_vote(raw)
+    assert vote.score == 1 and vote.hint == "You should cite the source next time."
+    assert parse_hint_vote(asyncio.run(HeuristicJudge().hint(ctx("thanks!")))).score == -1
+    tool = parse_hint_vote(asyncio.run(HeuristicJudge().hint(ctx("Traceback (most recent call last):\nValueError: boom", role="tool"))))
+    assert tool.score == 1 and "ValueError: boom" in tool.hint

@@ -1,0 +1,144 @@
+"""JudgeTurnWorkflow: one main-line turn, paired with its next state, becomes a training sample.
+
+Started by the SessionWorkflow and left to run on its own (parent close policy
+ABANDON), so serving never waits for judging. Votes are parallel activities on
+the judge pool, one per vote: a vote that fails or times out after its retries
+counts as no vote. An accepted hint is turned into teacher log-probs on the
+policy pool. `publish_sample` applies the method's rules and writes the sample
+exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from pydantic import BaseModel
+
+    from activities.learning import NextStateRef, PublishInput, PublishResult, TeacherInput, TeacherResult, VoteInput, VoteResult
+    from openclaw_rl.samples import JudgeSummary
+    from rlmath.signals import HintVote, Method, majority_vote, representative, select_hint
+
+VOTE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10), maximum_attempts=3, non_retryable_error_types=["TurnDataMissing"])
+BOOKKEEPING_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=500), maximum_interval=timedelta(seconds=10), maximum_attempts=10, non_retryable_error_types=["TurnDataMissing"])
+
+
+class LearningPlan(BaseModel):
+    """Fixed when the session starts, like the rest of its config."""
+
+    method: Method
+    prm_votes: int
+    hint_votes: int
+    judge_name: str
+    w_binary: float
+    w_opd: float
+    source: str
+    judge_task_queue: str
+    policy_task_queue: str
+    vote_timeout_s: float
+
+
+class JudgeTurnInput(BaseModel):
+    plan: LearningPlan
+    session_key: str
+    user_id: str
+    session_id: str
+    turn_id: str
+    turn_index: int
+    policy_version: str | None
+    next_state: NextStateRef | None
+    """None: the session ended before this turn got a next state."""
+
+
+class JudgeOutcome(BaseModel):
+    judge: JudgeSummary
+    teacher: TeacherResult | None = None
+    result: PublishResult
+
+
+def judge_workflow_id(session_key: str, turn_index: int) -> str:
+    return f"judge/{session_key}/{turn_index}"
+
+
+@workflow.defn(name="JudgeTurnWorkflow")
+class JudgeTurnWorkflow:
+    @workflow.run
+    async def run(self, inp: JudgeTurnInput) -> JudgeOutcome:
+        plan = inp.plan
+        prm: list[VoteResult | None] = []
+        hints: list[VoteResult | None] = []
+        if inp.next_state is not None:
+            wants_prm = plan.method in (Method.BINARY, Method.COMBINED)
+            wants_hint = plan.method in (Method.OPD, Method.COMBINED)
+            calls = [self._vote(inp, "prm", i) for i in range(plan.prm_votes if wants_prm else 0)]
+            calls += [self._vote(inp, "hint", i) for i in range(plan.hint_votes if wants_hint else 0)]
+            n_prm = plan.prm_votes if wants_prm else 0
+            votes = await asyncio.gather(*calls)
+            prm, hints = list(votes[:n_prm]), list(votes[n_prm:])
+        scores = [v.score if v else None for v in prm]
+        eval_score = majority_vote(scores) if prm else None
+        hint = select_hint([HintVote(v.score, v.hint) for v in hints if v is not None]) if hints else None
+        summary = JudgeSummary(
+            judge=plan.judge_name,
+            prm_votes=scores,
+            eval_score=eval_score,
+            hint=hint,
+            hint_votes=len(hints),
+            failed_votes=sum(v is None for v in prm + hints),
+            representative=representative(scores, [v.raw if v else "" for v in prm], eval_score) if prm and eval_score is not None else None,
+        )
+        teacher = None
+        if hint is not None:
+            try:
+                teacher = await workflow.execute_activity(
+                    "teacher_logprobs",
+                    TeacherInput(turn_id=inp.turn_id, hint=hint),
+                    result_type=TeacherResult,
+                    task_queue=plan.policy_task_queue,
+                    start_to_close_timeout=timedelta(seconds=plan.vote_timeout_s),
+                    retry_policy=VOTE_RETRY,
+                )
+            except ActivityError:
+                workflow.logger.warning("teacher log-probs failed; the hint is dropped", extra={"turn_id": inp.turn_id})
+        result = await workflow.execute_activity(
+            "publish_sample",
+            PublishInput(
+                sample_id=f"{inp.session_key}#{inp.turn_index}",
+                session_key=inp.session_key,
+                source=plan.source,
+                method=plan.method,
+                user_id=inp.user_id,
+                session_id=inp.session_id,
+                turn_id=inp.turn_id,
+                turn_index=inp.turn_index,
+                policy_version=inp.policy_version,
+                has_next_state=inp.next_state is not None,
+                judge=summary,
+                teacher_key=teacher.key if teacher else None,
+                w_binary=plan.w_binary,
+                w_opd=plan.w_opd,
+            ),
+            result_type=PublishResult,
+            task_queue=plan.judge_task_queue,
+            start_to_close_timeout=timedelta(seconds=60),
+            retry_policy=BOOKKEEPING_RETRY,
+        )
+        return JudgeOutcome(judge=summary, teacher=teacher, result=result)
+
+    async def _vote(self, inp: JudgeTurnInput, kind: str, index: int) -> VoteResult | None:
+        try:
+            return await workflow.execute_activity(
+                "judge_vote",
+                VoteInput(turn_id=inp.turn_id, kind=kind, vote=index, next_state=inp.next_state),
+                result_type=VoteResult,
+                task_queue=inp.plan.judge_task_queue,
+                start_to_close_timeout=timedelta(seconds=inp.plan.vote_timeout_s),
+                retry_policy=VOTE_RETRY,
+            )
+        except ActivityError:
+            return None  # a failed vote is ignored, never fatal
