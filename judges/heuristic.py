@@ -19,7 +19,7 @@ _NEGATIVE = re.compile(
     re.I,
 )
 _CORRECTIVE = re.compile(r"\b(should|instead|don'?t|do not|please|use|make sure|always|never|must|need to|rather)\b", re.I)
-_TOOL_ERROR = re.compile(r"(traceback \(most recent call last\)|\berror\b|\bexception\b|\bfailed\b|not found|permission denied|no such file|command not found|timed out)", re.I)
+_TOOL_ERROR = re.compile(r"(traceback \(most recent call last\)|\w*(error|exception)\b|\bfailed\b|not found|permission denied|no such file|command not found|timed out)", re.I)
 _EXIT_CODE = re.compile(r"exit(?:ed with)?(?: code| status)?[:= ]+(-?\d+)", re.I)
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
 
@@ -57,7 +57,8 @@ class HeuristicJudge:
             return f"Heuristic judge: {why}; no hindsight to extract. \\boxed{{-1}}"
         if ctx.next_state_role == "tool":
             # The last error line says most (a traceback ends with the exception).
-            errors = [ln.strip() for ln in ctx.next_state.splitlines() if (_TOOL_ERROR.search(ln) or _EXIT_CODE.search(ln)) and not ln.lower().startswith("traceback")]
+            lines = [ln.strip() for ln in ctx.next_state.splitlines() if not ln.lower().startswith("traceback")]
+            errors = [ln for ln in lines if _TOOL_ERROR.search(ln)] or [ln for ln in lines if _EXIT_CODE.search(ln)]
             line = errors[-1] if errors else ctx.next_state.strip()[:200]
             hint = f"The tool call failed with: {line[:200]}. Check the arguments and the environment before calling it."
         else:

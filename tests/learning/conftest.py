@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import redis
+
+from tests.api.conftest import chat_stack_env, create_key  # noqa: F401  (re-exported for the tests)
+from tests.helpers import RunningStack, free_port
+
+
+class ScriptedJudge:
+    """An OpenAI-compatible judge server speaking the real wire format, with scripted answers.
+
+    Stands in for a GPU LLM. `answers` cycles per request; a next state containing
+    a key of `delays` makes the answer wait that many seconds first.
+    """
+
+    def __init__(self, answers: list[str], delays: dict[str, float] | None = None):
+        import uvicorn
+        from fastapi import FastAPI, Request
+
+        self.answers, self.delays = answers, delays or {}
+        self.requests: list[dict] = []
+        app = FastAPI()
+
+        @app.post("/v1/chat/completions")
+        async def complete(request: Request) -> dict:
+            body = await request.json()
+            self.requests.append(body)
+            user = body["messages"][-1]["content"]
+            for marker, delay in self.delays.items():
+                if marker in user:
+                    await asyncio.sleep(delay)
+            text = self.answers[(len(self.requests) - 1) % len(self.answers)]
+            return {
+                "id": f"cmpl-{len(self.requests)}", "object": "chat.completion", "created": int(time.time()), "model": body.get("model", "judge"),
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
+            }
+
+        self.port = free_port()
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> "ScriptedJudge":
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+def chat(stack: RunningStack, key: str, sid: str, messages: list[dict], max_tokens: int = 8) -> dict:
+    r = httpx.post(f"{stack.api}/v1/chat/completions", json={"messages": messages, "max_tokens": max_tokens}, headers={"Authorization": f"Bearer {key}", "X-Session-Id": sid}, timeout=120)
+    assert r.status_code == 200, r.text
+    return r.json()["choices"][0]["message"]
+
+
+def wait_judged(stack: RunningStack, key: str, sid: str, indices: list[int], timeout: float = 90.0) -> list[dict]:
+    deadline = time.monotonic() + timeout
+    while True:
+        log = httpx.get(f"{stack.api}/v1/sessions/{sid}/turns", headers={"Authorization": f"Bearer {key}"}, timeout=30).json()
+        turns = {t["index"]: t for t in log["turns"]}
+        if all(turns.get(i, {}).get("judgement") for i in indices):
+            return [turns[i] for i in sorted(turns)]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"turns {indices} not judged within {timeout}s: {log}")
+        time.sleep(0.3)
+
+
+def samples_of(stack: RunningStack, session_key: str) -> list:
+    from openclaw_rl.samples import decode_sample
+
+    r = redis.Redis.from_url(stack.redis)
+    out = [decode_sample(fields) for _, fields in r.xrange("oc:samples:personal")]
+    return [s for s in out if s.meta.sample_id.startswith(session_key + "#")]
+
+
+@pytest.fixture(scope="module")
+def heuristic_stack(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory):
+    stack = RunningStack(chat_stack_env(tmp_path_factory.mktemp("learn") / "data", tiny_model)).start()
+    yield stack
+    stack.stop()
