@@ -8,6 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 import redis
+from fastapi import Request
 
 from tests.api.conftest import chat_stack_env, create_key  # noqa: F401  (re-exported for the tests)
 from tests.helpers import RunningStack, free_port
@@ -22,7 +23,7 @@ class ScriptedJudge:
 
     def __init__(self, answers: list[str], delays: dict[str, float] | None = None):
         import uvicorn
-        from fastapi import FastAPI, Request
+        from fastapi import FastAPI
 
         self.answers, self.delays = answers, delays or {}
         self.requests: list[dict] = []
