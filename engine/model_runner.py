@@ -1,8 +1,9 @@
 """Batched generation and scoring on a Hugging Face causal LM.
 
-One call of `run_batch` takes requests that arrived together, left-pads them
-into one batch, prefills once and decodes step by step with a KV cache; each
-row keeps its own sampling parameters, stop conditions and token budget.
+A `DecodeBatch` prefills requests (left-padded), decodes them step by step
+with a KV cache, and lets new requests join and finished ones leave between
+steps (continuous batching); each row keeps its own sampling parameters, stop
+conditions and token budget.
 Log-probs follow `rlmath.logprobs` (the convention the trainer uses too).
 """
 
@@ -219,15 +220,113 @@ def _check_stop_strings(row: _Row, lm: LoadedModel) -> None:
         row.finish = FinishReason(type="stop", matched=s)
 
 
-@torch.inference_mode()
-def run_batch(lm: LoadedModel, items: list[WorkItem], generator: torch.Generator) -> list[WorkResult]:
-    start = time.time()
+class DecodeBatch:
+    """Rows decoded together, one token per step; rows join and leave between steps.
+
+    Continuous batching: a request that arrives while others decode is
+    prefilled on its own, its KV cache left-padded to the batch's length (or the
+    batch's to its) and concatenated, and it decodes from the next step on. A
+    finished row leaves at once, so the batch never computes for it again.
+    """
+
+    def __init__(self, lm: LoadedModel, generator: torch.Generator):
+        self.lm, self.generator = lm, generator
+        self.rows: list[_Row] = []
+        self.inputs: list[tuple] = []  # per row: (input log-prob entries, input tops)
+        self.prompt_lens: list[int] = []
+        self.starts: list[float] = []
+        self.cache = None
+        self.mask: torch.Tensor | None = None  # [B, T]: 0 where a row is left-padded
+        self.last_pos: torch.Tensor | None = None  # [B]: position of each row's last token
+        self.next_logits: torch.Tensor | None = None  # [B, V]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @torch.inference_mode()
+    def add(self, items: list[WorkItem]) -> list[tuple[WorkItem, WorkResult]]:
+        """Prefill `items` and join them to the batch; returns those already finished (max_new_tokens 0)."""
+        started = time.time()
+        rows, inputs, lengths, cache, mask, positions, hidden = _prefill(self.lm, items)
+        next_logits = _project(self.lm, hidden[:, -1])
+        done = [i for i, r in enumerate(rows) if r.done]
+        results = [(rows[i].item, _result(self.lm, rows[i], inputs[i], lengths[i], started, final=True)) for i in done]
+        keep = [i for i in range(len(rows)) if not rows[i].done]
+        if not keep:
+            return results
+        if len(keep) < len(rows):
+            idx = torch.tensor(keep, device=mask.device)
+            cache.batch_select_indices(idx)
+            mask, positions, next_logits = mask[idx], positions[idx], next_logits[idx]
+        if self.rows:
+            cache, mask = _merge_caches(self.cache, self.mask, cache, mask)
+            positions_last = torch.cat([self.last_pos, positions[:, -1]])
+            next_logits = torch.cat([self.next_logits, next_logits])
+        else:
+            positions_last = positions[:, -1]
+        self.cache, self.mask, self.last_pos, self.next_logits = cache, mask, positions_last, next_logits
+        self.rows += [rows[i] for i in keep]
+        self.inputs += [inputs[i] for i in keep]
+        self.prompt_lens += [lengths[i] for i in keep]
+        self.starts += [started] * len(keep)
+        return results
+
+    @torch.inference_mode()
+    def step(self) -> list[tuple[WorkItem, WorkResult]]:
+        """Decode one token for every row; returns the rows that finished (they leave the batch)."""
+        lm, rows = self.lm, self.rows
+        tokens = _sample(self.next_logits, rows, self.generator)
+        score_temps = torch.tensor([scoring_temperature(r.params.temperature) for r in rows], device=lm.device)
+        step_lps = token_logprobs(self.next_logits, tokens, score_temps).tolist() if any(r.item.return_logprob for r in rows) else None
+        for i, row in enumerate(rows):
+            tok = int(tokens[i])
+            row.out.append(tok)
+            if row.item.return_logprob:
+                row.out_lps.append((step_lps[i], tok, None))
+                if row.item.top_logprobs_num:
+                    temp = scoring_temperature(row.params.temperature)
+                    row.out_tops.append(_tops(torch.log_softmax(self.next_logits[i].float() / temp, dim=-1), row.item.top_logprobs_num))
+            if tok in row.stop_ids:
+                row.finish = FinishReason(type="stop", matched=tok)
+            elif row.stops:
+                _check_stop_strings(row, lm)
+            if not row.done and len(row.out) >= row.params.max_new_tokens:
+                row.finish = FinishReason(type="length", length=row.params.max_new_tokens)
+            if row.item.on_progress is not None and not row.done:  # the final answer is delivered separately
+                row.item.on_progress(_result(lm, row, self.inputs[i], self.prompt_lens[i], self.starts[i], final=False))
+        finished = [(r.item, _result(lm, r, self.inputs[i], self.prompt_lens[i], self.starts[i], final=True)) for i, r in enumerate(rows) if r.done]
+        keep = [i for i, r in enumerate(rows) if not r.done]
+        if not keep:
+            self.__init__(lm, self.generator)  # empty: drop the cache
+            return finished
+        if len(keep) < len(rows):
+            idx = torch.tensor(keep, device=lm.device)
+            self.cache.batch_select_indices(idx)
+            self.mask, self.last_pos, tokens = self.mask[idx], self.last_pos[idx], tokens[idx]
+            for name in ("rows", "inputs", "prompt_lens", "starts"):
+                values = getattr(self, name)
+                setattr(self, name, [values[i] for i in keep])
+        self.mask = torch.cat([self.mask, torch.ones((len(keep), 1), dtype=self.mask.dtype, device=self.mask.device)], dim=1)
+        self.last_pos = self.last_pos + 1
+        padded = bool((self.mask == 0).any())
+        hidden = lm.model.get_decoder()(
+            input_ids=tokens.unsqueeze(1),
+            attention_mask=self.mask if padded else None,
+            position_ids=self.last_pos.unsqueeze(1),
+            past_key_values=self.cache,
+            use_cache=True,
+        ).last_hidden_state
+        self.next_logits = _project(lm, hidden[:, -1])
+        return finished
+
+
+def _prefill(lm: LoadedModel, items: list[WorkItem]):
+    """Left-padded prefill of `items`: rows, input log-probs, lengths, cache, mask, positions, hidden states."""
     model, dev = lm.model, lm.device
     rows = [_Row(it, lm) for it in items]
     lengths = [len(it.input_ids) for it in items]
     width = max(lengths)
-    pad_id = 0
-    ids = torch.full((len(items), width), pad_id, dtype=torch.long)
+    ids = torch.zeros((len(items), width), dtype=torch.long)
     mask = torch.zeros((len(items), width), dtype=torch.long)
     for i, it in enumerate(items):
         ids[i, width - lengths[i] :] = torch.tensor(it.input_ids, dtype=torch.long)
@@ -237,85 +336,64 @@ def run_batch(lm: LoadedModel, items: list[WorkItem], generator: torch.Generator
     from transformers import DynamicCache
 
     cache = DynamicCache()
-    decoder = model.get_decoder()
     padded = any(n != width for n in lengths)
-    hidden = decoder(
+    hidden = model.get_decoder()(
         input_ids=ids,
         attention_mask=mask if padded else None,
         position_ids=positions,
         past_key_values=cache,
         use_cache=True,
     ).last_hidden_state  # [B, W, H]
+    inputs = [_input_logprobs(lm, row, hidden[i], lengths[i], width) for i, row in enumerate(rows)]
+    return rows, inputs, lengths, cache, mask, positions, hidden
 
-    results_input: list[tuple[list[LogprobEntry] | None, list | None]] = []
-    for i, row in enumerate(rows):
-        it = row.item
-        if not it.return_logprob or it.logprob_start_len < 0 or it.logprob_start_len >= lengths[i]:
-            results_input.append((None, None) if not it.return_logprob else ([], [] if it.top_logprobs_num else None))
-            continue
-        offset = width - lengths[i]
-        s = it.logprob_start_len
-        entries: list[LogprobEntry] = []
-        tops: list | None = [] if it.top_logprobs_num else None
-        if s == 0:
-            entries.append((None, it.input_ids[0], None))
-            if tops is not None:
-                tops.append(None)
-            s = 1
-        if s < lengths[i]:
-            # token p is predicted by the hidden state at p-1
-            h = hidden[i, offset + s - 1 : offset + lengths[i] - 1]
-            logits = _project(lm, h)
-            targets = torch.tensor(it.input_ids[s:], device=dev)
-            temp = scoring_temperature(row.params.temperature)
-            lps = token_logprobs(logits, targets, temp).tolist()
-            entries.extend((lp, tok, None) for lp, tok in zip(lps, it.input_ids[s:]))
-            if tops is not None:
-                scaled = torch.log_softmax(logits.float() / temp, dim=-1)
-                tops.extend(_tops(scaled[j], it.top_logprobs_num) for j in range(scaled.shape[0]))
-        results_input.append((entries, tops))
 
-    next_logits = _project(lm, hidden[:, -1])  # [B, V]
-    last_pos = positions[:, -1]
-    score_temps = torch.tensor([scoring_temperature(r.params.temperature) for r in rows], device=dev)
-    any_logprob = any(it.return_logprob for it in items)
-    while True:
-        active = [r for r in rows if not r.done]
-        if not active:
-            break
-        tokens = _sample(next_logits, rows, generator)
-        step_lps = token_logprobs(next_logits, tokens, score_temps).tolist() if any_logprob else None
-        for i, row in enumerate(rows):
-            if row.done:
-                continue
-            tok = int(tokens[i])
-            row.out.append(tok)
-            if row.item.return_logprob:
-                row.out_lps.append((step_lps[i], tok, None))
-                if row.item.top_logprobs_num:
-                    temp = scoring_temperature(row.params.temperature)
-                    row.out_tops.append(_tops(torch.log_softmax(next_logits[i].float() / temp, dim=-1), row.item.top_logprobs_num))
-            if tok in row.stop_ids:
-                row.finish = FinishReason(type="stop", matched=tok)
-            elif row.stops:
-                _check_stop_strings(row, lm)
-            if not row.done and len(row.out) >= row.params.max_new_tokens:
-                row.finish = FinishReason(type="length", length=row.params.max_new_tokens)
-            if row.item.on_progress is not None and not row.done:  # the final answer is delivered separately
-                row.item.on_progress(_result(lm, row, results_input[i], lengths[i], start, final=False))
-        if all(r.done for r in rows):
-            break
-        mask = torch.cat([mask, torch.ones((len(rows), 1), dtype=mask.dtype, device=dev)], dim=1)
-        last_pos = last_pos + 1
-        hidden = decoder(
-            input_ids=tokens.unsqueeze(1),
-            attention_mask=mask if padded else None,
-            position_ids=last_pos.unsqueeze(1),
-            past_key_values=cache,
-            use_cache=True,
-        ).last_hidden_state
-        next_logits = _project(lm, hidden[:, -1])
-    return [_result(lm, row, results_input[i], lengths[i], start, final=True) for i, row in enumerate(rows)]
+def _input_logprobs(lm: LoadedModel, row: _Row, hidden: torch.Tensor, length: int, width: int) -> tuple:
+    it = row.item
+    if not it.return_logprob or it.logprob_start_len < 0 or it.logprob_start_len >= length:
+        return (None, None) if not it.return_logprob else ([], [] if it.top_logprobs_num else None)
+    offset = width - length
+    s = it.logprob_start_len
+    entries: list[LogprobEntry] = []
+    tops: list | None = [] if it.top_logprobs_num else None
+    if s == 0:
+        entries.append((None, it.input_ids[0], None))
+        if tops is not None:
+            tops.append(None)
+        s = 1
+    if s < length:
+        # token p is predicted by the hidden state at p-1
+        logits = _project(lm, hidden[offset + s - 1 : offset + length - 1])
+        targets = torch.tensor(it.input_ids[s:], device=lm.device)
+        temp = scoring_temperature(row.params.temperature)
+        lps = token_logprobs(logits, targets, temp).tolist()
+        entries.extend((lp, tok, None) for lp, tok in zip(lps, it.input_ids[s:]))
+        if tops is not None:
+            scaled = torch.log_softmax(logits.float() / temp, dim=-1)
+            tops.extend(_tops(scaled[j], it.top_logprobs_num) for j in range(scaled.shape[0]))
+    return entries, tops
+
+
+def _merge_caches(cache_a, mask_a: torch.Tensor, cache_b, mask_b: torch.Tensor):
+    """Concatenate two batches' KV caches along the batch, left-padding the shorter in time."""
+    ta, tb = mask_a.shape[1], mask_b.shape[1]
+    width = max(ta, tb)
+    pad = torch.nn.functional.pad
+    for la, lb in zip(cache_a.layers, cache_b.layers):
+        ka, va, kb, vb = la.keys, la.values, lb.keys, lb.values  # [B, heads, T, head_dim]
+        la.keys = torch.cat([pad(ka, (0, 0, width - ta, 0)), pad(kb, (0, 0, width - tb, 0))])
+        la.values = torch.cat([pad(va, (0, 0, width - ta, 0)), pad(vb, (0, 0, width - tb, 0))])
+    mask = torch.cat([pad(mask_a, (width - ta, 0)), pad(mask_b, (width - tb, 0))])
+    return cache_a, mask
+
+
+def run_batch(lm: LoadedModel, items: list[WorkItem], generator: torch.Generator) -> list[WorkResult]:
+    """Decode `items` together to the end (results in input order)."""
+    batch = DecodeBatch(lm, generator)
+    done = {id(it): r for it, r in batch.add(items)}
+    while len(batch):
+        done.update((id(it), r) for it, r in batch.step())
+    return [done[id(it)] for it in items]
 
 
 def _result(lm: LoadedModel, row: _Row, inputs: tuple, prompt_len: int, start: float, final: bool) -> WorkResult:

@@ -1,10 +1,12 @@
-"""Dynamic batching on one engine thread.
+"""Continuous batching on one engine thread.
 
-Requests land in a thread-safe queue; the engine thread takes the first, waits
-`batch_window_ms` for others that arrive together, and decodes them as one
-batch. The asyncio event loop never runs model code. Weight swaps are applied
-only between batches, so no request ever mixes two weight versions and none is
-aborted: requests that arrive during a swap wait for it.
+Requests land in a thread-safe queue. When the engine is idle it takes the
+first, waits `batch_window_ms` for others that arrive together and prefills
+them as one batch; while it decodes, requests that arrive join the running
+batch before the next step, and finished ones leave it. The asyncio event loop
+never runs model code. A weight swap stops admission, lets the running rows
+finish, then swaps: no request ever mixes two weight versions and none is
+aborted; requests that arrive meanwhile wait for the new weights.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 import structlog
 import torch
 
-from engine.model_runner import LoadedModel, WorkItem, WorkResult, run_batch
+from engine.model_runner import DecodeBatch, LoadedModel, WorkItem, WorkResult
 
 log = structlog.get_logger(__name__)
 
@@ -42,7 +44,6 @@ class Scheduler:
         self._stop = threading.Event()
         self._generator = torch.Generator(device=model.device).manual_seed(seed)
         self._thread = threading.Thread(target=self._loop, name="engine", daemon=True)
-        self.batches_run = 0
         self.requests_done = 0
 
     def start(self) -> None:
@@ -104,26 +105,48 @@ class Scheduler:
                 break
         return batch
 
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            self._apply_swap()
-            batch = self._take_batch()
-            if not batch:
-                continue
-            live = [t for t in batch if not t.future.done()]  # skip callers that went away
-            if not live:
-                continue
+    def _drain(self, room: int) -> list[_Ticket]:
+        """Requests waiting now (no blocking), at most `room`."""
+        out: list[_Ticket] = []
+        while len(out) < room:
             try:
-                results = run_batch(self.model, [t.item for t in live], self._generator)
-            except Exception as exc:  # a model error fails this batch's requests, not the server
-                log.exception("batch failed", size=len(live))
-                for t in live:
+                out.append(self._queue.get_nowait())
+            except queue.Empty:
+                break
+        return out
+
+    def _loop(self) -> None:
+        batch: DecodeBatch | None = None
+        owners: dict[int, _Ticket] = {}  # by id(item): client-given rids need not be unique
+        while not self._stop.is_set():
+            if batch is None or not len(batch):
+                self._apply_swap()
+                tickets = self._take_batch()
+                batch = DecodeBatch(self.model, self._generator)
+            else:
+                with self._swap_lock:
+                    swap_waiting = self._swap is not None
+                # A pending swap closes admission so the running rows drain and the swap can apply.
+                tickets = [] if swap_waiting else self._drain(self.max_batch_size - len(batch))
+            live = [t for t in tickets if not t.future.done()]  # skip callers that went away
+            try:
+                if live:
+                    owners.update((id(t.item), t) for t in live)
+                    self._deliver(owners, batch.add([t.item for t in live]))
+                if len(batch):
+                    self._deliver(owners, batch.step())
+            except Exception as exc:  # a model error fails the running requests, not the server
+                log.exception("batch failed", size=len(owners))
+                for t in owners.values():
                     t.loop.call_soon_threadsafe(_settle, t.future, None, exc)
-                continue
-            self.batches_run += 1
-            self.requests_done += len(live)
-            for t, r in zip(live, results):
-                t.loop.call_soon_threadsafe(_settle, t.future, r, None)
+                owners.clear()
+                batch = None
+
+    def _deliver(self, owners: dict[int, _Ticket], results: list[tuple[WorkItem, WorkResult]]) -> None:
+        for item, r in results:
+            t = owners.pop(id(item))
+            self.requests_done += 1
+            t.loop.call_soon_threadsafe(_settle, t.future, r, None)
 
 
 def _settle(fut: asyncio.Future, result: WorkResult | None, exc: BaseException | None) -> None:

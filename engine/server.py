@@ -144,7 +144,6 @@ def create_engine_app(scheduler: Scheduler, *, max_total_tokens: int, device: st
             "max_total_num_tokens": max_total_tokens,
             "max_running_requests": scheduler.max_batch_size,
             "weight_version": lm.weight_version,
-            "batches_run": scheduler.batches_run,
             "requests_done": scheduler.requests_done,
             "queue_depth": scheduler.queue_depth(),
         }
