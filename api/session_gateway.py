@@ -84,7 +84,7 @@ class SessionGateway:
             turns_per_run=s.turns_per_run,
             generate_heartbeat_s=s.generate_heartbeat_s,
             generate_timeout_s=s.generate_timeout_s,
-            learning=learning_plan(self.settings),
+            learning=learning_plan(self.settings) if self.settings.learning.enabled else None,
         )
 
     async def run_turn(self, user_id: str, session_id: str, req: TurnRequest) -> TurnResult:

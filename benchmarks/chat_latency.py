@@ -82,8 +82,8 @@ async def measure(bench: Bench, turns: int) -> dict[str, tuple[list[float], list
     await bench.run(bench.direct, 2, 3)
     out = {}
     for label, sessions, per_session in (("sequential", 1, turns), ("16 sessions", 16, max(2, turns // 8))):
-        endpoint = await bench.run(bench.via_endpoint, sessions, per_session)
         direct = await bench.run(bench.direct, sessions, per_session)
+        endpoint = await bench.run(bench.via_endpoint, sessions, per_session)
         out[label] = (endpoint, direct)
     return out
 
@@ -93,12 +93,16 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=40, help="turns in the sequential run (the 16-session run does turns/8 per session)")
     ap.add_argument("--tokens", type=int, default=16, help="tokens generated per turn (greedy)")
     ap.add_argument("--system-chars", type=int, default=2000, help="system prompt size (OpenClaw sends 31-49K characters)")
+    ap.add_argument("--with-learning", action="store_true", help="judge every paired turn meanwhile, as a deployment does (default: serving only, to isolate the turn's own overhead)")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="chat-bench-"))
     from engine.tiny_qwen3 import ensure_tiny_model
 
     model = ensure_tiny_model(work / "tiny-qwen3")
-    stack = RunningStack(stack_env(work / "data", model_path=model)).start()
+    env = stack_env(work / "data", model_path=model)
+    if not args.with_learning:
+        env["OPENCLAW_RL_LEARNING__ENABLED"] = "false"
+    stack = RunningStack(env).start()
     try:
         key = subprocess.run(CLI + ["keys", "create", "--user", "bench"], env=stack.env, capture_output=True, text=True, cwd=REPO, check=True).stdout.split()[0]
         system = ("You are a personal agent. Follow the user's instructions carefully. " * 200)[: args.system_chars]
@@ -106,7 +110,7 @@ def main() -> None:
         results = asyncio.run(measure(bench, args.turns))
     finally:
         stack.stop()
-    print(f"tiny Qwen3, {args.tokens} tokens/turn greedy, system prompt {args.system_chars} chars, cpu cores: {os.cpu_count()}")
+    print(f"tiny Qwen3, {args.tokens} tokens/turn greedy, system prompt {args.system_chars} chars, learning {'on' if args.with_learning else 'off'}, cpu cores: {os.cpu_count()}")
     print(f"{'':<14}{'endpoint p50':>14}{'engine p50':>12}{'added p50':>11}{'endpoint p99':>14}{'engine p99':>12}{'added p99':>11}")
     for label, (endpoint, direct) in results.items():
         e50, d50, e99, d99 = (pct(endpoint, 0.5) * 1000, pct(direct, 0.5) * 1000, pct(endpoint, 0.99) * 1000, pct(direct, 0.99) * 1000)

@@ -152,6 +152,8 @@ class LlmJudgeSettings(BaseModel):
 class LearningSettings(BaseModel):
     """How next-state signals become training samples (paper section 4)."""
 
+    enabled: bool = True
+    """Judge paired turns and publish samples. False: serve and record only."""
     method: Literal["binary", "opd", "combined"] = "combined"
     """binary RL, hindsight-guided OPD, or both (the paper's best)."""
     w_binary: float = 1.0
