@@ -180,14 +180,16 @@ def _clip(text: str | None, n: int = SUMMARY_CHARS) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-@workflow.defn(name="SessionWorkflow")
+# Unsandboxed: the sandbox's per-task cost showed up in chat latency under load;
+# this code is deterministic by construction (no I/O, time or randomness but workflow.*).
+@workflow.defn(name="SessionWorkflow", sandboxed=False)
 class SessionWorkflow:
     @workflow.init
     def __init__(self, inp: SessionInput) -> None:
         self.config = inp.config
         self.state = inp.state or SessionState(user_id=inp.user_id, session_id=inp.session_id)
         self.main_lock = asyncio.Lock()  # main-line turns of one session happen in order
-        self.seen = 0  # bumps on every request (idle detection)
+        self.last_turn_at = workflow.now()  # idle detection
         self.in_flight = 0
         self.closed_reason: str | None = None
         self.rolling = False
@@ -197,15 +199,17 @@ class SessionWorkflow:
     async def run(self, inp: SessionInput) -> SessionSummary:
         idle = timedelta(seconds=self.config.idle_timeout_s)
         while self.closed_reason is None:
-            seen = self.seen
-            try:
-                await workflow.wait_condition(lambda: self.seen != seen or self.closed_reason is not None or self._should_roll(), timeout=idle)
-            except asyncio.TimeoutError:
-                if self.in_flight == 0:
-                    self.closed_reason = "idle"
-                continue
-            if self.closed_reason is None and self._should_roll():
+            if self._should_roll():
                 await self._continue_as_new(inp)
+            # One timer per idle period, not one per turn: a turn only moves the deadline.
+            left = (self.last_turn_at + idle - workflow.now()).total_seconds()
+            if left <= 0 and self.in_flight == 0:
+                self.closed_reason = "idle"
+                break
+            try:
+                await workflow.wait_condition(lambda: self.closed_reason is not None or self._should_roll(), timeout=max(left, 1.0))
+            except asyncio.TimeoutError:
+                continue
         await workflow.wait_condition(workflow.all_handlers_finished)
         for rec in self.state.turns:
             if rec.next_state_status == "pending":
@@ -218,7 +222,7 @@ class SessionWorkflow:
     # ---- the chat turn ----------------------------------------------------
     @workflow.update
     async def turn(self, req: TurnRequest) -> TurnResult:
-        self.seen += 1
+        self.last_turn_at = workflow.now()
         self.in_flight += 1
         try:
             if req.turn_type is TurnType.MAIN:
@@ -227,6 +231,7 @@ class SessionWorkflow:
             return await self._run_turn(req)
         finally:
             self.in_flight -= 1
+            self.last_turn_at = workflow.now()
 
     @turn.validator
     def _accept_turn(self, req: TurnRequest) -> None:

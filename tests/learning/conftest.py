@@ -92,6 +92,7 @@ def samples_of(stack: RunningStack, session_key: str) -> list:
 
 @pytest.fixture(scope="module")
 def heuristic_stack(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory):
-    stack = RunningStack(chat_stack_env(tmp_path_factory.mktemp("learn") / "data", tiny_model)).start()
+    env = chat_stack_env(tmp_path_factory.mktemp("learn") / "data", tiny_model, OPENCLAW_RL_SESSION__IDLE_TIMEOUT_S="8")
+    stack = RunningStack(env).start()
     yield stack
     stack.stop()

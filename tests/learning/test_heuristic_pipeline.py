@@ -83,3 +83,20 @@ def test_corrections_and_thanks_become_the_expected_samples(heuristic_stack, tin
     mine = [x for x in lines if x["session_id"] == sid]
     assert sorted(x["turn_index"] for x in mine) == [0, 1, 2, 3]
     assert r.xlen("oc:records:personal:v0") >= 4
+
+
+def test_an_idle_session_ends_and_closes_its_last_turn(heuristic_stack):
+    import time
+
+    import httpx
+
+    key = create_key(heuristic_stack, "ida")
+    chat(heuristic_stack, key, "idle", [{"role": "user", "content": "hi"}])
+    deadline = time.monotonic() + 40  # idle timeout is 8 s in this stack
+    while True:
+        log = httpx.get(f"{heuristic_stack.api}/v1/sessions/idle/turns", headers={"Authorization": f"Bearer {key}"}).json()
+        if log["status"] == "completed" or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert log["status"] == "completed" and log["closed_reason"] == "idle"
+    assert log["turns"][0]["next_state_status"] == "none"
