@@ -120,8 +120,10 @@ class GenerateActivities:
             raise ApplicationError(f"the messages cannot be rendered with the model's chat template: {exc}", type=ErrorType.INVALID_REQUEST, non_retryable=True) from exc
 
         stream_key, owner_key = redis_keys.token_stream(inp.turn_id), redis_keys.stream_owner(inp.turn_id)
-        await self.redis.set(owner_key, str(attempt), ex=STREAM_TTL_S)
-        done = await self._checkpoint(stream_key)
+        done = _Checkpoint()
+        if inp.stream:  # a non-streaming client reads no stream, and a retry of it may start over
+            await self.redis.set(owner_key, str(attempt), ex=STREAM_TTL_S)
+            done = await self._checkpoint(stream_key)
         budget = 0 if done.finish else await self._budget(inp.sampling, len(prompt_ids) + len(done.ids))
         params = SamplingParams(
             temperature=inp.sampling.temperature,
@@ -162,7 +164,7 @@ class GenerateActivities:
             beat.cancel()
 
         ids, lps = done.ids + new_ids, done.lps + new_lps
-        if not done.finish:
+        if inp.stream and not done.finish:
             await self._publish_upto(inp.turn_id, attempt, renderer, done, new_ids, new_lps, published, sent_text, final=finish)
         text = renderer.decode(ids, skip_special_tokens=True)
         await save_turn_tokens(
@@ -172,7 +174,8 @@ class GenerateActivities:
                 finish_reason=finish, resumed_at=len(done.ids), response_text=text, temperature=inp.sampling.temperature,
             ),
         )
-        await self.redis.expire(stream_key, STREAM_TTL_S)
+        if inp.stream:
+            await self.redis.expire(stream_key, STREAM_TTL_S)
         parsed = parse_completion(text, call_id_prefix=inp.turn_id[:12])
         if parsed.tool_calls and finish == "stop":
             finish = "tool_calls"
