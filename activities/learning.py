@@ -1,6 +1,6 @@
 """Activities that turn a paired turn into a training sample.
 
-judge pool:  `judge_vote` (one PRM or hint vote per call, so votes retry
+judge pool:  `prm_vote` and `hint` (one vote per call, so votes retry
              independently) and `publish_sample` (advantages, then the sample,
              its record and the audit summary in one atomic Redis step).
 policy pool: `teacher_logprobs` (the response scored under the hint-enhanced context).
@@ -125,8 +125,17 @@ class LearningActivities:
         self._teacher: PolicyClient | None = None
 
     # ---- judge pool ---------------------------------------------------------
-    @activity.defn(name="judge_vote")
-    async def judge_vote(self, inp: VoteInput) -> VoteResult:
+    @activity.defn(name="prm_vote")
+    async def prm_vote(self, inp: VoteInput) -> VoteResult:
+        """One PRM vote: \\boxed{1|-1|0} from the judge."""
+        return await self._vote(inp.model_copy(update={"kind": "prm"}))
+
+    @activity.defn(name="hint")
+    async def hint(self, inp: VoteInput) -> VoteResult:
+        """One hindsight-hint vote: \\boxed{1} with a hint, or \\boxed{-1}."""
+        return await self._vote(inp.model_copy(update={"kind": "hint"}))
+
+    async def _vote(self, inp: VoteInput) -> VoteResult:
         if self._judge is None:
             self._judge = make_judge(self.settings)
         ctx = await self._context(inp.turn_id, inp.next_state)

@@ -31,5 +31,5 @@ def components_for(pool: Pool, settings: Settings) -> PoolComponents:
         parts.activities += [GenerateActivities(settings).generate, LearningActivities(settings).teacher_logprobs]
     elif pool is Pool.JUDGE:
         learning = LearningActivities(settings)
-        parts.activities += [learning.judge_vote, learning.publish_sample]
+        parts.activities += [learning.prm_vote, learning.hint, learning.publish_sample]
     return parts

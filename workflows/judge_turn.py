@@ -133,7 +133,7 @@ class JudgeTurnWorkflow:
     async def _vote(self, inp: JudgeTurnInput, kind: str, index: int) -> VoteResult | None:
         try:
             return await workflow.execute_activity(
-                "judge_vote",
+                "prm_vote" if kind == "prm" else "hint",
                 VoteInput(turn_id=inp.turn_id, kind=kind, vote=index, next_state=inp.next_state),
                 result_type=VoteResult,
                 task_queue=inp.plan.judge_task_queue,
