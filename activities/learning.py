@@ -149,8 +149,8 @@ class LearningActivities:
         return VoteResult(kind="hint", vote=inp.vote, score=hv.score, hint=hv.hint, raw=raw[:RAW_CHARS])
 
     async def _context(self, turn_id: str, ns: NextStateRef) -> JudgeContext:
-        tokens = await load_turn_tokens(self.redis, turn_id)
-        if tokens is None:
+        response = await self.redis.hget(redis_keys.turn_data(turn_id), "response_text")  # the judge needs only the text
+        if response is None:
             raise ApplicationError(f"turn {turn_id} has no token data", type="TurnDataMissing", non_retryable=True)
         later = await self._request(ns.request_key)
         own = await self._request(redis_keys.chat_request(turn_id))
@@ -158,7 +158,7 @@ class LearningActivities:
             raise ApplicationError(f"next state index {ns.message_index} is outside its request", type="TurnDataMissing", non_retryable=True)
         previous_user = next((message_text(m.get("content")) for m in reversed(own.messages) if m.get("role") == "user"), "")
         return JudgeContext(
-            response=split_reasoning(tokens.response_text)[1],
+            response=split_reasoning(response.decode())[1],
             next_state_role=ns.role,
             next_state=message_text(later.messages[ns.message_index].get("content")),
             previous_user=previous_user,
