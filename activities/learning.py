@@ -14,7 +14,6 @@ from typing import Literal
 
 import redis.asyncio as aioredis
 import structlog
-import torch
 from pydantic import BaseModel
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -29,7 +28,7 @@ from openclaw_rl.turn_data import load_floats, load_turn_tokens, save_floats
 from policy_client import PolicyClient
 from policy_client.chat import renderer_for
 from policy_client.chat_output import split_reasoning
-from rlmath.signals import Method, combined_advantages, dispatch, parse_boxed, parse_hint_vote
+from rlmath.signals import Method, dispatch, parse_boxed, parse_hint_vote
 from api.session_identity import message_text
 
 log = structlog.get_logger(__name__)
@@ -172,6 +171,10 @@ class LearningActivities:
 
     @activity.defn(name="publish_sample")
     async def publish_sample(self, inp: PublishInput) -> PublishResult:
+        import torch  # here, not at import: workflow code imports this module's models
+
+        from rlmath.advantages import combined_advantages
+
         tokens = await load_turn_tokens(self.redis, inp.turn_id)
         if tokens is None:
             raise ApplicationError(f"turn {inp.turn_id} has no token data", type="TurnDataMissing", non_retryable=True)

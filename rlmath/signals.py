@@ -1,8 +1,9 @@
 """Learning signals of the personal agent (paper section 4, the reference's rules).
 
 Pure functions: judge-output parsing, vote aggregation, hint selection, the
-teacher context, token-level advantages and the per-turn dispatch of binary RL,
-OPD and their combination. No I/O; unit-tested against hand-computed numbers.
+teacher context and the per-turn dispatch of binary RL, OPD and their
+combination (token-level advantages: rlmath.advantages). Plain Python, no I/O,
+so workflow code can use it; unit-tested against hand-computed numbers.
 """
 
 from __future__ import annotations
@@ -12,8 +13,6 @@ from collections import Counter
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Sequence
-
-import torch
 
 PRM_SCORES = frozenset({1, -1, 0})
 HINT_SCORES = frozenset({1, -1})
@@ -96,21 +95,6 @@ def _as_text(content: Any) -> str:
     if isinstance(content, list):
         return "".join(p.get("text", "") for p in content if isinstance(p, dict))
     return content or ""
-
-
-def opd_advantages(teacher_lp: torch.Tensor, old_lp: torch.Tensor) -> torch.Tensor:
-    """A_t = log pi_teacher(a_t | s_enhanced) - log pi_old(a_t | s_t), per response token. Shapes [T]."""
-    if teacher_lp.shape != old_lp.shape:
-        raise ValueError(f"teacher and rollout log-probs differ in length: {tuple(teacher_lp.shape)} vs {tuple(old_lp.shape)}")
-    return teacher_lp - old_lp
-
-
-def combined_advantages(reward: float, teacher_lp: torch.Tensor | None, old_lp: torch.Tensor, w_binary: float = 1.0, w_opd: float = 1.0) -> torch.Tensor:
-    """A_t = w_binary * r + w_opd * (teacher_lp - old_lp); no teacher -> the OPD term is 0. Shape [T]."""
-    rl = torch.full_like(old_lp, w_binary * reward)
-    if teacher_lp is None:
-        return rl
-    return rl + w_opd * opd_advantages(teacher_lp, old_lp)
 
 
 @dataclass(frozen=True)

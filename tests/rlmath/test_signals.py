@@ -1,14 +1,13 @@
 import pytest
 import torch
 
+from rlmath.advantages import combined_advantages, opd_advantages
 from rlmath.signals import (
     Dispatch,
     HintVote,
     Method,
-    combined_advantages,
     dispatch,
     majority_vote,
-    opd_advantages,
     parse_boxed,
     parse_hint_vote,
     representative,
