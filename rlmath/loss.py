@@ -1,0 +1,93 @@
+"""The policy loss of the paper (equation 1), as the reference computes it.
+
+    ratio = exp(logp_new - logp_old)                 (old = the rollout log-probs)
+    pg    = max(-ratio * A, -clip(ratio, 1 - eps_low, 1 + eps_high) * A)
+    kl    = k3(new, ref) = exp(ref - new) - (ref - new) - 1
+    loss  = mean_over_samples(mean_over_tokens(pg + kl_coef * kl - entropy_coef * H))
+
+Token means are over each sample's unmasked tokens; the batch mean is over all
+samples (a sample with loss mask 0 adds 0, as the reference's submissions do).
+Shapes: [B, T] right-padded; `mask` is 1 on response tokens that are learned from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+LOG_RATIO_CLAMP = 20.0
+"""Log-ratios are clamped before exp so one wild token cannot overflow the loss."""
+
+
+@dataclass(frozen=True)
+class LossConfig:
+    clip_low: float = 0.2
+    clip_high: float = 0.28
+    kl_coef: float = 0.0
+    """0 in the reference's personal-agent scripts; 0.01-0.02 for general agents."""
+    entropy_coef: float = 0.0
+
+
+@dataclass(frozen=True)
+class LossParts:
+    loss: torch.Tensor
+    """Scalar to backpropagate."""
+    pg_loss: float
+    kl: float
+    entropy: float
+    clip_fraction: float
+    """Share of learned tokens where the clipped term was the one used."""
+    approx_kl: float
+    """mean of 0.5 * (new - old)^2 over learned tokens: how far the policy moved from the rollout."""
+    mean_advantage: float
+    tokens: int
+
+
+def k3(new_lp: torch.Tensor, ref_lp: torch.Tensor) -> torch.Tensor:
+    """Schulman's k3 estimator of KL(new || ref), per token; always >= 0."""
+    d = (ref_lp - new_lp).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+    return torch.exp(d) - d - 1
+
+
+def masked_sample_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """[B, T] -> [B]: mean over each sample's masked-in tokens (0 for a sample with none)."""
+    return (values * mask).sum(-1) / mask.sum(-1).clamp_min(1)
+
+
+def policy_loss(
+    new_lp: torch.Tensor,
+    old_lp: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    cfg: LossConfig = LossConfig(),
+    ref_lp: torch.Tensor | None = None,
+    entropy: torch.Tensor | None = None,
+) -> LossParts:
+    mask = mask.to(new_lp.dtype)
+    log_ratio = (new_lp - old_lp).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+    ratio = torch.exp(log_ratio)
+    unclipped = -ratio * advantages
+    clipped = -ratio.clamp(1 - cfg.clip_low, 1 + cfg.clip_high) * advantages
+    pg = torch.maximum(unclipped, clipped)
+    per_token = pg
+    kl = torch.zeros_like(pg)
+    if cfg.kl_coef and ref_lp is not None:
+        kl = k3(new_lp, ref_lp)
+        per_token = per_token + cfg.kl_coef * kl
+    ent = entropy if entropy is not None else torch.zeros_like(pg)
+    if cfg.entropy_coef and entropy is not None:
+        per_token = per_token - cfg.entropy_coef * entropy
+    loss = masked_sample_mean(per_token, mask).mean()
+    with torch.no_grad():
+        n = mask.sum().clamp_min(1)
+        return LossParts(
+            loss=loss,
+            pg_loss=float(masked_sample_mean(pg, mask).mean()),
+            kl=float((kl * mask).sum() / n),
+            entropy=float((ent * mask).sum() / n),
+            clip_fraction=float(((clipped > unclipped).to(mask.dtype) * mask).sum() / n),
+            approx_kl=float((0.5 * log_ratio.pow(2) * mask).sum() / n),
+            mean_advantage=float((advantages * mask).sum() / n),
+            tokens=int(mask.sum()),
+        )

@@ -1,0 +1,74 @@
+import math
+
+import pytest
+import torch
+
+from rlmath.loss import LossConfig, k3, policy_loss
+
+
+def one(ratio: float, adv: float) -> tuple[float, float, float]:
+    """(loss, d loss / d new_lp, clip fraction) for a single token."""
+    new = torch.tensor([[math.log(ratio)]], requires_grad=True)
+    parts = policy_loss(new, torch.zeros(1, 1), torch.tensor([[adv]]), torch.ones(1, 1))
+    parts.loss.backward()
+    return float(parts.loss.detach()), float(new.grad[0, 0]), parts.clip_fraction
+
+
+@pytest.mark.parametrize(
+    "ratio, adv, loss, grad, clipped",
+    [
+        (1.5, 1.0, -1.28, 0.0, 1.0),  # positive advantage, ratio above 1 + 0.28: clipped, no gradient
+        (0.5, 1.0, -0.5, -0.5, 0.0),  # positive advantage, ratio below 1 - 0.2: unclipped (pessimistic side)
+        (1.5, -1.0, 1.5, 1.5, 0.0),  # negative advantage, ratio above: unclipped
+        (0.5, -1.0, 0.8, 0.0, 1.0),  # negative advantage, ratio below 1 - 0.2: clipped, no gradient
+        (1.1, 2.0, -2.2, -2.2, 0.0),  # inside the trust region: the plain surrogate
+    ],
+)
+def test_asymmetric_clipping_by_hand(ratio, adv, loss, grad, clipped):
+    got_loss, got_grad, got_clip = one(ratio, adv)
+    assert got_loss == pytest.approx(loss, abs=1e-6)
+    assert got_grad == pytest.approx(grad, abs=1e-6)  # d(-ratio*A)/d log ratio = -ratio*A
+    assert got_clip == clipped
+
+
+def test_masked_tokens_are_ignored():
+    new = torch.tensor([[0.1, 5.0]])
+    old = torch.tensor([[0.0, -5.0]])
+    adv = torch.tensor([[1.0, 100.0]])
+    masked = policy_loss(new, old, adv, torch.tensor([[1.0, 0.0]]))
+    alone = policy_loss(new[:, :1], old[:, :1], adv[:, :1], torch.ones(1, 1))
+    assert float(masked.loss) == pytest.approx(float(alone.loss)) and masked.tokens == 1
+
+
+def test_mean_per_sample_then_over_the_batch():
+    # sample 0: one token with loss -1; sample 1: three tokens with loss -2 each; sample 2: mask 0
+    new = torch.zeros(3, 3)
+    adv = torch.tensor([[1.0, 0, 0], [2.0, 2.0, 2.0], [5.0, 5.0, 5.0]])
+    mask = torch.tensor([[1.0, 0, 0], [1.0, 1.0, 1.0], [0.0, 0, 0]])
+    parts = policy_loss(new, torch.zeros(3, 3), adv, mask)
+    assert float(parts.loss) == pytest.approx((-1.0 - 2.0 + 0.0) / 3)
+
+
+def test_k3_equals_its_formula_and_enters_with_its_coefficient():
+    new, ref = torch.tensor([[-1.0, -0.5]]), torch.tensor([[-2.0, -0.5]])
+    expected = math.exp(-1.0) - (-1.0) - 1
+    assert k3(new, ref)[0].tolist() == pytest.approx([expected, 0.0])
+    parts = policy_loss(new, new.clone(), torch.zeros(1, 2), torch.ones(1, 2), LossConfig(kl_coef=0.5), ref_lp=ref)
+    assert float(parts.loss) == pytest.approx(0.5 * expected / 2)
+    assert parts.kl == pytest.approx(expected / 2)
+
+
+def test_zero_advantages_give_zero_policy_gradient():
+    logits = torch.randn(2, 4, 10, requires_grad=True)
+    targets = torch.randint(0, 10, (2, 4))
+    new = torch.log_softmax(logits, -1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    parts = policy_loss(new, new.detach() - 0.3, torch.zeros(2, 4), torch.ones(2, 4))
+    parts.loss.backward()
+    assert torch.count_nonzero(logits.grad) == 0
+
+
+def test_metrics():
+    new = torch.tensor([[math.log(1.5), 0.0]])
+    parts = policy_loss(new, torch.zeros(1, 2), torch.tensor([[1.0, 3.0]]), torch.ones(1, 2))
+    assert parts.clip_fraction == 0.5 and parts.mean_advantage == 2.0
+    assert parts.approx_kl == pytest.approx(0.5 * math.log(1.5) ** 2 / 2)
