@@ -1,0 +1,1 @@
+"""Trainer backends: `torch` (CPU or one GPU) now; `megatron` (the optional extra) for multi-GPU."""
