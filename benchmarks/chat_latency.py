@@ -99,7 +99,7 @@ def main() -> None:
     from engine.tiny_qwen3 import ensure_tiny_model
 
     model = ensure_tiny_model(work / "tiny-qwen3")
-    env = stack_env(work / "data", model_path=model)
+    env = stack_env(work / "data", model_path=model) | {"OPENCLAW_RL_TRAINING__AUTO_START": "false"}
     if not args.with_learning:
         env["OPENCLAW_RL_LEARNING__ENABLED"] = "false"
     stack = RunningStack(env).start()

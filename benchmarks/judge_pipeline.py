@@ -99,7 +99,7 @@ def main() -> None:
     results = {}
     with ScriptedJudge(["The reply shows satisfaction. \\boxed{1} [HINT_START]Answer in one short sentence.[HINT_END]"], delays={"": args.judge_latency_ms / 1000}) as server:
         for name, extra in (("heuristic", {}), (f"llm (scripted, {args.judge_latency_ms:.0f} ms)", {"OPENCLAW_RL_LEARNING__JUDGE": json.dumps({"type": "llm", "url": server.url})})):
-            env = stack_env(work / f"data-{len(results)}", model_path=model) | extra
+            env = stack_env(work / f"data-{len(results)}", model_path=model) | extra | {"OPENCLAW_RL_TRAINING__AUTO_START": "false"}
             stack = RunningStack(env).start()
             try:
                 key = subprocess.run(CLI + ["keys", "create", "--user", "bench"], env=env, capture_output=True, text=True, cwd=REPO, check=True).stdout.split()[0]

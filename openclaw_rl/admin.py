@@ -114,3 +114,50 @@ async def turns_command(args: argparse.Namespace, settings: Settings) -> int:
 def _one_line(text: str, n: int = 100) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= n else flat[: n - 1] + "…"
+
+
+async def train_command(args: argparse.Namespace, settings: Settings) -> int:
+    from temporalio.service import RPCError
+
+    from openclaw_rl.training_control import start_training
+    from workflows.training import BatchSize, TrainingWorkflow, training_workflow_id
+
+    client = await _client(settings)
+    wf_id = training_workflow_id(settings.api.model_name)
+    handle = client.get_workflow_handle(wf_id)
+    try:
+        if args.train_command == "start":
+            print(f"training workflow {await start_training(client, settings)} is running")
+        elif args.train_command == "status":
+            s = await handle.query(TrainingWorkflow.status)
+            if args.json:
+                print(s.model_dump_json(indent=2))
+                return 0
+            state = "paused" if s.paused else "running"
+            print(f"{wf_id}: {state}, policy version {s.version}, {s.steps} steps, {s.samples_trained} samples trained, {s.samples_dropped_stale} dropped as stale")
+            print(f"next batch: {_bar(s.waiting_samples, s.batch_size)} {s.waiting_samples}/{s.batch_size} samples")
+            m = s.last_metrics
+            if m:
+                print(f"last step: loss {m['loss']:+.4f}, clip fraction {m['clip_fraction']:.3f}, approx KL {m['approx_kl']:.2e}, mean advantage {m['mean_advantage']:+.3f}, "
+                      f"log-prob gap {m['logprob_gap']:.2e}, grad norm {m['grad_norm']:.3f}, {m['tokens_per_s']:.0f} tokens/s")
+        elif args.train_command == "pause":
+            await handle.signal(TrainingWorkflow.pause)
+            print("pausing after the current step")
+        elif args.train_command == "resume":
+            await handle.signal(TrainingWorkflow.resume)
+            print("resumed")
+        elif args.train_command == "batch-size":
+            await handle.signal(TrainingWorkflow.set_batch_size, BatchSize(batch_size=args.n))
+            print(f"batch size {args.n} from the next step on")
+        return 0
+    except RPCError as exc:
+        print(f"openclaw-rl: {wf_id}: {exc.message}. Start it with `openclaw-rl train start`.")
+        return 1
+    except ValueError as exc:
+        print(f"openclaw-rl: {exc}")
+        return 2
+
+
+def _bar(done: int, total: int, width: int = 24) -> str:
+    filled = min(width, int(width * done / max(total, 1)))
+    return "[" + "#" * filled + "." * (width - filled) + "]"

@@ -80,6 +80,12 @@ def cmd_turns(args: argparse.Namespace, settings: Settings) -> int:
     return asyncio.run(turns_command(args, settings))
 
 
+def cmd_train(args: argparse.Namespace, settings: Settings) -> int:
+    from openclaw_rl.admin import train_command
+
+    return asyncio.run(train_command(args, settings))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="openclaw-rl", description="OpenClaw-RL on Temporal: agents that improve by being used.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -113,6 +119,16 @@ def build_parser() -> argparse.ArgumentParser:
     tt.add_argument("--limit", type=int, default=50)
     tt.add_argument("--json", action="store_true", help="JSON instead of a table")
     tt.set_defaults(func=cmd_turns, exits_hard=True)
+    tr = sub.add_parser("train", help="the training workflow: start, status, pause, resume, batch size")
+    trs = tr.add_subparsers(dest="train_command", required=True)
+    trs.add_parser("start", help="start the policy's TrainingWorkflow (no-op if it runs)")
+    st = trs.add_parser("status", help="version, steps, samples, last metrics")
+    st.add_argument("--json", action="store_true")
+    trs.add_parser("pause", help="finish the current step, then wait")
+    trs.add_parser("resume", help="continue after pause")
+    bs = trs.add_parser("batch-size", help="samples per step from the next step on")
+    bs.add_argument("n", type=int)
+    tr.set_defaults(func=cmd_train, exits_hard=True)
     sub.add_parser("config", help="print the effective settings (secrets masked)").set_defaults(func=cmd_config, exits_hard=False)
     return parser
 

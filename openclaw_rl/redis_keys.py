@@ -76,3 +76,7 @@ def record_stream(source: str, policy_version: str) -> str:
 def session_effective(session_key: str) -> str:
     """Set once a session has produced an effective sample (the at-least-one rule)."""
     return f"{PREFIX}:effective:{session_key}"
+
+
+POLICY_VERSION = f"{PREFIX}:policy:version"
+"""The policy version the servers serve, set once every server has loaded it."""

@@ -177,6 +177,34 @@ class LearningSettings(BaseModel):
         return self.prm_votes or (3 if self.method == "binary" else 1)
 
 
+class TrainingSettings(BaseModel):
+    """The training workflow: batches from the sample streams, train steps, weight publication."""
+
+    batch_size: int = Field(16, ge=1, le=4096)
+    """Samples per optimizer step (the reference: one step per 16 samples)."""
+    source_weights: dict[str, float] = Field(default_factory=lambda: {"personal": 1.0})
+    """Sample streams drained, and each one's share of a batch."""
+    lr: float = Field(1e-5, gt=0)
+    """AdamW learning rate (paper: 1e-5 personal, 1e-6 general agents)."""
+    kl_coef: float = Field(0.0, ge=0)
+    """k3 KL to the frozen reference (0 in the reference's personal scripts)."""
+    entropy_coef: float = Field(0.0, ge=0)
+    clip_low: float = Field(0.2, gt=0, lt=1)
+    clip_high: float = Field(0.28, gt=0)
+    micro_batch_tokens: int = Field(8192, ge=16)
+    """Tokens per forward/backward; larger batches are accumulated."""
+    max_staleness: int = Field(4, ge=0)
+    """Samples generated more than this many versions ago are dropped (and counted)."""
+    keep_versions: int = Field(3, ge=1)
+    """Checkpoints kept on disk; older ones are pruned."""
+    steps_per_run: int = Field(50, ge=1)
+    """Train steps per workflow run before it continues as new."""
+    wait_s: float = Field(20.0, gt=0)
+    """How long one claim waits for samples before the workflow checks its signals again."""
+    auto_start: bool = True
+    """`up` starts the policy's TrainingWorkflow (the loop closes by itself)."""
+
+
 class TemporalSettings(BaseModel):
     address: str | None = Field(None, validation_alias=AliasChoices("address", "TEMPORAL_ADDRESS"))
     """An existing Temporal cluster (host:port). None: `up` starts the embedded dev server."""
@@ -244,6 +272,7 @@ class Settings(BaseSettings):
     policy: PolicySettings = Field(default_factory=PolicySettings)
     session: SessionSettings = Field(default_factory=SessionSettings)
     learning: LearningSettings = Field(default_factory=LearningSettings)
+    training: TrainingSettings = Field(default_factory=TrainingSettings)
     temporal: TemporalSettings = Field(default_factory=TemporalSettings)
     redis: RedisSettings = Field(default_factory=RedisSettings)
     log: LogSettings = Field(default_factory=LogSettings)
@@ -316,6 +345,10 @@ class Settings(BaseSettings):
         if self.embedded_engine and (self.served_model_path() / "openclaw-rl-tiny.json").is_file():
             return HeuristicJudgeSettings()
         return LlmJudgeSettings()
+
+    @property
+    def checkpoints_dir(self) -> Path:
+        return self.data_dir / "checkpoints"
 
     @property
     def records_dir(self) -> Path:

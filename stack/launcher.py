@@ -95,6 +95,11 @@ class Stack:
             p.start()
         await asyncio.gather(*(p.wait_ready() for p in self.tier2))
         await self.probe(client)
+        if self.settings.training.auto_start:
+            from openclaw_rl.training_control import start_training
+
+            wf_id = await start_training(client, self.settings)
+            log.info("training workflow running", workflow_id=wf_id)
         self._write_state("up")
         self._announce()
 
@@ -188,6 +193,8 @@ class Stack:
         lines = ["openclaw-rl is up:"] + [f"  {k:<12} {v}" for k, v in self.urls().items()]
         lines.append(f"  {'logs':<12} {self.settings.logs_dir}")
         lines.append(f"  {'learning':<12} {self.settings.learning.method}, judge: {_judge_line(self.settings)}")
+        tr = self.settings.training
+        lines.append(f"  {'training':<12} " + (f"training/{self.settings.api.model_name}, a step per {tr.batch_size} samples" if tr.auto_start else "not started (training.auto_start = false)"))
         lines.append("Press Ctrl-C to stop.")
         print("\n".join(lines), flush=True)
 

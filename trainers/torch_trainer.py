@@ -162,7 +162,7 @@ class TorchTrainer:
             self.model = live
 
     # ---- checkpoints -----------------------------------------------------------
-    def save(self, folder: Path, version: str) -> Path:
+    def save(self, folder: Path, version: str, extra: dict | None = None) -> Path:
         """A Hugging Face checkpoint the engine can load, labelled with its policy version, plus optimizer state."""
         folder = Path(folder)
         tmp = folder.with_name(folder.name + ".tmp")
@@ -172,7 +172,7 @@ class TorchTrainer:
             if (self.source / name).is_file() and not (tmp / name).exists():
                 shutil.copy2(self.source / name, tmp / name)
         torch.save({"optimizer": self.opt.state_dict(), "step": self.step}, tmp / "trainer_state.pt")
-        (tmp / "openclaw-rl-version.json").write_text(json.dumps({"weight_version": version, "step": self.step}))
+        (tmp / "openclaw-rl-version.json").write_text(json.dumps({"weight_version": version, "step": self.step, **(extra or {})}))
         shutil.rmtree(folder, ignore_errors=True)
         tmp.rename(folder)  # a reader never sees a half-written checkpoint
         return folder

@@ -17,10 +17,13 @@ def create_key(stack: RunningStack, user: str) -> str:
 def chat_stack_env(data_dir: Path, model: Path, **extra: str) -> dict[str, str]:
     env = stack_env(data_dir, model_path=model)
     env.update(
-        OPENCLAW_RL_API__MAX_REQUEST_BYTES=str(256 * 1024),
-        OPENCLAW_RL_SESSION__TURNS_PER_RUN="5",
-        OPENCLAW_RL_SESSION__DEFAULT_MAX_TOKENS="24",
-        **extra,
+        {
+            "OPENCLAW_RL_API__MAX_REQUEST_BYTES": str(256 * 1024),
+            "OPENCLAW_RL_SESSION__TURNS_PER_RUN": "5",
+            "OPENCLAW_RL_SESSION__DEFAULT_MAX_TOKENS": "24",
+            "OPENCLAW_RL_TRAINING__AUTO_START": "false",  # no weight updates behind these tests' backs
+            **extra,
+        }
     )
     return env
 

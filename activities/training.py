@@ -1,0 +1,220 @@
+"""Trainer-pool activities: claim a batch from the sample streams, train on it, publish, acknowledge.
+
+The workflow carries only stream entry ids. Entries are acknowledged after the
+new weights are served, so a crash anywhere before that re-trains the same ids
+from the last checkpoint, never different ones and never twice: `train_step`
+finds a checkpoint already written for this batch and returns it as is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import redis.asyncio as aioredis
+import structlog
+from pydantic import BaseModel, Field
+from redis.exceptions import ResponseError
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from openclaw_rl import redis_keys
+from openclaw_rl.samples import decode_sample
+from openclaw_rl.settings import Settings
+from policy_client import PolicyClient
+
+log = structlog.get_logger(__name__)
+
+GROUP = "oc-trainer"
+HEARTBEAT_S = 2.0
+
+
+class ClaimInput(BaseModel):
+    consumer: str
+    batch_size: int
+    source_weights: dict[str, float]
+    wait_s: float
+
+
+class ClaimResult(BaseModel):
+    ids: dict[str, list[str]] = Field(default_factory=dict)
+    """Stream entry ids per source, pending for this consumer until acknowledged."""
+
+    @property
+    def count(self) -> int:
+        return sum(len(v) for v in self.ids.values())
+
+
+class TrainInput(BaseModel):
+    ids: dict[str, list[str]]
+    version: int
+    """The policy version being trained from (its checkpoint, or the served model for 0)."""
+    max_staleness: int
+
+
+class StepSummary(BaseModel):
+    version: int
+    """The version this step produced."""
+    checkpoint: str
+    batch: str
+    """Digest of the batch's entry ids (a retried step recognises its own checkpoint)."""
+    trained: int
+    dropped_stale: int
+    metrics: dict
+
+
+class PublishWeightsInput(BaseModel):
+    checkpoint: str
+    version: int
+
+
+class AckInput(BaseModel):
+    ids: dict[str, list[str]]
+
+
+def batch_digest(ids: dict[str, list[str]]) -> str:
+    return hashlib.sha256(json.dumps(ids, sort_keys=True).encode()).hexdigest()[:16]
+
+
+class TrainingActivities:
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.redis = aioredis.from_url(settings.redis.target())
+        self.trainer = None
+        self.trainer_version: int | None = None
+
+    # ---- claim --------------------------------------------------------------
+    @activity.defn(name="claim_batch")
+    async def claim_batch(self, inp: ClaimInput) -> ClaimResult:
+        streams = {src: redis_keys.sample_stream(src) for src in inp.source_weights}
+        for key in streams.values():
+            try:
+                await self.redis.xgroup_create(key, GROUP, id="0", mkstream=True)
+            except ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
+        got: dict[str, list[str]] = {src: [] for src in streams}
+        # Entries delivered to us before but never acknowledged come first (a claim or step that died).
+        for src, key in streams.items():
+            pending = await self.redis.xreadgroup(GROUP, inp.consumer, {key: "0"}, count=inp.batch_size)
+            got[src] += [eid.decode() for _, entries in pending for eid, _ in entries]
+        total_w = sum(inp.source_weights.values()) or 1.0
+        quota = {src: max(1, round(inp.batch_size * w / total_w)) for src, w in inp.source_weights.items()}
+        deadline = asyncio.get_running_loop().time() + inp.wait_s
+        while sum(map(len, got.values())) < inp.batch_size:
+            left = inp.batch_size - sum(map(len, got.values()))
+            # Sources with room in their share first; once all are full, anyone may fill the rest.
+            wanting = {s: k for s, k in streams.items() if len(got[s]) < quota[s]} or streams
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                break
+            activity.heartbeat(sum(map(len, got.values())))
+            batch = await self.redis.xreadgroup(GROUP, inp.consumer, {k: ">" for k in wanting.values()}, count=left, block=int(min(remaining, HEARTBEAT_S) * 1000))
+            for key, entries in batch or []:
+                src = next(s for s, k in streams.items() if k == key.decode())
+                got[src] += [eid.decode() for eid, _ in entries]
+        return ClaimResult(ids={s: v for s, v in got.items() if v})
+
+    # ---- train --------------------------------------------------------------
+    @activity.defn(name="train_step")
+    async def train_step(self, inp: TrainInput) -> StepSummary:
+        digest = batch_digest(inp.ids)
+        target = self.settings.checkpoints_dir / f"policy-{inp.version + 1}"
+        done = _read_summary(target)
+        if done is not None and done.batch == digest:
+            return done  # this batch was already trained and saved by an attempt that died afterwards
+        samples, stale = [], 0
+        for src, ids in inp.ids.items():
+            key = redis_keys.sample_stream(src)
+            for eid in ids:
+                entries = await self.redis.xrange(key, eid, eid)
+                if not entries:
+                    raise ApplicationError(f"stream entry {eid} of {key} is gone", type="SampleMissing", non_retryable=True)
+                s = decode_sample(entries[0][1])
+                v = int(s.meta.policy_version) if (s.meta.policy_version or "").isdigit() else inp.version
+                if inp.version - v > inp.max_staleness:
+                    stale += 1
+                    continue
+                samples.append(s)
+        trainer = await asyncio.to_thread(self._trainer_at, inp.version)
+        beat = asyncio.ensure_future(_heartbeat())
+        try:
+            metrics = await asyncio.to_thread(trainer.train_step, samples) if samples else None
+            summary = StepSummary(
+                version=inp.version + 1, checkpoint=str(target), batch=digest, trained=len(samples), dropped_stale=stale,
+                metrics=metrics.model_dump() if metrics else {},
+            )
+            await asyncio.to_thread(self._save, trainer, target, summary)
+        finally:
+            beat.cancel()
+        self.trainer_version = inp.version + 1
+        self._prune(inp.version + 1)
+        return summary
+
+    def _trainer_at(self, version: int):
+        from rlmath.loss import LossConfig
+        from trainers.torch_trainer import TorchTrainer, TrainerConfig
+
+        if self.trainer is not None and self.trainer_version == version:
+            return self.trainer
+        t = self.settings.training
+        cfg = TrainerConfig(
+            lr=t.lr, micro_batch_tokens=t.micro_batch_tokens,
+            loss=LossConfig(clip_low=t.clip_low, clip_high=t.clip_high, kl_coef=t.kl_coef, entropy_coef=t.entropy_coef),
+        )
+        folder = self.settings.checkpoints_dir / f"policy-{version}"
+        self.trainer = TorchTrainer.resume(folder, cfg) if folder.is_dir() else TorchTrainer(self.settings.served_model_path(), cfg)
+        self.trainer_version = version
+        log.info("trainer loaded", version=version, source=str(folder if folder.is_dir() else self.settings.served_model_path()))
+        return self.trainer
+
+    @staticmethod
+    def _save(trainer, target: Path, summary: StepSummary) -> None:
+        trainer.save(target, version=str(summary.version), extra={"summary": summary.model_dump()})
+
+    def _prune(self, newest: int) -> None:
+        keep = self.settings.training.keep_versions
+        for folder in self.settings.checkpoints_dir.glob("policy-*"):
+            try:
+                v = int(folder.name.split("-", 1)[1])
+            except ValueError:
+                continue
+            if v <= newest - keep:
+                shutil.rmtree(folder, ignore_errors=True)
+
+    # ---- publish and acknowledge ------------------------------------------------
+    @activity.defn(name="publish_weights")
+    async def publish_weights(self, inp: PublishWeightsInput) -> list[str]:
+        """Every policy server loads the checkpoint; one that refuses keeps its old weights and the activity retries."""
+        async with PolicyClient.from_settings(self.settings) as client:
+            results = await client.update_weights_from_disk(inp.checkpoint, weight_version=str(inp.version))
+        failed = [r.message for r in results if not r.success]
+        if failed:
+            raise ApplicationError(f"a policy server refused version {inp.version}: {failed}", type="WeightLoadFailed")
+        await self.redis.set(redis_keys.POLICY_VERSION, str(inp.version))
+        return [r.message for r in results]
+
+    @activity.defn(name="ack_batch")
+    async def ack_batch(self, inp: AckInput) -> int:
+        n = 0
+        for src, ids in inp.ids.items():
+            if ids:
+                n += await self.redis.xack(redis_keys.sample_stream(src), GROUP, *ids)
+        return n
+
+
+def _read_summary(folder: Path) -> StepSummary | None:
+    try:
+        data = json.loads((folder / "openclaw-rl-version.json").read_text())
+        return StepSummary.model_validate(data["summary"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+async def _heartbeat() -> None:
+    while True:
+        activity.heartbeat()
+        await asyncio.sleep(HEARTBEAT_S)

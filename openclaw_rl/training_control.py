@@ -1,0 +1,39 @@
+"""Starting and steering the TrainingWorkflow (used by `up` and `openclaw-rl train`)."""
+
+from __future__ import annotations
+
+from temporalio.client import Client
+from temporalio.common import WorkflowIDConflictPolicy
+
+from openclaw_rl.settings import Pool, Settings
+from workflows.training import TrainingConfig, TrainingInput, TrainingWorkflow, training_workflow_id
+
+
+def training_input(settings: Settings) -> TrainingInput:
+    t = settings.training
+    return TrainingInput(
+        policy=settings.api.model_name,
+        config=TrainingConfig(
+            trainer_task_queue=settings.temporal.task_queue(Pool.TRAINER),
+            batch_size=t.batch_size,
+            source_weights=t.source_weights,
+            max_staleness=t.max_staleness,
+            steps_per_run=t.steps_per_run,
+            wait_s=t.wait_s,
+        ),
+    )
+
+
+async def start_training(client: Client, settings: Settings) -> str:
+    """Start the policy's TrainingWorkflow unless it already runs; returns its workflow id."""
+    inp = training_input(settings)
+    wf_id = training_workflow_id(inp.policy)
+    await client.start_workflow(
+        TrainingWorkflow.run,
+        inp,
+        id=wf_id,
+        task_queue=settings.temporal.task_queue(Pool.WORKFLOW),
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        static_summary=f"training {inp.policy}",
+    )
+    return wf_id

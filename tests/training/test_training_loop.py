@@ -1,0 +1,91 @@
+"""The whole loop on the real stack: chats -> judged samples -> a train step -> the engine serves the new version."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+
+import httpx
+import pytest
+import redis
+
+from tests.api.conftest import chat_stack_env, create_key
+from tests.helpers import CLI, REPO, RunningStack
+from tests.learning.conftest import chat
+
+pytestmark = pytest.mark.timeout(400)
+
+FIXED = {"text": "A fixed prompt to watch the policy change", "return_logprob": True, "logprob_start_len": 0, "sampling_params": {"max_new_tokens": 1, "temperature": 1.0}}
+
+
+@pytest.fixture(scope="module")
+def loop_stack(tiny_model, tmp_path_factory):
+    env = chat_stack_env(
+        tmp_path_factory.mktemp("loop") / "data",
+        tiny_model,
+        OPENCLAW_RL_TRAINING__AUTO_START="true",
+        OPENCLAW_RL_TRAINING__WAIT_S="2",
+        OPENCLAW_RL_TRAINING__LR="1e-3",
+        OPENCLAW_RL_SESSION__DEFAULT_MAX_TOKENS="8",
+    )
+    stack = RunningStack(env).start()
+    yield stack
+    stack.stop()
+
+
+def status(stack) -> dict:
+    out = subprocess.run(CLI + ["train", "status", "--json"], env=stack.env, capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return json.loads(out.stdout)
+
+
+def test_sixteen_samples_make_a_step_and_the_engine_serves_it(loop_stack):
+    stack = loop_stack
+    key = create_key(stack, "lena")
+    before = httpx.post(f"{stack.engine}/generate", json=FIXED, timeout=60).json()
+    assert before["meta_info"]["weight_version"] == "0"
+    assert status(stack)["version"] == 0
+
+    failures: list[str] = []
+    stop = threading.Event()
+
+    def keep_chatting() -> None:  # another user chats all along, through the update
+        k = create_key(stack, "max")
+        i = 0
+        while not stop.is_set():
+            r = httpx.post(f"{stack.api}/v1/chat/completions", json={"messages": [{"role": "user", "content": f"side question {i}"}], "max_tokens": 4}, headers={"Authorization": f"Bearer {k}", "X-Session-Id": f"bg-{i}"}, timeout=120)
+            if r.status_code != 200:
+                failures.append(r.text)
+            i += 1
+
+    bg = threading.Thread(target=keep_chatting, daemon=True)
+    bg.start()
+    history = [{"role": "user", "content": "tell me something"}]
+    for t in range(17):  # 17 turns: 16 of them get a next state, each scored +-1 by the heuristic judge
+        reply = chat(stack, key, "loop", history)
+        feedback = "thanks, perfect!" if t % 2 else "That's wrong, you should be brief instead."
+        history = history + [{"role": "assistant", "content": reply["content"]}, {"role": "user", "content": feedback}]
+    chat(stack, key, "loop", history)
+
+    deadline = time.monotonic() + 240
+    while status(stack)["version"] < 1:
+        assert time.monotonic() < deadline, status(stack)
+        time.sleep(1)
+    stop.set()
+    bg.join(timeout=120)
+    assert failures == []  # serving never failed, during judging or the weight update
+
+    s = status(stack)
+    assert s["steps"] >= 1 and s["samples_trained"] >= 16
+    m = s["last_metrics"]
+    assert m["tokens"] > 0 and m["logprob_gap"] < 1e-3  # trainer and engine agree on the rollout policy
+    after = httpx.post(f"{stack.engine}/generate", json=FIXED, timeout=60).json()
+    assert after["meta_info"]["weight_version"] == str(s["version"])
+    lp_before = [e[0] for e in before["meta_info"]["input_token_logprobs"][1:]]
+    lp_after = [e[0] for e in after["meta_info"]["input_token_logprobs"][1:]]
+    assert max(abs(a - b) for a, b in zip(lp_before, lp_after)) > 1e-4  # the policy moved
+    r = redis.Redis.from_url(stack.redis)
+    assert r.xpending("oc:samples:personal", "oc-trainer")["pending"] < 16  # the trained batch was acknowledged
+    assert (stack.data_dir / "checkpoints" / f"policy-{s['version']}" / "model.safetensors").is_file()

@@ -1,0 +1,158 @@
+"""TrainingWorkflow: one per trained policy, running for as long as the policy learns.
+
+Each step: claim a batch of sample-stream entries (ids only), train on it,
+have every policy server load the new checkpoint, bump the version, and only
+then acknowledge the entries. A crash anywhere before the acknowledgement
+retrains the same ids from the last checkpoint; nothing is lost or trained
+twice. Signals pause and resume it and change the batch size; a query reports
+status; it continues as new every `steps_per_run` steps.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from pydantic import BaseModel, Field
+
+    from activities.training import AckInput, ClaimInput, ClaimResult, PublishWeightsInput, StepSummary, TrainInput
+    from openclaw_rl.temporal_client import POLICY_VERSION
+
+CLAIMS_PER_RUN = 500
+"""Idle claims also add history; continue as new after this many."""
+
+
+class TrainingConfig(BaseModel):
+    trainer_task_queue: str
+    batch_size: int
+    source_weights: dict[str, float]
+    max_staleness: int
+    steps_per_run: int
+    wait_s: float
+    step_timeout_s: float = 3600.0
+
+
+class TrainingState(BaseModel):
+    version: int = 0
+    steps: int = 0
+    samples_trained: int = 0
+    samples_dropped_stale: int = 0
+    paused: bool = False
+    last: StepSummary | None = None
+
+
+class TrainingInput(BaseModel):
+    policy: str
+    config: TrainingConfig
+    state: TrainingState = Field(default_factory=TrainingState)
+
+
+class TrainingStatus(BaseModel):
+    policy: str
+    version: int
+    steps: int
+    samples_trained: int
+    samples_dropped_stale: int
+    paused: bool
+    batch_size: int
+    waiting_samples: int
+    """Claimed but not yet a full batch."""
+    last_metrics: dict
+
+
+class BatchSize(BaseModel):
+    batch_size: int = Field(ge=1, le=4096)
+
+
+def training_workflow_id(policy: str) -> str:
+    return f"training/{policy}"
+
+
+@workflow.defn(name="TrainingWorkflow")
+class TrainingWorkflow:
+    @workflow.init
+    def __init__(self, inp: TrainingInput) -> None:
+        self.policy = inp.policy
+        self.config = inp.config
+        self.state = inp.state
+        self.waiting = 0
+
+    @workflow.run
+    async def run(self, inp: TrainingInput) -> TrainingState:
+        q = self.config.trainer_task_queue
+        steps_this_run = claims = 0
+        while True:
+            await workflow.wait_condition(lambda: not self.state.paused)
+            consumer = f"trainer-{self.policy}"
+            claim: ClaimResult = await workflow.execute_activity(
+                "claim_batch",
+                ClaimInput(consumer=consumer, batch_size=self.config.batch_size, source_weights=self.config.source_weights, wait_s=self.config.wait_s),
+                result_type=ClaimResult,
+                task_queue=q,
+                start_to_close_timeout=timedelta(seconds=self.config.wait_s + 60),
+                heartbeat_timeout=timedelta(seconds=20),
+            )
+            claims += 1
+            self.waiting = claim.count
+            if claim.count >= self.config.batch_size:
+                await self._step(claim)
+                steps_this_run += 1
+                self.waiting = 0
+            if steps_this_run >= self.config.steps_per_run or claims >= CLAIMS_PER_RUN or workflow.info().is_continue_as_new_suggested():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(TrainingInput(policy=self.policy, config=self.config, state=self.state))
+
+    async def _step(self, claim: ClaimResult) -> None:
+        q = self.config.trainer_task_queue
+        summary: StepSummary = await workflow.execute_activity(
+            "train_step",
+            TrainInput(ids=claim.ids, version=self.state.version, max_staleness=self.config.max_staleness),
+            result_type=StepSummary,
+            task_queue=q,
+            start_to_close_timeout=timedelta(seconds=self.config.step_timeout_s),
+            heartbeat_timeout=timedelta(seconds=30),
+            retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30), non_retryable_error_types=["SampleMissing"]),
+        )
+        await workflow.execute_activity(
+            "publish_weights",
+            PublishWeightsInput(checkpoint=summary.checkpoint, version=summary.version),
+            task_queue=q,
+            start_to_close_timeout=timedelta(minutes=10),
+            retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30)),
+        )
+        await workflow.execute_activity("ack_batch", AckInput(ids=claim.ids), task_queue=q, start_to_close_timeout=timedelta(seconds=60))
+        self.state.version = summary.version
+        self.state.steps += 1
+        self.state.samples_trained += summary.trained
+        self.state.samples_dropped_stale += summary.dropped_stale
+        self.state.last = summary
+        workflow.upsert_search_attributes([POLICY_VERSION.value_set(summary.version)])
+
+    @workflow.signal
+    def pause(self) -> None:
+        self.state.paused = True
+
+    @workflow.signal
+    def resume(self) -> None:
+        self.state.paused = False
+
+    @workflow.signal
+    def set_batch_size(self, req: BatchSize) -> None:
+        self.config.batch_size = req.batch_size
+
+    @workflow.query
+    def status(self) -> TrainingStatus:
+        return TrainingStatus(
+            policy=self.policy,
+            version=self.state.version,
+            steps=self.state.steps,
+            samples_trained=self.state.samples_trained,
+            samples_dropped_stale=self.state.samples_dropped_stale,
+            paused=self.state.paused,
+            batch_size=self.config.batch_size,
+            waiting_samples=self.waiting,
+            last_metrics=self.state.last.metrics if self.state.last else {},
+        )
