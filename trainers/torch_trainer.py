@@ -128,7 +128,12 @@ class TorchTrainer:
         return new_lp[0, : len(sample.response_ids)].tolist()
 
     def _forward(self, group: list[TrainingSample]):
-        """Right-padded [B, T] tensors: new log-probs (with grad), rollout log-probs, advantages, loss mask."""
+        """Right-padded [B, R] tensors: new log-probs (with grad), rollout log-probs, advantages, loss mask.
+
+        Only response positions are projected to the vocabulary: the prompt's
+        logits would be [B, W, V] (gigabytes at 150k vocabulary) for nothing.
+        """
+        dev = self.device
         seqs = [s.prompt_ids + s.response_ids for s in group]
         width = max(len(x) for x in seqs)
         ids = torch.zeros((len(group), width), dtype=torch.long)
@@ -136,22 +141,34 @@ class TorchTrainer:
         for i, x in enumerate(seqs):
             ids[i, : len(x)] = torch.tensor(x)
             attn[i, : len(x)] = 1
-        ids, attn = ids.to(self.device), attn.to(self.device)
-        logits = self.model(input_ids=ids, attention_mask=attn).logits  # [B, W, V]
-        resp = max(len(s.response_ids) for s in group)
-        old_lp = torch.zeros((len(group), resp), device=self.device)
-        adv = torch.zeros_like(old_lp)
-        mask = torch.zeros_like(old_lp)
-        rows = []
+        ids, attn = ids.to(dev), attn.to(dev)
+        padded = any(len(x) != width for x in seqs)
+        hidden = self.model.get_decoder()(input_ids=ids, attention_mask=attn if padded else None).last_hidden_state  # [B, W, H]
+        rows_b, rows_t, cols, temps = [], [], [], []
         for i, s in enumerate(group):
             p, r = len(s.prompt_ids), len(s.response_ids)
-            # response token j is predicted by position p + j - 1
-            lp = token_logprobs(logits[i, p - 1 : p + r - 1], ids[i, p : p + r], scoring_temperature(s.meta.temperature))
-            rows.append(torch.nn.functional.pad(lp, (0, resp - r)))
-            old_lp[i, :r] = torch.tensor(s.rollout_logprobs, device=self.device)
-            adv[i, :r] = torch.tensor(s.advantages, device=self.device)
+            # response token j is predicted by the hidden state at p + j - 1
+            rows_b.append(torch.full((r,), i, dtype=torch.long))
+            rows_t.append(torch.arange(p - 1, p + r - 1))
+            cols.append(torch.arange(r))
+            temps.append(torch.full((r,), scoring_temperature(s.meta.temperature)))
+        b, t, j = torch.cat(rows_b).to(dev), torch.cat(rows_t).to(dev), torch.cat(cols).to(dev)
+        logits = self.model.get_output_embeddings()(hidden[b, t])  # [N, V]
+        distinct = {scoring_temperature(s.meta.temperature) for s in group}
+        # One temperature for the whole micro-batch (the usual case): a scalar skips a [N, V] division at T = 1.
+        temperature = distinct.pop() if len(distinct) == 1 else torch.cat(temps).to(dev)
+        lp = token_logprobs(logits, ids[b, t + 1], temperature)
+        resp = max(len(s.response_ids) for s in group)
+        new_lp = torch.zeros((len(group), resp), device=dev).index_put((b, j), lp)
+        old_lp = torch.zeros((len(group), resp), device=dev)
+        adv = torch.zeros_like(old_lp)
+        mask = torch.zeros_like(old_lp)
+        for i, s in enumerate(group):
+            r = len(s.response_ids)
+            old_lp[i, :r] = torch.tensor(s.rollout_logprobs, device=dev)
+            adv[i, :r] = torch.tensor(s.advantages, device=dev)
             mask[i, :r] = float(s.meta.loss_mask)
-        return torch.stack(rows), old_lp, adv, mask
+        return new_lp, old_lp, adv, mask
 
     def _ref_logprobs(self, group: list[TrainingSample]) -> torch.Tensor:
         live, self.model = self.model, self.ref
