@@ -85,6 +85,9 @@ class TrainingActivities:
         self.redis = aioredis.from_url(settings.redis.target())
         self.trainer = None
         self.trainer_version: int | None = None
+        # One step at a time per worker: an attempt Temporal gave up on (heartbeat timeout) may still be
+        # running in its thread; the retry waits for it, then finds its checkpoint.
+        self._step_lock = asyncio.Lock()
 
     # ---- claim --------------------------------------------------------------
     @activity.defn(name="claim_batch")
@@ -121,6 +124,14 @@ class TrainingActivities:
     # ---- train --------------------------------------------------------------
     @activity.defn(name="train_step")
     async def train_step(self, inp: TrainInput) -> StepSummary:
+        beat = asyncio.ensure_future(_heartbeat())  # from the start: loading the model can take a while
+        try:
+            async with self._step_lock:
+                return await self._train_step(inp)
+        finally:
+            beat.cancel()
+
+    async def _train_step(self, inp: TrainInput) -> StepSummary:
         digest = batch_digest(inp.ids)
         target = self.settings.checkpoints_dir / f"policy-{inp.version + 1}"
         done = _read_summary(target)
@@ -139,17 +150,17 @@ class TrainingActivities:
                     stale += 1
                     continue
                 samples.append(s)
-        trainer = await asyncio.to_thread(self._trainer_at, inp.version)
-        beat = asyncio.ensure_future(_heartbeat())
         try:
+            trainer = await asyncio.to_thread(self._trainer_at, inp.version)
             metrics = await asyncio.to_thread(trainer.train_step, samples) if samples else None
             summary = StepSummary(
                 version=inp.version + 1, checkpoint=str(target), batch=digest, trained=len(samples), dropped_stale=stale,
                 metrics=metrics.model_dump() if metrics else {},
             )
             await asyncio.to_thread(self._save, trainer, target, summary)
-        finally:
-            beat.cancel()
+        except BaseException:
+            self.trainer = None  # its weights may be half-updated: reload from the checkpoint next time
+            raise
         self.trainer_version = inp.version + 1
         self._prune(inp.version + 1)
         return summary

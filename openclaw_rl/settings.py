@@ -203,6 +203,8 @@ class TrainingSettings(BaseModel):
     """How long one claim waits for samples before the workflow checks its signals again."""
     auto_start: bool = True
     """`up` starts the policy's TrainingWorkflow (the loop closes by itself)."""
+    heartbeat_timeout_s: float = Field(30.0, gt=0)
+    """A train step whose trainer stops heartbeating this long is retried from the last checkpoint."""
 
 
 class TemporalSettings(BaseModel):

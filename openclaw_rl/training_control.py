@@ -20,6 +20,7 @@ def training_input(settings: Settings) -> TrainingInput:
             max_staleness=t.max_staleness,
             steps_per_run=t.steps_per_run,
             wait_s=t.wait_s,
+            heartbeat_timeout_s=t.heartbeat_timeout_s,
         ),
     )
 

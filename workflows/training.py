@@ -33,6 +33,7 @@ class TrainingConfig(BaseModel):
     steps_per_run: int
     wait_s: float
     step_timeout_s: float = 3600.0
+    heartbeat_timeout_s: float = 30.0
 
 
 class TrainingState(BaseModel):
@@ -113,7 +114,7 @@ class TrainingWorkflow:
             result_type=StepSummary,
             task_queue=q,
             start_to_close_timeout=timedelta(seconds=self.config.step_timeout_s),
-            heartbeat_timeout=timedelta(seconds=30),
+            heartbeat_timeout=timedelta(seconds=self.config.heartbeat_timeout_s),
             retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30), non_retryable_error_types=["SampleMissing"]),
         )
         await workflow.execute_activity(

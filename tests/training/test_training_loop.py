@@ -29,10 +29,22 @@ def loop_stack(tiny_model, tmp_path_factory):
         OPENCLAW_RL_TRAINING__WAIT_S="2",
         OPENCLAW_RL_TRAINING__LR="1e-3",
         OPENCLAW_RL_SESSION__DEFAULT_MAX_TOKENS="8",
+        OPENCLAW_RL_TRAINING__HEARTBEAT_TIMEOUT_S="4",
+        OPENCLAW_RL_TRAINING__MICRO_BATCH_TOKENS="16",  # one sample per micro-batch: a step long enough to be killed in
     )
     stack = RunningStack(env).start()
     yield stack
     stack.stop()
+
+
+def converse(stack, key: str, sid: str) -> None:
+    """18 turns: 17 get a next state, each scored +-1 by the heuristic judge (at least 16 samples)."""
+    history = [{"role": "user", "content": "tell me something"}]
+    for t in range(17):
+        reply = chat(stack, key, sid, history)
+        feedback = "thanks, perfect!" if t % 2 else "That's wrong, you should be brief instead."
+        history = history + [{"role": "assistant", "content": reply["content"]}, {"role": "user", "content": feedback}]
+    chat(stack, key, sid, history)
 
 
 def status(stack) -> dict:
@@ -62,12 +74,7 @@ def test_sixteen_samples_make_a_step_and_the_engine_serves_it(loop_stack):
 
     bg = threading.Thread(target=keep_chatting, daemon=True)
     bg.start()
-    history = [{"role": "user", "content": "tell me something"}]
-    for t in range(17):  # 17 turns: 16 of them get a next state, each scored +-1 by the heuristic judge
-        reply = chat(stack, key, "loop", history)
-        feedback = "thanks, perfect!" if t % 2 else "That's wrong, you should be brief instead."
-        history = history + [{"role": "assistant", "content": reply["content"]}, {"role": "user", "content": feedback}]
-    chat(stack, key, "loop", history)
+    converse(stack, key, "loop")
 
     deadline = time.monotonic() + 240
     while status(stack)["version"] < 1:
@@ -89,3 +96,46 @@ def test_sixteen_samples_make_a_step_and_the_engine_serves_it(loop_stack):
     r = redis.Redis.from_url(stack.redis)
     assert r.xpending("oc:samples:personal", "oc-trainer")["pending"] < 16  # the trained batch was acknowledged
     assert (stack.data_dir / "checkpoints" / f"policy-{s['version']}" / "model.safetensors").is_file()
+
+
+def test_a_trainer_killed_mid_step_resumes_and_trains_every_entry_exactly_once(loop_stack):
+    import asyncio
+    import os
+    import signal
+
+    from temporalio.client import Client
+
+    stack = loop_stack
+    start = status(stack)
+    key = create_key(stack, "nico")
+    converse(stack, key, "again")
+
+    async def wait_for_step() -> None:
+        client = await Client.connect(stack.temporal)
+        handle = client.get_workflow_handle("training/openclaw-rl-policy")
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            desc = await handle.describe()
+            if any(a.activity_type.name == "train_step" for a in desc.raw_description.pending_activities):
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError("no train step started")
+
+    asyncio.run(wait_for_step())
+    old = stack.service_pid("worker-trainer")
+    os.kill(old, signal.SIGKILL)  # mid-step
+    stack.wait_restarted("worker-trainer", old)
+    deadline = time.monotonic() + 240
+    while status(stack)["version"] <= start["version"]:
+        assert time.monotonic() < deadline, status(stack)
+        time.sleep(1)
+    end = status(stack)
+    assert end["version"] == start["version"] + 1 and end["steps"] == start["steps"] + 1
+    assert end["samples_trained"] - start["samples_trained"] == 16  # the same batch once, not twice
+    r = redis.Redis.from_url(stack.redis)
+    summary = json.loads((stack.data_dir / "checkpoints" / f"policy-{end['version']}" / "openclaw-rl-version.json").read_text())["summary"]
+    assert summary["trained"] == 16
+    # every acknowledged entry was trained in exactly one step: nothing of this batch is pending any more
+    pending = r.xpending_range("oc:samples:personal", "oc-trainer", min="-", max="+", count=1000)
+    assert len(pending) < 16
+    assert httpx.post(f"{stack.engine}/generate", json=FIXED, timeout=60).json()["meta_info"]["weight_version"] == str(end["version"])
