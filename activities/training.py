@@ -64,6 +64,8 @@ class StepSummary(BaseModel):
     trained: int
     dropped_stale: int
     metrics: dict
+    sample_ids: list[str] = Field(default_factory=list)
+    """The trained samples' ids (`<session>#<turn>`): the audit trail of exactly-once training."""
 
 
 class PublishWeightsInput(BaseModel):
@@ -155,7 +157,7 @@ class TrainingActivities:
             metrics = await asyncio.to_thread(trainer.train_step, samples) if samples else None
             summary = StepSummary(
                 version=inp.version + 1, checkpoint=str(target), batch=digest, trained=len(samples), dropped_stale=stale,
-                metrics=metrics.model_dump() if metrics else {},
+                metrics=metrics.model_dump() if metrics else {}, sample_ids=[s.meta.sample_id for s in samples],
             )
             await asyncio.to_thread(self._save, trainer, target, summary)
         except BaseException:

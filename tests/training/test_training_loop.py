@@ -30,7 +30,8 @@ def loop_stack(tiny_model, tmp_path_factory):
         OPENCLAW_RL_TRAINING__LR="1e-3",
         OPENCLAW_RL_SESSION__DEFAULT_MAX_TOKENS="8",
         OPENCLAW_RL_TRAINING__HEARTBEAT_TIMEOUT_S="4",
-        OPENCLAW_RL_TRAINING__MICRO_BATCH_TOKENS="16",  # one sample per micro-batch: a step long enough to be killed in
+        OPENCLAW_RL_TRAINING__MICRO_BATCH_TOKENS="16",
+        OPENCLAW_RL_TRAINING__KEEP_VERSIONS="20",  # keep every step's summary for the exactly-once audit  # one sample per micro-batch: a step long enough to be killed in
     )
     stack = RunningStack(env).start()
     yield stack
@@ -139,3 +140,30 @@ def test_a_trainer_killed_mid_step_resumes_and_trains_every_entry_exactly_once(l
     pending = r.xpending_range("oc:samples:personal", "oc-trainer", min="-", max="+", count=1000)
     assert len(pending) < 16
     assert httpx.post(f"{stack.engine}/generate", json=FIXED, timeout=60).json()["meta_info"]["weight_version"] == str(end["version"])
+
+
+def test_redis_and_temporal_restarts_mid_run_lose_nothing_and_train_nothing_twice(loop_stack):
+    import os
+    import signal
+
+    stack = loop_stack
+    start = status(stack)
+    key = create_key(stack, "olga")
+    converse(stack, key, "restarts")
+    for name in ("valkey", "temporal"):  # judging and training are under way
+        old = stack.service_pid(name)
+        os.kill(old, signal.SIGKILL)
+        stack.wait_restarted(name, old)
+    deadline = time.monotonic() + 300
+    while status(stack)["version"] <= start["version"]:
+        assert time.monotonic() < deadline, status(stack)
+        time.sleep(1)
+    trained: list[str] = []
+    for folder in sorted((stack.data_dir / "checkpoints").glob("policy-*")):
+        trained += json.loads((folder / "openclaw-rl-version.json").read_text())["summary"]["sample_ids"]
+    assert len(trained) == len(set(trained)), "a sample was trained twice"
+    r = redis.Redis.from_url(stack.redis)
+    published = {json.loads(f[b"meta"])["sample_id"] for _, f in r.xrange("oc:samples:personal")}
+    mine = {sid for sid in published if sid.startswith("session/olga/restarts#")}
+    assert len(mine) >= 16  # judging survived the restarts
+    assert set(trained) <= published and len(trained) == status(stack)["samples_trained"]
