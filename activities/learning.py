@@ -26,10 +26,9 @@ from openclaw_rl.samples import JudgeSummary, SampleMeta, TrainingSample, encode
 from openclaw_rl.settings import Settings
 from openclaw_rl.turn_data import load_floats, load_turn_tokens, save_floats
 from policy_client import PolicyClient
-from policy_client.chat import renderer_for
+from policy_client.chat import message_text, renderer_for
 from policy_client.chat_output import split_reasoning
 from rlmath.signals import Method, dispatch, parse_boxed, parse_hint_vote
-from api.session_identity import message_text
 
 log = structlog.get_logger(__name__)
 

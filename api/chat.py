@@ -36,9 +36,10 @@ from api.openai_schema import (
     Usage,
 )
 from api import prefix_links
-from api.session_identity import TurnType, message_text, resolve_identity, strip_routing_fields
+from api.session_identity import TurnType, resolve_identity, strip_routing_fields
 from api.token_relay import relay_tokens
 from openclaw_rl import redis_keys
+from policy_client.chat import message_text
 from policy_client.chat_output import ParsedCompletion, StreamingSplitter
 from workflows.session import NextState, TurnRequest, TurnResult
 

@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from policy_client.chat import message_text
+
 
 class TextPart(BaseModel):
     model_config = ConfigDict(extra="allow")
@@ -52,7 +54,7 @@ class ChatMessage(BaseModel):
 
     def text(self) -> str:
         if isinstance(self.content, list):
-            return "".join(p.text for p in self.content)
+            return message_text([p.model_dump() for p in self.content])
         return self.content or ""
 
     def for_template(self) -> dict[str, Any]:

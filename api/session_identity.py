@@ -23,6 +23,7 @@ from typing import Any, Literal, Mapping
 from pydantic import BaseModel
 
 from openclaw_rl.settings import SessionSettings
+from policy_client.chat import message_text
 
 ROUTING_BODY_FIELDS = ("session_id", "turn_type", "session_done")
 _TRUTHY = {"1", "true", "yes", "on"}
@@ -51,15 +52,6 @@ def _header(headers: Mapping[str, str], name: str) -> str | None:
     return value.strip() if isinstance(value, str) and value.strip() else None
 
 
-def message_text(content: Any) -> str:
-    """Message content as text, whether a string or a list of OpenAI content parts."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
-    return ""
-
-
 def _strip_compaction(value: str) -> str:
     return _COMPACTION_SUFFIX.sub("", value)
 
@@ -75,7 +67,7 @@ def _session(headers: Mapping[str, str], body: Mapping[str, Any], messages: list
     if isinstance(body.get("prompt_cache_key"), str) and body["prompt_cache_key"].strip():
         return _strip_compaction(body["prompt_cache_key"].strip()), "prompt_cache_key"
     first_user = next((m for m in messages if m.get("role") == "user"), None)
-    if first_user is not None and (match := _RUNTIME_SESSION.search(message_text(first_user.get("content")))):
+    if first_user is not None and (match := _RUNTIME_SESSION.search(message_text(first_user.get("content"), "\n"))):
         return match.group(1), "runtime-line"
     return None, "none"
 
@@ -84,7 +76,7 @@ def _turn_type(headers: Mapping[str, str], body: Mapping[str, Any], messages: li
     explicit = _header(headers, "x-turn-type") or (body.get("turn_type") if isinstance(body.get("turn_type"), str) else None)
     if explicit:
         return (TurnType.MAIN, None) if explicit.strip().lower() == "main" else (TurnType.SIDE, "explicit")
-    system = "\n".join(message_text(m.get("content")) for m in messages if m.get("role") in ("system", "developer"))
+    system = "\n".join(message_text(m.get("content"), "\n") for m in messages if m.get("role") in ("system", "developer"))
     for marker, kind in markers.items():
         if marker in system:
             return TurnType.SIDE, kind

@@ -36,6 +36,15 @@ class ChatRenderer:
         return self.tokenizer.decode(ids, skip_special_tokens=skip_special_tokens)
 
 
+def message_text(content: Any, sep: str = "") -> str:
+    """A message's content as text, whether a string or a list of OpenAI content parts (text parts only)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return sep.join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type", "text") == "text")
+    return ""
+
+
 @lru_cache(maxsize=4)
 def renderer_for(path: str) -> ChatRenderer:
     """Process-wide cache: loading a tokenizer costs ~1 s."""

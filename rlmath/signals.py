@@ -92,6 +92,7 @@ def teacher_messages(messages: list[dict[str, Any]], hint: str) -> list[dict[str
 
 
 def _as_text(content: Any) -> str:
+    # A local copy of policy_client.chat.message_text: this module stays free of I/O-side imports.
     if isinstance(content, list):
         return "".join(p.get("text", "") for p in content if isinstance(p, dict))
     return content or ""

@@ -6,7 +6,6 @@ import asyncio
 import os
 import signal
 import threading
-import time
 import uuid
 
 import httpx
