@@ -66,6 +66,8 @@ class StepSummary(BaseModel):
     metrics: dict
     sample_ids: list[str] = Field(default_factory=list)
     """The trained samples' ids (`<session>#<turn>`): the audit trail of exactly-once training."""
+    stale_ids: list[str] = Field(default_factory=list)
+    """Samples dropped because their policy version lagged more than `max_staleness` behind."""
 
 
 class PublishWeightsInput(BaseModel):
@@ -139,7 +141,7 @@ class TrainingActivities:
         done = _read_summary(target)
         if done is not None and done.batch == digest:
             return done  # this batch was already trained and saved by an attempt that died afterwards
-        samples, stale = [], 0
+        samples, stale = [], []
         for src, ids in inp.ids.items():
             key = redis_keys.sample_stream(src)
             for eid in ids:
@@ -149,15 +151,19 @@ class TrainingActivities:
                 s = decode_sample(entries[0][1])
                 v = int(s.meta.policy_version) if (s.meta.policy_version or "").isdigit() else inp.version
                 if inp.version - v > inp.max_staleness:
-                    stale += 1
+                    stale.append(s.meta.sample_id)
                     continue
                 samples.append(s)
+        if stale:
+            log.info("stale samples dropped", count=len(stale), version=inp.version, max_staleness=inp.max_staleness)
+        if not samples:  # nothing left to learn from: no step, no new version; the batch is still acknowledged
+            return StepSummary(version=inp.version, checkpoint="", batch=digest, trained=0, dropped_stale=len(stale), metrics={}, stale_ids=stale)
         try:
             trainer = await asyncio.to_thread(self._trainer_at, inp.version)
-            metrics = await asyncio.to_thread(trainer.train_step, samples) if samples else None
+            metrics = await asyncio.to_thread(trainer.train_step, samples)
             summary = StepSummary(
-                version=inp.version + 1, checkpoint=str(target), batch=digest, trained=len(samples), dropped_stale=stale,
-                metrics=metrics.model_dump() if metrics else {}, sample_ids=[s.meta.sample_id for s in samples],
+                version=inp.version + 1, checkpoint=str(target), batch=digest, trained=len(samples), dropped_stale=len(stale),
+                metrics=metrics.model_dump(), sample_ids=[s.meta.sample_id for s in samples], stale_ids=stale,
             )
             await asyncio.to_thread(self._save, trainer, target, summary)
         except BaseException:
@@ -176,7 +182,7 @@ class TrainingActivities:
         t = self.settings.training
         cfg = TrainerConfig(
             lr=t.lr, micro_batch_tokens=t.micro_batch_tokens,
-            loss=LossConfig(clip_low=t.clip_low, clip_high=t.clip_high, kl_coef=t.kl_coef, entropy_coef=t.entropy_coef),
+            loss=LossConfig(clip_low=t.clip_low, clip_high=t.clip_high, kl_coef=t.kl_coef, entropy_coef=t.entropy_coef, tis_cap=t.tis_cap),
         )
         folder = self.settings.checkpoints_dir / f"policy-{version}"
         self.trainer = TorchTrainer.resume(folder, cfg) if folder.is_dir() else TorchTrainer(self.settings.served_model_path(), cfg)

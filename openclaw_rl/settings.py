@@ -191,6 +191,9 @@ class TrainingSettings(BaseModel):
     entropy_coef: float = Field(0.0, ge=0)
     clip_low: float = Field(0.2, gt=0, lt=1)
     clip_high: float = Field(0.28, gt=0)
+    tis_cap: float | None = Field(None, ge=1)
+    """Truncated importance sampling: weight each token by min(pi_train / pi_rollout, cap) and clip around the
+    trainer's own log-probs. None (the reference's default): the rollout log-probs are the old policy."""
     micro_batch_tokens: int = Field(8192, ge=16)
     """Tokens per forward/backward; larger batches are accumulated."""
     max_staleness: int = Field(4, ge=0)

@@ -5,6 +5,13 @@
     kl    = k3(new, ref) = exp(ref - new) - (ref - new) - 1
     loss  = mean_over_samples(mean_over_tokens(pg + kl_coef * kl - entropy_coef * H))
 
+With `tis_cap` set (truncated importance sampling), the trust region is taken
+around the trainer's own pre-update log-probs instead, and the rollout/trainer
+mismatch (a stale sample, or serving numerics) is corrected by a weight:
+
+    ratio = exp(logp_new - logp_train)              (logp_train = logp_new before the step)
+    pg    = pg * min(exp(logp_train - logp_old), tis_cap)
+
 Token means are over each sample's unmasked tokens; the batch mean is over all
 samples (a sample with loss mask 0 adds 0, as the reference's submissions do).
 Shapes: [B, T] right-padded; `mask` is 1 on response tokens that are learned from.
@@ -27,6 +34,8 @@ class LossConfig:
     kl_coef: float = 0.0
     """0 in the reference's personal-agent scripts; 0.01-0.02 for general agents."""
     entropy_coef: float = 0.0
+    tis_cap: float | None = None
+    """Truncated importance sampling: None uses the rollout log-probs as the old policy (the reference's default)."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +51,10 @@ class LossParts:
     """mean of 0.5 * (new - old)^2 over learned tokens: how far the policy moved from the rollout."""
     mean_advantage: float
     tokens: int
+    tis_weight: float = 1.0
+    """Mean importance weight over learned tokens (1 without TIS)."""
+    tis_truncated: float = 0.0
+    """Share of learned tokens whose weight was cut at `tis_cap`."""
 
 
 def k3(new_lp: torch.Tensor, ref_lp: torch.Tensor) -> torch.Tensor:
@@ -65,11 +78,18 @@ def policy_loss(
     entropy: torch.Tensor | None = None,
 ) -> LossParts:
     mask = mask.to(new_lp.dtype)
+    weight = torch.ones_like(new_lp)
+    if cfg.tis_cap is not None:
+        # One optimizer step per batch: the detached new log-probs are the trainer's pre-update ones.
+        train_lp = new_lp.detach()
+        raw = torch.exp((train_lp - old_lp).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
+        weight = raw.clamp(max=cfg.tis_cap)
+        old_lp = train_lp
     log_ratio = (new_lp - old_lp).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
     ratio = torch.exp(log_ratio)
     unclipped = -ratio * advantages
     clipped = -ratio.clamp(1 - cfg.clip_low, 1 + cfg.clip_high) * advantages
-    pg = torch.maximum(unclipped, clipped)
+    pg = torch.maximum(unclipped, clipped) * weight
     per_token = pg
     kl = torch.zeros_like(pg)
     if cfg.kl_coef and ref_lp is not None:
@@ -90,4 +110,6 @@ def policy_loss(
             approx_kl=float((0.5 * log_ratio.pow(2) * mask).sum() / n),
             mean_advantage=float((advantages * mask).sum() / n),
             tokens=int(mask.sum()),
+            tis_weight=float((weight * mask).sum() / n),
+            tis_truncated=float(((weight < raw).to(mask.dtype) * mask).sum() / n) if cfg.tis_cap is not None else 0.0,
         )

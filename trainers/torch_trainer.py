@@ -60,6 +60,9 @@ class StepMetrics(BaseModel):
     """Mean |train log-prob - rollout log-prob| before the update: how far the trainer's view of the policy is from the server's."""
     grad_norm: float
     tokens_per_s: float
+    tis_weight: float = 1.0
+    """Mean truncated-importance weight (1 when TIS is off)."""
+    tis_truncated: float = 0.0
 
 
 class TorchTrainer:
@@ -83,7 +86,7 @@ class TorchTrainer:
         started = time.perf_counter()
         micro = _micro_batches(samples, self.cfg.micro_batch_tokens)
         self.opt.zero_grad(set_to_none=True)
-        totals = dict(loss=0.0, pg_loss=0.0, kl=0.0, entropy=0.0, clip_fraction=0.0, approx_kl=0.0, mean_advantage=0.0, gap=0.0)
+        totals = dict(loss=0.0, pg_loss=0.0, kl=0.0, entropy=0.0, clip_fraction=0.0, approx_kl=0.0, mean_advantage=0.0, tis_weight=0.0, tis_truncated=0.0, gap=0.0)
         tokens = 0
         for group in micro:
             new_lp, old_lp, adv, mask = self._forward(group)
@@ -97,7 +100,7 @@ class TorchTrainer:
                 gap = float(((new_lp - old_lp).abs() * mask).sum())
             totals["loss"] += float(parts.loss.detach()) * len(group) / len(samples)
             totals["pg_loss"] += parts.pg_loss * len(group) / len(samples)
-            for k in ("kl", "entropy", "clip_fraction", "approx_kl", "mean_advantage"):
+            for k in ("kl", "entropy", "clip_fraction", "approx_kl", "mean_advantage", "tis_weight", "tis_truncated"):
                 totals[k] += getattr(parts, k) * n
             totals["gap"] += gap
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip))
@@ -119,6 +122,8 @@ class TorchTrainer:
             logprob_gap=totals["gap"] / t,
             grad_norm=grad_norm,
             tokens_per_s=sum(len(s.prompt_ids) + len(s.response_ids) for s in samples) / took,
+            tis_weight=totals["tis_weight"] / t if tokens else 1.0,
+            tis_truncated=totals["tis_truncated"] / t,
         )
 
     def response_logprobs(self, sample: TrainingSample) -> list[float]:

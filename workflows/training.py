@@ -117,18 +117,21 @@ class TrainingWorkflow:
             heartbeat_timeout=timedelta(seconds=self.config.heartbeat_timeout_s),
             retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30), non_retryable_error_types=["SampleMissing"]),
         )
-        await workflow.execute_activity(
-            "publish_weights",
-            PublishWeightsInput(checkpoint=summary.checkpoint, version=summary.version),
-            task_queue=q,
-            start_to_close_timeout=timedelta(minutes=10),
-            retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30)),
-        )
+        if summary.trained:
+            await workflow.execute_activity(
+                "publish_weights",
+                PublishWeightsInput(checkpoint=summary.checkpoint, version=summary.version),
+                task_queue=q,
+                start_to_close_timeout=timedelta(minutes=10),
+                retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30)),
+            )
         await workflow.execute_activity("ack_batch", AckInput(ids=claim.ids), task_queue=q, start_to_close_timeout=timedelta(seconds=60))
+        self.state.samples_dropped_stale += summary.dropped_stale
+        if not summary.trained:  # the whole batch was stale: acknowledged and counted, no new version
+            return
         self.state.version = summary.version
         self.state.steps += 1
         self.state.samples_trained += summary.trained
-        self.state.samples_dropped_stale += summary.dropped_stale
         self.state.last = summary
         workflow.upsert_search_attributes([POLICY_VERSION.value_set(summary.version)])
 

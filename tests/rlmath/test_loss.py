@@ -72,3 +72,30 @@ def test_metrics():
     parts = policy_loss(new, torch.zeros(1, 2), torch.tensor([[1.0, 3.0]]), torch.ones(1, 2))
     assert parts.clip_fraction == 0.5 and parts.mean_advantage == 2.0
     assert parts.approx_kl == pytest.approx(0.5 * math.log(1.5) ** 2 / 2)
+
+
+@pytest.mark.parametrize(
+    "rollout_lp, weight, truncated",
+    [
+        (-1.5, math.exp(0.5), 0.0),  # the trainer likes the token more than the server did: weight above 1
+        (-0.5, math.exp(-0.5), 0.0),  # less: weight below 1
+        (-2.0, 2.0, 1.0),  # e^1 = 2.72 is cut at the cap
+    ],
+)
+def test_truncated_importance_sampling_by_hand(rollout_lp, weight, truncated):
+    new = torch.tensor([[-1.0]], requires_grad=True)
+    parts = policy_loss(new, torch.tensor([[rollout_lp]]), torch.tensor([[1.0]]), torch.ones(1, 1), LossConfig(tis_cap=2.0))
+    parts.loss.backward()
+    # the ratio is taken against the trainer's own log-prob (1 here): no clipping, a weighted plain gradient
+    assert float(parts.loss) == pytest.approx(-weight)
+    assert float(new.grad[0, 0]) == pytest.approx(-weight)
+    assert parts.clip_fraction == 0.0
+    assert parts.tis_weight == pytest.approx(weight) and parts.tis_truncated == truncated
+
+
+def test_without_tis_a_stale_token_is_clipped_away_and_with_it_is_learned_from():
+    # rollout log-prob -2, trainer -1: ratio e^1 is outside 1 + 0.28, so plain PPO gives no gradient
+    for cfg, grad in ((LossConfig(), 0.0), (LossConfig(tis_cap=2.0), -2.0)):
+        new = torch.tensor([[-1.0]], requires_grad=True)
+        policy_loss(new, torch.tensor([[-2.0]]), torch.tensor([[1.0]]), torch.ones(1, 1), cfg).loss.backward()
+        assert float(new.grad[0, 0]) == pytest.approx(grad)
