@@ -12,6 +12,7 @@ import asyncio
 import hashlib
 import json
 import shutil
+import time
 from pathlib import Path
 
 import redis.asyncio as aioredis
@@ -73,6 +74,17 @@ class StepSummary(BaseModel):
 class PublishWeightsInput(BaseModel):
     checkpoint: str
     version: int
+
+
+class ExportInput(BaseModel):
+    version: int
+    label: str
+
+
+class SavedCheckpoint(BaseModel):
+    label: str
+    version: int
+    path: str
 
 
 class AckInput(BaseModel):
@@ -213,8 +225,39 @@ class TrainingActivities:
         failed = [r.message for r in results if not r.success]
         if failed:
             raise ApplicationError(f"a policy server refused version {inp.version}: {failed}", type="WeightLoadFailed")
-        await self.redis.set(redis_keys.POLICY_VERSION, str(inp.version))
+        # The serving side's signal: the version key and an update entry, together.
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.set(redis_keys.POLICY_VERSION, str(inp.version))
+            pipe.xadd(
+                redis_keys.POLICY_UPDATES, {"version": str(inp.version), "checkpoint": inp.checkpoint, "at": f"{time.time():.3f}"},
+                maxlen=redis_keys.POLICY_UPDATES_MAXLEN, approximate=True,
+            )
+            await pipe.execute()
         return [r.message for r in results]
+
+    @activity.defn(name="export_checkpoint")
+    async def export_checkpoint(self, inp: ExportInput) -> SavedCheckpoint:
+        """Keep a copy of a version under `checkpoints/saved/<label>`, out of reach of pruning."""
+        return await asyncio.to_thread(self._export, inp)
+
+    def _export(self, inp: ExportInput) -> SavedCheckpoint:
+        source = self.settings.checkpoints_dir / f"policy-{inp.version}" if inp.version else self.settings.served_model_path()
+        target = self.settings.checkpoints_dir / "saved" / inp.label
+        saved = SavedCheckpoint(label=inp.label, version=inp.version, path=str(target))
+        manifest = target / "openclaw-rl-saved.json"
+        if manifest.is_file():
+            if SavedCheckpoint.model_validate_json(manifest.read_text()).version == inp.version:
+                return saved  # a retried export already finished
+            raise ApplicationError(f"a saved checkpoint named {inp.label!r} already exists (another version)", type="LabelTaken", non_retryable=True)
+        if not source.is_dir():
+            raise ApplicationError(f"version {inp.version} has no checkpoint at {source}", type="CheckpointMissing", non_retryable=True)
+        tmp = target.with_name(target.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(source, tmp)
+        (tmp / "openclaw-rl-saved.json").write_text(saved.model_dump_json())
+        tmp.rename(target)
+        log.info("checkpoint saved", label=inp.label, version=inp.version, path=str(target))
+        return saved
 
     @activity.defn(name="ack_batch")
     async def ack_batch(self, inp: AckInput) -> int:

@@ -16,6 +16,7 @@ from api import audit, chat
 from api.admission import Admission
 from api.errors import install_error_handlers
 from api.keys import KeyStore
+from api.policy_version import PolicyVersionWatcher
 from api.session_gateway import SessionGateway
 from openclaw_rl.settings import Settings
 from policy_client import PolicyClient
@@ -35,9 +36,12 @@ def create_app(settings: Settings) -> FastAPI:
         app.state.gateway = SessionGateway(settings)
         app.state.admission = Admission(settings.api.max_inflight_per_user)
         app.state.started_at = time.time()
+        app.state.policy_version = PolicyVersionWatcher(app.state.redis)
+        app.state.policy_version.start()
         try:
             yield
         finally:
+            await app.state.policy_version.stop()
             await app.state.policy.aclose()
             await app.state.redis.aclose()
 

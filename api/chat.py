@@ -53,7 +53,12 @@ REQUEST_TTL_S = 30 * 24 * 3600
 
 @router.get("/v1/models")
 async def list_models(request: Request, caller: Caller = Depends(authenticate)) -> ModelList:
-    return ModelList(data=[ModelCard(id=request.app.state.settings.api.model_name, created=int(request.app.state.started_at))])
+    app = request.app
+    update = app.state.policy_version.latest
+    card = ModelCard(id=app.state.settings.api.model_name, created=int(app.state.started_at))
+    if update is not None:
+        card.policy_version, card.policy_updated_at = update.version, int(update.at)
+    return ModelList(data=[card])
 
 
 @router.post("/v1/chat/completions")

@@ -194,6 +194,9 @@ class ModelCard(BaseModel):
     object: Literal["model"] = "model"
     created: int
     owned_by: str = "openclaw-rl"
+    policy_version: int = 0
+    """The weights every policy server serves now (an extension; OpenAI clients ignore it)."""
+    policy_updated_at: int | None = None
 
 
 class ModelList(BaseModel):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 
 import redis.asyncio as aioredis
@@ -120,7 +121,9 @@ async def train_command(args: argparse.Namespace, settings: Settings) -> int:
     from temporalio.service import RPCError
 
     from openclaw_rl.training_control import start_training
-    from workflows.training import BatchSize, TrainingWorkflow, training_workflow_id
+    from temporalio.client import WorkflowUpdateFailedError
+
+    from workflows.training import BatchSize, CheckpointRequest, TrainingWorkflow, training_workflow_id
 
     client = await _client(settings)
     wf_id = training_workflow_id(settings.api.model_name)
@@ -128,6 +131,8 @@ async def train_command(args: argparse.Namespace, settings: Settings) -> int:
     try:
         if args.train_command == "start":
             print(f"training workflow {await start_training(client, settings)} is running")
+        elif args.train_command == "status" and args.watch:
+            return await _watch(handle, wf_id, args.until_version)
         elif args.train_command == "status":
             s = await handle.query(TrainingWorkflow.status)
             if args.json:
@@ -149,13 +154,49 @@ async def train_command(args: argparse.Namespace, settings: Settings) -> int:
         elif args.train_command == "batch-size":
             await handle.signal(TrainingWorkflow.set_batch_size, BatchSize(batch_size=args.n))
             print(f"batch size {args.n} from the next step on")
+        elif args.train_command == "checkpoint":
+            print(f"saving version under {args.label or 'policy-<version>'} (after the step in progress, if any)...", flush=True)
+            saved = await handle.execute_update(TrainingWorkflow.checkpoint, CheckpointRequest(label=args.label))
+            print(f"saved policy version {saved.version} as {saved.label}: {saved.path}")
         return 0
+    except WorkflowUpdateFailedError as exc:
+        cause: BaseException = exc.cause
+        while cause.__cause__ is not None:  # an activity's failure wraps the reason
+            cause = cause.__cause__
+        print(f"openclaw-rl: checkpoint not saved: {getattr(cause, 'message', None) or cause}")
+        return 1
     except RPCError as exc:
         print(f"openclaw-rl: {wf_id}: {exc.message}. Start it with `openclaw-rl train start`.")
         return 1
     except ValueError as exc:
         print(f"openclaw-rl: {exc}")
         return 2
+
+
+async def _watch(handle, wf_id: str, until_version: int | None) -> int:
+    """A live progress line: the batch filling up, the version, the last step's loss."""
+    import sys
+
+    from workflows.training import TrainingWorkflow
+
+    tty = sys.stdout.isatty()
+    last = ""
+    try:
+        while True:
+            s = await handle.query(TrainingWorkflow.status)
+            loss = f", last loss {s.last_metrics['loss']:+.4f}" if s.last_metrics else ""
+            line = f"{wf_id} v{s.version} {'paused ' if s.paused else ''}{_bar(s.waiting_samples, s.batch_size)} {s.waiting_samples}/{s.batch_size} samples, {s.steps} steps, {s.samples_trained} trained{loss}"
+            if line != last:
+                print(("\r\033[K" + line) if tty else line, end="" if tty else "\n", flush=True)
+                last = line
+            if until_version is not None and s.version >= until_version:
+                break
+            await asyncio.sleep(1.0)
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        pass
+    if tty:
+        print()
+    return 0
 
 
 def _bar(done: int, total: int, width: int = 24) -> str:

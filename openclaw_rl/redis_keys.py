@@ -80,3 +80,6 @@ def session_effective(session_key: str) -> str:
 
 POLICY_VERSION = f"{PREFIX}:policy:version"
 """The policy version the servers serve, set once every server has loaded it."""
+POLICY_UPDATES = f"{PREFIX}:policy:updates"
+"""One entry per served weight update (version, checkpoint, time): the serving side follows it."""
+POLICY_UPDATES_MAXLEN = 10_000

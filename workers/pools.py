@@ -36,5 +36,5 @@ def components_for(pool: Pool, settings: Settings) -> PoolComponents:
         parts.activities += [learning.prm_vote, learning.hint, learning.publish_sample]
     elif pool is Pool.TRAINER:
         training = TrainingActivities(settings)
-        parts.activities += [training.claim_batch, training.train_step, training.publish_weights, training.ack_batch]
+        parts.activities += [training.claim_batch, training.train_step, training.publish_weights, training.export_checkpoint, training.ack_batch]
     return parts

@@ -5,11 +5,14 @@ have every policy server load the new checkpoint, bump the version, and only
 then acknowledge the entries. A crash anywhere before the acknowledgement
 retrains the same ids from the last checkpoint; nothing is lost or trained
 twice. Signals pause and resume it and change the batch size; a query reports
-status; it continues as new every `steps_per_run` steps.
+status; an update saves a labelled checkpoint; it continues as new every
+`steps_per_run` steps.
 """
 
 from __future__ import annotations
 
+import asyncio
+import re
 from datetime import timedelta
 
 from temporalio import workflow
@@ -18,11 +21,13 @@ from temporalio.common import RetryPolicy
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel, Field
 
-    from activities.training import AckInput, ClaimInput, ClaimResult, PublishWeightsInput, StepSummary, TrainInput
+    from activities.training import AckInput, ClaimInput, ClaimResult, ExportInput, PublishWeightsInput, SavedCheckpoint, StepSummary, TrainInput
     from openclaw_rl.temporal_client import POLICY_VERSION
 
 CLAIMS_PER_RUN = 500
 """Idle claims also add history; continue as new after this many."""
+LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+KEEP_SAVED_IN_STATUS = 20
 
 
 class TrainingConfig(BaseModel):
@@ -43,6 +48,8 @@ class TrainingState(BaseModel):
     samples_dropped_stale: int = 0
     paused: bool = False
     last: StepSummary | None = None
+    saved: list[SavedCheckpoint] = Field(default_factory=list)
+    """The latest checkpoints saved on request (newest last)."""
 
 
 class TrainingInput(BaseModel):
@@ -62,10 +69,16 @@ class TrainingStatus(BaseModel):
     waiting_samples: int
     """Claimed but not yet a full batch."""
     last_metrics: dict
+    saved_checkpoints: list[SavedCheckpoint] = Field(default_factory=list)
 
 
 class BatchSize(BaseModel):
     batch_size: int = Field(ge=1, le=4096)
+
+
+class CheckpointRequest(BaseModel):
+    label: str | None = None
+    """Name under checkpoints/saved/; default `policy-<version>`."""
 
 
 def training_workflow_id(policy: str) -> str:
@@ -80,6 +93,8 @@ class TrainingWorkflow:
         self.config = inp.config
         self.state = inp.state
         self.waiting = 0
+        # A step and a checkpoint export never overlap: the export copies the version the workflow reports.
+        self._busy = asyncio.Lock()
 
     @workflow.run
     async def run(self, inp: TrainingInput) -> TrainingState:
@@ -99,7 +114,8 @@ class TrainingWorkflow:
             claims += 1
             self.waiting = claim.count
             if claim.count >= self.config.batch_size:
-                await self._step(claim)
+                async with self._busy:
+                    await self._step(claim)
                 steps_this_run += 1
                 self.waiting = 0
             if steps_this_run >= self.config.steps_per_run or claims >= CLAIMS_PER_RUN or workflow.info().is_continue_as_new_suggested():
@@ -147,6 +163,27 @@ class TrainingWorkflow:
     def set_batch_size(self, req: BatchSize) -> None:
         self.config.batch_size = req.batch_size
 
+    @workflow.update
+    async def checkpoint(self, req: CheckpointRequest) -> SavedCheckpoint:
+        """Save the current version under a label, kept whatever `keep_versions` prunes."""
+        async with self._busy:
+            label = req.label or f"policy-{self.state.version}"
+            saved: SavedCheckpoint = await workflow.execute_activity(
+                "export_checkpoint",
+                ExportInput(version=self.state.version, label=label),
+                result_type=SavedCheckpoint,
+                task_queue=self.config.trainer_task_queue,
+                start_to_close_timeout=timedelta(minutes=30),
+                retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30), non_retryable_error_types=["LabelTaken", "CheckpointMissing"]),
+            )
+        self.state.saved = (self.state.saved + [saved])[-KEEP_SAVED_IN_STATUS:]
+        return saved
+
+    @checkpoint.validator
+    def _check_label(self, req: CheckpointRequest) -> None:
+        if req.label is not None and not LABEL.match(req.label):
+            raise ValueError(f"checkpoint label {req.label!r}: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
+
     @workflow.query
     def status(self) -> TrainingStatus:
         return TrainingStatus(
@@ -159,4 +196,5 @@ class TrainingWorkflow:
             batch_size=self.config.batch_size,
             waiting_samples=self.waiting,
             last_metrics=self.state.last.metrics if self.state.last else {},
+            saved_checkpoints=self.state.saved,
         )

@@ -97,6 +97,17 @@ def test_sixteen_samples_make_a_step_and_the_engine_serves_it(loop_stack):
     r = redis.Redis.from_url(stack.redis)
     assert r.xpending("oc:samples:personal", "oc-trainer")["pending"] < 16  # the trained batch was acknowledged
     assert (stack.data_dir / "checkpoints" / f"policy-{s['version']}" / "model.safetensors").is_file()
+    # the serving side was told: the update stream has the version, and the API follows it
+    updates = [int(f[b"version"]) for _, f in r.xrange("oc:policy:updates")]
+    assert updates and updates[-1] == s["version"]
+    deadline = time.monotonic() + 15
+    while True:
+        card = httpx.get(f"{stack.api}/v1/models", headers={"Authorization": f"Bearer {key}"}, timeout=30).json()["data"][0]
+        if card["policy_version"] == s["version"]:
+            break
+        assert time.monotonic() < deadline, card
+        time.sleep(0.2)
+    assert card["policy_updated_at"] > 0
 
 
 def test_a_trainer_killed_mid_step_resumes_and_trains_every_entry_exactly_once(loop_stack):
@@ -167,3 +178,21 @@ def test_redis_and_temporal_restarts_mid_run_lose_nothing_and_train_nothing_twic
     mine = {sid for sid in published if sid.startswith("session/olga/restarts#")}
     assert len(mine) >= 16  # judging survived the restarts
     assert set(trained) <= published and len(trained) == status(stack)["samples_trained"]
+
+
+def test_a_checkpoint_on_request_is_saved_under_its_label_and_never_pruned(loop_stack):
+    stack = loop_stack
+    v = status(stack)["version"]
+    run = lambda *a: subprocess.run(CLI + ["train", *a], env=stack.env, capture_output=True, text=True, cwd=REPO, timeout=120)  # noqa: E731
+    out = run("checkpoint", "--label", "before-release")
+    assert out.returncode == 0, out.stdout + out.stderr
+    saved = stack.data_dir / "checkpoints" / "saved" / "before-release"
+    assert f"saved policy version {v} as before-release" in out.stdout
+    assert (saved / "model.safetensors").is_file() and json.loads((saved / "openclaw-rl-saved.json").read_text())["version"] == v
+    again = run("checkpoint", "--label", "before-release")  # the same version again: idempotent
+    assert again.returncode == 0, again.stdout + again.stderr
+    bad = run("checkpoint", "--label", "../escape")
+    assert bad.returncode == 1 and "checkpoint label '../escape'" in bad.stdout
+    assert status(stack)["saved_checkpoints"][-1]["label"] == "before-release"
+    watch = run("status", "--watch", "--until-version", str(v))  # returns once the version is there
+    assert watch.returncode == 0 and f"v{v} " in watch.stdout and "samples" in watch.stdout
