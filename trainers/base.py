@@ -1,0 +1,212 @@
+"""What every trainer backend shares: the step loop, micro-batching by token budget, the loss and its metrics.
+
+A backend supplies the model (`self.model`, trainable; `self.ref`, frozen or
+None), the optimizer, the response log-probs of a micro-batch under a given
+model, and Hugging Face checkpoints in and out. The loss (rlmath.loss), the
+sample-weighted accumulation and the metrics are the same for all of them, so
+switching backends never changes what is optimised.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from pydantic import BaseModel
+
+from openclaw_rl.samples import TrainingSample
+from rlmath.loss import LossConfig, policy_loss
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json", "vocab.json", "merges.txt", "generation_config.json", "openclaw-rl-tiny.json")
+VERSION_FILE = "openclaw-rl-version.json"
+STATE_FILE = "trainer_state.pt"
+
+
+@dataclass(frozen=True)
+class TrainerConfig:
+    lr: float = 1e-5
+    """The paper's personal-agent learning rate (general agents: 1e-6)."""
+    weight_decay: float = 0.1
+    betas: tuple[float, float] = (0.9, 0.98)
+    grad_clip: float = 1.0
+    micro_batch_tokens: int = 8192
+    """Prompt + response tokens per forward/backward; a batch above it is accumulated."""
+    loss: LossConfig = LossConfig()
+    device: str = "auto"
+    seed: int = 0
+
+
+class StepMetrics(BaseModel):
+    step: int
+    samples: int
+    tokens: int
+    """Learned (masked-in) response tokens."""
+    loss: float
+    pg_loss: float
+    kl: float
+    entropy: float
+    clip_fraction: float
+    approx_kl: float
+    mean_advantage: float
+    logprob_gap: float
+    """Mean |train log-prob - rollout log-prob| before the update: how far the trainer's view of the policy is from the server's."""
+    grad_norm: float
+    tokens_per_s: float
+    tis_weight: float = 1.0
+    """Mean truncated-importance weight (1 when TIS is off)."""
+    tis_truncated: float = 0.0
+
+
+def pick_device(cfg: TrainerConfig) -> torch.device:
+    if cfg.device != "auto":
+        return torch.device(cfg.device)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+class PolicyTrainer(ABC):
+    cfg: TrainerConfig
+    device: torch.device
+    model: torch.nn.Module
+    ref: torch.nn.Module | None
+    opt: torch.optim.Optimizer
+    step: int
+
+    def make_optimizer(self) -> torch.optim.Optimizer:
+        return torch.optim.AdamW(self.model.parameters(), lr=self.cfg.lr, weight_decay=self.cfg.weight_decay, betas=self.cfg.betas)
+
+    # ---- what a backend provides ---------------------------------------------------
+    @abstractmethod
+    def logprobs(self, model: torch.nn.Module, group: list[TrainingSample]) -> torch.Tensor:
+        """[B, R] right-padded log-probs of each sample's response tokens under `model`, at its sampling temperature."""
+
+    @abstractmethod
+    def save(self, folder: Path, version: str, extra: dict | None = None) -> Path:
+        """A Hugging Face checkpoint the policy servers can load, labelled with its version, plus optimizer state."""
+
+    # ---- one optimizer step ------------------------------------------------------
+    def train_step(self, samples: list[TrainingSample]) -> StepMetrics:
+        started = time.perf_counter()
+        micro = micro_batches(samples, self.cfg.micro_batch_tokens)
+        self.opt.zero_grad(set_to_none=True)
+        keys = ("kl", "entropy", "clip_fraction", "approx_kl", "mean_advantage", "tis_weight", "tis_truncated")
+        totals = dict.fromkeys(("loss", "pg_loss", "gap", *keys), 0.0)
+        tokens = 0
+        for group in micro:
+            new_lp = self.logprobs(self.model, group)
+            old_lp, adv, mask = self._targets(group, new_lp.shape[1])
+            ref_lp = None
+            if self.ref is not None:
+                with torch.no_grad():
+                    ref_lp = self.logprobs(self.ref, group)
+            parts = policy_loss(new_lp, old_lp, adv, mask, self.cfg.loss, ref_lp=ref_lp)
+            share = len(group) / len(samples)  # the loss is a mean over samples: weight each micro-batch by its share
+            (parts.loss * share).backward()
+            n = parts.tokens
+            tokens += n
+            with torch.no_grad():
+                totals["gap"] += float(((new_lp - old_lp).abs() * mask).sum())
+            totals["loss"] += float(parts.loss.detach()) * share
+            totals["pg_loss"] += parts.pg_loss * share
+            for k in keys:
+                totals[k] += getattr(parts, k) * n
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip))
+        self.opt.step()
+        self.step += 1
+        took = time.perf_counter() - started
+        t = max(tokens, 1)
+        return StepMetrics(
+            step=self.step,
+            samples=len(samples),
+            tokens=tokens,
+            loss=totals["loss"],
+            pg_loss=totals["pg_loss"],
+            kl=totals["kl"] / t,
+            entropy=totals["entropy"] / t,
+            clip_fraction=totals["clip_fraction"] / t,
+            approx_kl=totals["approx_kl"] / t,
+            mean_advantage=totals["mean_advantage"] / t,
+            logprob_gap=totals["gap"] / t,
+            grad_norm=grad_norm,
+            tokens_per_s=sum(len(s.prompt_ids) + len(s.response_ids) for s in samples) / took,
+            tis_weight=totals["tis_weight"] / t if tokens else 1.0,
+            tis_truncated=totals["tis_truncated"] / t,
+        )
+
+    def response_logprobs(self, sample: TrainingSample) -> list[float]:
+        """The current weights' log-probs of one sample's response (no gradient)."""
+        with torch.no_grad():
+            new_lp = self.logprobs(self.model, [sample])
+        return new_lp[0, : len(sample.response_ids)].tolist()
+
+    def _targets(self, group: list[TrainingSample], width: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Right-padded [B, R]: rollout log-probs, advantages, loss mask."""
+        old_lp = torch.zeros((len(group), width), device=self.device)
+        adv = torch.zeros_like(old_lp)
+        mask = torch.zeros_like(old_lp)
+        for i, s in enumerate(group):
+            r = len(s.response_ids)
+            old_lp[i, :r] = torch.tensor(s.rollout_logprobs, device=self.device)
+            adv[i, :r] = torch.tensor(s.advantages, device=self.device)
+            mask[i, :r] = float(s.meta.loss_mask)
+        return old_lp, adv, mask
+
+    def optimizer_state(self) -> dict:
+        return {"optimizer": self.opt.state_dict(), "step": self.step}
+
+    def load_optimizer_state(self, folder: Path) -> None:
+        state_file = Path(folder) / STATE_FILE
+        if state_file.is_file():
+            state = torch.load(state_file, map_location=self.device, weights_only=False)
+            self.opt.load_state_dict(state["optimizer"])
+            self.step = int(state["step"])
+
+
+def response_rows(group: list[TrainingSample], device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | float]:
+    """Where each response token is predicted: (batch row, position of the predicting hidden state, response index, temperature).
+
+    Response token j of a sample with a p-token prompt is predicted by the hidden state at p + j - 1.
+    The temperature is one float when the micro-batch shares it (the usual case), else one per token.
+    """
+    from rlmath.logprobs import scoring_temperature
+
+    rows_b, rows_t, cols, temps = [], [], [], []
+    for i, s in enumerate(group):
+        p, r = len(s.prompt_ids), len(s.response_ids)
+        rows_b.append(torch.full((r,), i, dtype=torch.long))
+        rows_t.append(torch.arange(p - 1, p + r - 1))
+        cols.append(torch.arange(r))
+        temps.append(torch.full((r,), scoring_temperature(s.meta.temperature)))
+    distinct = {scoring_temperature(s.meta.temperature) for s in group}
+    temperature = distinct.pop() if len(distinct) == 1 else torch.cat(temps).to(device)
+    return torch.cat(rows_b).to(device), torch.cat(rows_t).to(device), torch.cat(cols).to(device), temperature
+
+
+def padded_ids(group: list[TrainingSample]) -> tuple[torch.Tensor, torch.Tensor, bool]:
+    """[B, W] right-padded prompt+response ids, their attention mask, and whether any row is padded."""
+    seqs = [s.prompt_ids + s.response_ids for s in group]
+    width = max(len(x) for x in seqs)
+    ids = torch.zeros((len(group), width), dtype=torch.long)
+    attn = torch.zeros((len(group), width), dtype=torch.long)
+    for i, x in enumerate(seqs):
+        ids[i, : len(x)] = torch.tensor(x)
+        attn[i, : len(x)] = 1
+    return ids, attn, any(len(x) != width for x in seqs)
+
+
+def micro_batches(samples: list[TrainingSample], budget: int) -> list[list[TrainingSample]]:
+    groups: list[list[TrainingSample]] = []
+    current: list[TrainingSample] = []
+    longest = 0
+    for s in samples:
+        n = len(s.prompt_ids) + len(s.response_ids)
+        if current and max(longest, n) * (len(current) + 1) > budget:
+            groups.append(current)
+            current, longest = [], 0
+        current.append(s)
+        longest = max(longest, n)
+    if current:
+        groups.append(current)
+    return groups
