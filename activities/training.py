@@ -187,7 +187,8 @@ class TrainingActivities:
 
     def _trainer_at(self, version: int):
         from rlmath.loss import LossConfig
-        from trainers.torch_trainer import TorchTrainer, TrainerConfig
+        from trainers import backend_class
+        from trainers.base import TrainerConfig
 
         if self.trainer is not None and self.trainer_version == version:
             return self.trainer
@@ -196,10 +197,11 @@ class TrainingActivities:
             lr=t.lr, micro_batch_tokens=t.micro_batch_tokens,
             loss=LossConfig(clip_low=t.clip_low, clip_high=t.clip_high, kl_coef=t.kl_coef, entropy_coef=t.entropy_coef, tis_cap=t.tis_cap),
         )
+        trainer_cls = backend_class(t.backend)
         folder = self.settings.checkpoints_dir / f"policy-{version}"
-        self.trainer = TorchTrainer.resume(folder, cfg) if folder.is_dir() else TorchTrainer(self.settings.served_model_path(), cfg)
+        self.trainer = trainer_cls.resume(folder, cfg) if folder.is_dir() else trainer_cls(self.settings.served_model_path(), cfg)
         self.trainer_version = version
-        log.info("trainer loaded", version=version, source=str(folder if folder.is_dir() else self.settings.served_model_path()))
+        log.info("trainer loaded", backend=t.backend, version=version, source=str(folder if folder.is_dir() else self.settings.served_model_path()))
         return self.trainer
 
     @staticmethod

@@ -182,6 +182,8 @@ class TrainingSettings(BaseModel):
 
     batch_size: int = Field(16, ge=1, le=4096)
     """Samples per optimizer step (the reference: one step per 16 samples)."""
+    backend: Literal["torch", "megatron"] = "torch"
+    """torch: Hugging Face model, CPU or one GPU. megatron: megatron-core GPTModel (the `megatron` extra), one GPU."""
     source_weights: dict[str, float] = Field(default_factory=lambda: {"personal": 1.0})
     """Sample streams drained, and each one's share of a batch."""
     lr: float = Field(1e-5, gt=0)

@@ -64,6 +64,10 @@ class Stack:
             check_port_free(name, host, port, hint)
         if s.engine.model_path is not None and s.embedded_engine and not (s.served_model_path() / "config.json").is_file():
             raise StackError(f"engine.model_path {s.served_model_path()} is not a Hugging Face checkpoint folder (no config.json)")
+        from trainers import backend_missing
+
+        if why := backend_missing(s.training.backend):
+            raise StackError(why)
 
     def _specs(self) -> tuple[list[ServiceSpec], list[ServiceSpec]]:
         s = self.settings
@@ -194,7 +198,7 @@ class Stack:
         lines.append(f"  {'logs':<12} {self.settings.logs_dir}")
         lines.append(f"  {'learning':<12} {self.settings.learning.method}, judge: {_judge_line(self.settings)}")
         tr = self.settings.training
-        lines.append(f"  {'training':<12} " + (f"training/{self.settings.api.model_name}, a step per {tr.batch_size} samples" if tr.auto_start else "not started (training.auto_start = false)"))
+        lines.append(f"  {'training':<12} " + (f"training/{self.settings.api.model_name}, {tr.backend} backend, a step per {tr.batch_size} samples" if tr.auto_start else "not started (training.auto_start = false)"))
         lines.append("Press Ctrl-C to stop.")
         print("\n".join(lines), flush=True)
 

@@ -89,3 +89,16 @@ async def test_truncated_importance_sampling_weighs_tokens_by_trainer_over_rollo
     else:
         assert 0.2 < m["tis_weight"] < 0.7 and m["tis_truncated"] == 0.0  # about e^-0.9
         assert m["clip_fraction"] == 0.0  # the ratio is against the trainer's own log-probs
+
+
+async def test_the_megatron_backend_trains_from_the_stream_and_writes_a_servable_checkpoint(tmp_path, valkey, tiny_model):
+    pytest.importorskip("megatron.core", reason="the megatron extra is not installed")
+    import json
+
+    publish(valkey, 0, 4)
+    acts = TrainingActivities(settings_for(tmp_path, valkey, tiny_model, backend="megatron"))
+    summary = await claim_and_train(acts, batch=4, version=0, max_staleness=4)
+    assert summary.trained == 4 and summary.version == 1
+    folder = tmp_path / "data" / "checkpoints" / "policy-1"
+    assert json.loads((folder / "openclaw-rl-version.json").read_text())["backend"] == "megatron"
+    assert (folder / "config.json").is_file() and (folder / "tokenizer.json").is_file()

@@ -1,0 +1,184 @@
+"""The megatron-core trainer backend (the `megatron` extra): the same loss and step as the torch backend on a megatron GPTModel.
+
+Scope today: one process, tensor and pipeline parallel size 1, on one GPU (or
+on CPU, which is how the tests check it against the torch backend). The policy
+is loaded from the served Hugging Face checkpoint and written back as one, so
+the policy servers never see megatron's layout. Log-probs project only the
+response positions, as the torch backend does.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+import socket
+from pathlib import Path
+
+import structlog
+import torch
+
+from openclaw_rl.samples import TrainingSample
+from rlmath.logprobs import token_logprobs
+from trainers.base import STATE_FILE, VERSION_FILE, PolicyTrainer, TrainerConfig, padded_ids, pick_device, response_rows
+from trainers.megatron_convert import DenseArch, hf_to_mcore, mcore_to_hf
+from trainers.torch_trainer import copy_tokenizer
+
+log = structlog.get_logger(__name__)
+
+HF_CONFIG_FILES = ("config.json", "generation_config.json")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ensure_model_parallel(device: torch.device, seed: int) -> None:
+    """megatron-core needs its process groups even for one process; set them up once per process."""
+    import torch.distributed as dist
+    from megatron.core import parallel_state, tensor_parallel
+
+    if not dist.is_initialized():
+        backend = "nccl" if device.type == "cuda" else "gloo"
+        dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1)
+    if not parallel_state.model_parallel_is_initialized():
+        parallel_state.initialize_model_parallel(tensor_model_parallel_size=1, pipeline_model_parallel_size=1)
+    if device.type == "cuda":
+        tensor_parallel.model_parallel_cuda_manual_seed(seed)
+    else:
+        _cpu_shims()
+
+
+def _cpu_shims() -> None:
+    """megatron-core assumes CUDA in two process-wide helpers; on CPU (the tests) give it CPU ones.
+
+    Its attention scratch buffer is allocated on the current CUDA device, and its
+    dropout always forks the CUDA RNG tracker (a no-op here: dropout is 0).
+    """
+    import contextlib
+
+    from megatron.core import parallel_state, tensor_parallel
+    from megatron.core.utils import GlobalMemoryBuffer
+
+    class CpuMemoryBuffer(GlobalMemoryBuffer):
+        def get_tensor(self, tensor_shape, dtype, name, mem_alloc_context=None):
+            return torch.empty(tensor_shape, dtype=dtype)
+
+    parallel_state._GLOBAL_MEMORY_BUFFER = CpuMemoryBuffer()
+    tensor_parallel.get_cuda_rng_tracker().fork = lambda *a, **k: contextlib.nullcontext()
+
+
+def _keep_rope_on_cpu(rope) -> None:
+    """megatron-core moves the rotary frequencies to CUDA unconditionally; on CPU compute them in place."""
+
+    def get_emb(max_seq_len: int, offset: int = 0) -> torch.Tensor:
+        freqs = rope.get_freqs_non_repeated(max_seq_len, offset)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb[:, None, None, :]
+
+    rope.get_emb = get_emb
+
+
+def build_gpt(arch: DenseArch, device: torch.device):
+    import torch.nn.functional as F
+    from megatron.core.models.gpt import GPTModel
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    config = TransformerConfig(
+        num_layers=arch.num_layers, hidden_size=arch.hidden_size, ffn_hidden_size=arch.intermediate_size,
+        num_attention_heads=arch.num_heads, num_query_groups=arch.num_kv_heads, kv_channels=arch.head_dim,
+        normalization="RMSNorm", layernorm_epsilon=arch.rms_norm_eps, qk_layernorm=arch.qk_norm, add_qkv_bias=arch.qkv_bias,
+        gated_linear_unit=True, activation_func=F.silu, add_bias_linear=False, hidden_dropout=0.0, attention_dropout=0.0,
+        params_dtype=torch.float32, use_cpu_initialization=True, bias_dropout_fusion=False, apply_rope_fusion=False,
+        masked_softmax_fusion=False, persist_layer_norm=False, gradient_accumulation_fusion=False,
+    )
+    model = GPTModel(
+        config,
+        transformer_layer_spec=get_gpt_layer_local_spec(qk_layernorm=arch.qk_norm, normalization="RMSNorm"),
+        vocab_size=arch.vocab_size, max_sequence_length=arch.max_position_embeddings,
+        position_embedding_type="rope", rotary_base=int(arch.rope_theta), share_embeddings_and_output_weights=arch.tie_word_embeddings,
+    )
+    if device.type == "cpu":
+        _keep_rope_on_cpu(model.rotary_pos_emb)
+    return model.to(device)
+
+
+def load_hf_weights(folder: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    files = sorted(Path(folder).glob("*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"no *.safetensors weights in {folder}")
+    weights: dict[str, torch.Tensor] = {}
+    for f in files:
+        weights.update(load_file(f))
+    return weights
+
+
+class MegatronTrainer(PolicyTrainer):
+    def __init__(self, checkpoint: Path, cfg: TrainerConfig = TrainerConfig()):
+        torch.manual_seed(cfg.seed)
+        self.cfg = cfg
+        self.source = Path(checkpoint)
+        self.device = pick_device(cfg)
+        ensure_model_parallel(self.device, cfg.seed)
+        self.arch = DenseArch.from_hf_config(json.loads((self.source / "config.json").read_text()))
+        self.model = build_gpt(self.arch, self.device)
+        state = {k: v.to(self.device, torch.float32) for k, v in hf_to_mcore(self.arch, load_hf_weights(self.source)).items()}
+        missing, unexpected = self.model.load_state_dict(state, strict=False)
+        missing = [k for k in missing if not k.endswith("_extra_state")]
+        if missing or unexpected:
+            raise ValueError(f"checkpoint {self.source} does not fit the megatron model: missing {missing[:5]}, unexpected {unexpected[:5]}")
+        self.model.train()
+        self.ref = copy.deepcopy(self.model).eval().requires_grad_(False) if cfg.loss.kl_coef else None
+        if self.ref is not None and self.device.type == "cpu":
+            _keep_rope_on_cpu(self.ref.rotary_pos_emb)
+        self.opt = self.make_optimizer()
+        self.step = 0
+        log.info("megatron trainer ready", model=str(self.source), arch=self.arch.model_type, device=str(self.device))
+
+    def logprobs(self, model: torch.nn.Module, group: list[TrainingSample]) -> torch.Tensor:
+        ids, _, _ = padded_ids(group)  # right padding: the causal mask alone keeps real tokens off the pads
+        ids = ids.to(self.device)
+        batch, width = ids.shape
+        positions = torch.arange(width, device=self.device).unsqueeze(0).expand(batch, width)
+        causal = torch.triu(torch.ones((1, 1, width, width), dtype=torch.bool, device=self.device), diagonal=1)  # True = masked
+        embedded = model.embedding(input_ids=ids, position_ids=positions)  # [W, B, H]
+        hidden = model.decoder(hidden_states=embedded, attention_mask=causal, rotary_pos_emb=model.rotary_pos_emb(width))  # [W, B, H]
+        b, t, j, temperature = response_rows(group, self.device)
+        weight = model.shared_embedding_or_output_weight() if self.arch.tie_word_embeddings else None
+        logits, _ = model.output_layer(hidden[t, b].unsqueeze(1), weight=weight)  # [N, 1, V]
+        lp = token_logprobs(logits[:, 0], ids[b, t + 1], temperature)
+        resp = max(len(s.response_ids) for s in group)
+        return torch.zeros((batch, resp), device=self.device, dtype=lp.dtype).index_put((b, j), lp)
+
+    def hf_state_dict(self) -> dict[str, torch.Tensor]:
+        mc = {k: v.detach().to("cpu") for k, v in self.model.state_dict().items() if not k.endswith("_extra_state")}
+        return mcore_to_hf(self.arch, mc)
+
+    def save(self, folder: Path, version: str, extra: dict | None = None) -> Path:
+        from safetensors.torch import save_file
+
+        folder = Path(folder)
+        tmp = folder.with_name(folder.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        save_file(self.hf_state_dict(), tmp / "model.safetensors", metadata={"format": "pt"})
+        for name in HF_CONFIG_FILES:
+            if (self.source / name).is_file():
+                shutil.copy2(self.source / name, tmp / name)
+        copy_tokenizer(self.source, tmp)
+        torch.save(self.optimizer_state(), tmp / STATE_FILE)
+        (tmp / VERSION_FILE).write_text(json.dumps({"weight_version": version, "step": self.step, "backend": "megatron", **(extra or {})}))
+        shutil.rmtree(folder, ignore_errors=True)
+        tmp.rename(folder)  # a reader never sees a half-written checkpoint
+        return folder
+
+    @classmethod
+    def resume(cls, folder: Path, cfg: TrainerConfig = TrainerConfig()) -> "MegatronTrainer":
+        trainer = cls(folder, cfg)
+        trainer.load_optimizer_state(folder)
+        return trainer
