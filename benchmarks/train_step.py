@@ -1,11 +1,11 @@
-"""Trainer overhead: tokens/s of TorchTrainer.train_step vs a plain PyTorch loop doing the same work.
+"""Trainer overhead: tokens/s of a trainer backend's train_step vs a plain PyTorch loop doing the same work.
 
 Both take the same batch (--samples samples of --prompt + --response random tokens
 on the tiny Qwen3 model, or --model PATH), run one forward/backward over it, the
 same clipped-surrogate loss and an AdamW step with gradient clipping. The
 difference is the trainer's own bookkeeping (micro-batching, masks, metrics).
 
-    .venv/bin/python benchmarks/train_step.py [--samples 16] [--prompt 256] [--response 64] [--rounds 5]
+    .venv/bin/python benchmarks/train_step.py [--backend torch|megatron] [--samples 16] [--prompt 256] [--response 64] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from openclaw_rl.samples import JudgeSummary, SampleMeta, TrainingSample  # noqa: E402
 from rlmath.logprobs import token_logprobs  # noqa: E402
-from trainers.torch_trainer import TorchTrainer, TrainerConfig  # noqa: E402
+from trainers import backend_class  # noqa: E402
+from trainers.base import TrainerConfig  # noqa: E402
 
 
 def batch(n: int, prompt: int, response: int, vocab: int) -> list[TrainingSample]:
@@ -59,6 +60,7 @@ def plain_step(model, opt, samples: list[TrainingSample]) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", type=Path, default=None)
+    ap.add_argument("--backend", choices=["torch", "megatron"], default="torch")
     ap.add_argument("--samples", type=int, default=16)
     ap.add_argument("--prompt", type=int, default=256)
     ap.add_argument("--response", type=int, default=64)
@@ -69,11 +71,11 @@ def main() -> None:
         from engine.tiny_qwen3 import ensure_tiny_model
 
         model_path = ensure_tiny_model(Path(tempfile.mkdtemp(prefix="train-bench-")) / "tiny-qwen3")
-    trainer = TorchTrainer(model_path, TrainerConfig(micro_batch_tokens=10**9))
-    samples = batch(args.samples, args.prompt, args.response, trainer.model.config.vocab_size)
+    trainer = backend_class(args.backend)(model_path, TrainerConfig(micro_batch_tokens=10**9))
     from transformers import AutoModelForCausalLM
 
     plain = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).train()
+    samples = batch(args.samples, args.prompt, args.response, plain.config.vocab_size)
     opt = torch.optim.AdamW(plain.parameters(), lr=1e-5, weight_decay=0.1, betas=(0.9, 0.98))
     tokens = args.samples * (args.prompt + args.response)
     trainer.train_step(samples)
@@ -87,7 +89,7 @@ def main() -> None:
         plain_step(plain, opt, samples)
         times["plain"].append(time.perf_counter() - t)
     tr, pl = statistics.median(times["trainer"]), statistics.median(times["plain"])
-    print(f"{args.samples} samples x ({args.prompt} + {args.response}) tokens, model {model_path.name}, cpu cores: {os.cpu_count()}, torch threads: {torch.get_num_threads()}")
+    print(f"{args.backend} backend, {args.samples} samples x ({args.prompt} + {args.response}) tokens, model {model_path.name}, cpu cores: {os.cpu_count()}, torch threads: {torch.get_num_threads()}")
     print(f"trainer: {tokens / tr:8.0f} tokens/s  ({tr * 1000:.0f} ms/step)")
     print(f"plain:   {tokens / pl:8.0f} tokens/s  ({pl * 1000:.0f} ms/step)")
     print(f"trainer overhead: {(tr / pl - 1) * 100:+.1f}% (target: under 5%)")
