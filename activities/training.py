@@ -43,6 +43,8 @@ class ClaimInput(BaseModel):
 class ClaimResult(BaseModel):
     ids: dict[str, list[str]] = Field(default_factory=dict)
     """Stream entry ids per source, pending for this consumer until acknowledged."""
+    backlog: int = 0
+    """Samples published but not yet claimed, over all sources (the training lag)."""
 
     @property
     def count(self) -> int:
@@ -135,7 +137,15 @@ class TrainingActivities:
             for key, entries in batch or []:
                 src = next(s for s, k in streams.items() if k == key.decode())
                 got[src] += [eid.decode() for eid, _ in entries]
-        return ClaimResult(ids={s: v for s, v in got.items() if v})
+        return ClaimResult(ids={s: v for s, v in got.items() if v}, backlog=await self._backlog(streams.values()))
+
+    async def _backlog(self, keys) -> int:
+        total = 0
+        for key in keys:
+            for group in await self.redis.xinfo_groups(key):
+                if group["name"] == GROUP.encode() and group.get("lag") is not None:
+                    total += int(group["lag"])
+        return total
 
     # ---- train --------------------------------------------------------------
     @activity.defn(name="train_step")

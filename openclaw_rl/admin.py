@@ -140,7 +140,9 @@ async def train_command(args: argparse.Namespace, settings: Settings) -> int:
                 return 0
             state = "paused" if s.paused else "running"
             print(f"{wf_id}: {state}, policy version {s.version}, {s.steps} steps, {s.samples_trained} samples trained, {s.samples_dropped_stale} dropped as stale")
-            print(f"next batch: {_bar(s.waiting_samples, s.batch_size)} {s.waiting_samples}/{s.batch_size} samples")
+            print(f"next batch: {_bar(s.waiting_samples, s.batch_size)} {s.waiting_samples}/{s.batch_size} samples; {s.backlog} more waiting in the streams")
+            if s.recent_losses:
+                print("recent losses: " + " ".join(f"{x:+.4f}" for x in s.recent_losses[-8:]))
             m = s.last_metrics
             if m:
                 print(f"last step: loss {m['loss']:+.4f}, clip fraction {m['clip_fraction']:.3f}, approx KL {m['approx_kl']:.2e}, mean advantage {m['mean_advantage']:+.3f}, "

@@ -28,6 +28,7 @@ CLAIMS_PER_RUN = 500
 """Idle claims also add history; continue as new after this many."""
 LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 KEEP_SAVED_IN_STATUS = 20
+KEEP_LOSSES = 20
 
 
 class TrainingConfig(BaseModel):
@@ -50,6 +51,9 @@ class TrainingState(BaseModel):
     last: StepSummary | None = None
     saved: list[SavedCheckpoint] = Field(default_factory=list)
     """The latest checkpoints saved on request (newest last)."""
+    recent_losses: list[float] = Field(default_factory=list)
+    """The last steps' losses, oldest first."""
+    backlog: int = 0
 
 
 class TrainingInput(BaseModel):
@@ -68,6 +72,9 @@ class TrainingStatus(BaseModel):
     batch_size: int
     waiting_samples: int
     """Claimed but not yet a full batch."""
+    backlog: int
+    """Samples in the streams not yet claimed, as of the last claim: how far training lags behind judging."""
+    recent_losses: list[float]
     last_metrics: dict
     saved_checkpoints: list[SavedCheckpoint] = Field(default_factory=list)
 
@@ -113,6 +120,7 @@ class TrainingWorkflow:
             )
             claims += 1
             self.waiting = claim.count
+            self.state.backlog = claim.backlog
             if claim.count >= self.config.batch_size:
                 async with self._busy:
                     await self._step(claim)
@@ -149,6 +157,7 @@ class TrainingWorkflow:
         self.state.steps += 1
         self.state.samples_trained += summary.trained
         self.state.last = summary
+        self.state.recent_losses = (self.state.recent_losses + [summary.metrics.get("loss", 0.0)])[-KEEP_LOSSES:]
         workflow.upsert_search_attributes([POLICY_VERSION.value_set(summary.version)])
 
     @workflow.signal
@@ -195,6 +204,8 @@ class TrainingWorkflow:
             paused=self.state.paused,
             batch_size=self.config.batch_size,
             waiting_samples=self.waiting,
+            backlog=self.state.backlog,
+            recent_losses=self.state.recent_losses,
             last_metrics=self.state.last.metrics if self.state.last else {},
             saved_checkpoints=self.state.saved,
         )

@@ -102,3 +102,10 @@ async def test_the_megatron_backend_trains_from_the_stream_and_writes_a_servable
     folder = tmp_path / "data" / "checkpoints" / "policy-1"
     assert json.loads((folder / "openclaw-rl-version.json").read_text())["backend"] == "megatron"
     assert (folder / "config.json").is_file() and (folder / "tokenizer.json").is_file()
+
+
+async def test_a_claim_reports_the_backlog_left_in_the_streams(tmp_path, valkey, tiny_model):
+    publish(valkey, 0, 11)
+    acts = TrainingActivities(settings_for(tmp_path, valkey, tiny_model))
+    claim = await ActivityEnvironment().run(acts.claim_batch, ClaimInput(consumer="t", batch_size=8, source_weights={"personal": 1.0}, wait_s=1.0))
+    assert claim.count == 8 and claim.backlog == 3

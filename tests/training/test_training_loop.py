@@ -89,6 +89,7 @@ def test_sixteen_samples_make_a_step_and_the_engine_serves_it(loop_stack):
     assert s["steps"] >= 1 and s["samples_trained"] >= 16
     m = s["last_metrics"]
     assert m["tokens"] > 0 and m["logprob_gap"] < 1e-3  # trainer and engine agree on the rollout policy
+    assert s["recent_losses"][-1] == pytest.approx(m["loss"]) and s["backlog"] >= 0
     after = httpx.post(f"{stack.engine}/generate", json=FIXED, timeout=60).json()
     assert after["meta_info"]["weight_version"] == str(s["version"])
     lp_before = [e[0] for e in before["meta_info"]["input_token_logprobs"][1:]]
