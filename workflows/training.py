@@ -121,6 +121,7 @@ class TrainingWorkflow:
             claims += 1
             self.waiting = claim.count
             self.state.backlog = claim.backlog
+            self._show_progress()
             if claim.count >= self.config.batch_size:
                 async with self._busy:
                     await self._step(claim)
@@ -159,6 +160,16 @@ class TrainingWorkflow:
         self.state.last = summary
         self.state.recent_losses = (self.state.recent_losses + [summary.metrics.get("loss", 0.0)])[-KEEP_LOSSES:]
         workflow.upsert_search_attributes([POLICY_VERSION.value_set(summary.version)])
+        self._show_progress()
+
+    def _show_progress(self) -> None:
+        """The Temporal UI's "current details" line: the same progress `openclaw-rl train status` prints."""
+        s = self.state
+        loss = f", last loss {s.recent_losses[-1]:+.4f}" if s.recent_losses else ""
+        workflow.set_current_details(
+            f"policy v{s.version}{' (paused)' if s.paused else ''}: next batch {self.waiting}/{self.config.batch_size}, "
+            f"{s.backlog} waiting, {s.steps} steps, {s.samples_trained} trained, {s.samples_dropped_stale} stale{loss}"
+        )
 
     @workflow.signal
     def pause(self) -> None:

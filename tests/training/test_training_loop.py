@@ -54,6 +54,20 @@ def status(stack) -> dict:
     return json.loads(out.stdout)
 
 
+def ui_details(stack) -> str:
+    import asyncio
+
+    from temporalio.api.sdk.v1 import WorkflowMetadata
+    from temporalio.client import Client
+
+    async def read() -> str:
+        client = await Client.connect(stack.temporal)
+        md = await client.get_workflow_handle("training/openclaw-rl-policy").query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
+        return md.current_details
+
+    return asyncio.run(read())
+
+
 def test_sixteen_samples_make_a_step_and_the_engine_serves_it(loop_stack):
     stack = loop_stack
     key = create_key(stack, "lena")
@@ -90,6 +104,7 @@ def test_sixteen_samples_make_a_step_and_the_engine_serves_it(loop_stack):
     m = s["last_metrics"]
     assert m["tokens"] > 0 and m["logprob_gap"] < 1e-3  # trainer and engine agree on the rollout policy
     assert s["recent_losses"][-1] == pytest.approx(m["loss"]) and s["backlog"] >= 0
+    assert f"policy v{s['version']}" in ui_details(stack)  # what the Temporal UI shows as the workflow's current details
     after = httpx.post(f"{stack.engine}/generate", json=FIXED, timeout=60).json()
     assert after["meta_info"]["weight_version"] == str(s["version"])
     lp_before = [e[0] for e in before["meta_info"]["input_token_logprobs"][1:]]
