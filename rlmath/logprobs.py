@@ -34,3 +34,14 @@ def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: flo
     logz = torch.logsumexp(scaled, dim=-1)
     picked = scaled.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     return picked - logz
+
+
+def token_entropy(logits: torch.Tensor, temperature: float | torch.Tensor = 1.0) -> torch.Tensor:
+    """Entropy of the temperature-scaled distribution at each position: [..., V] -> [...] float32."""
+    scaled = logits.float()
+    if isinstance(temperature, torch.Tensor):
+        scaled = scaled / temperature.float().clamp_min(1e-6).unsqueeze(-1)
+    elif temperature != 1.0:
+        scaled = scaled / scoring_temperature(float(temperature))
+    logz = torch.logsumexp(scaled, dim=-1)
+    return logz - (torch.softmax(scaled, dim=-1) * scaled).sum(-1)

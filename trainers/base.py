@@ -18,11 +18,14 @@ import torch
 from pydantic import BaseModel
 
 from openclaw_rl.samples import TrainingSample
+from rlmath.logprobs import token_entropy, token_logprobs
 from rlmath.loss import LossConfig, policy_loss
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json", "vocab.json", "merges.txt", "generation_config.json", "openclaw-rl-tiny.json")
 VERSION_FILE = "openclaw-rl-version.json"
 STATE_FILE = "trainer_state.pt"
+ENTROPY_SAMPLE = 32
+"""Positions per micro-batch the entropy metric is estimated from when the loss has no entropy term."""
 
 
 @dataclass(frozen=True)
@@ -79,9 +82,36 @@ class PolicyTrainer(ABC):
 
     # ---- what a backend provides ---------------------------------------------------
     @abstractmethod
+    def response_logits(self, model: torch.nn.Module, group: list[TrainingSample]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Logits [N, V] at the positions that predict the batch's response tokens (in `response_rows` order), and those tokens [N]."""
+
     def logprobs(self, model: torch.nn.Module, group: list[TrainingSample]) -> torch.Tensor:
         """[B, R] right-padded log-probs of each sample's response tokens under `model`, at its sampling temperature."""
+        return self._scored(group, *self.response_logits(model, group))[0]
 
+    def _scored(self, group: list[TrainingSample], logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None, tuple[float, int]]:
+        """Log-probs [B, R]; the entropy [B, R] when the loss uses it (with its gradient); and (sum, count) of an entropy estimate.
+
+        Without an entropy term the entropy is only a metric, and a full pass over [N, V] would cost as
+        much as the loss itself (measured: +45% per step at 150k vocabulary on CPU). It is then estimated
+        from at most ENTROPY_SAMPLE learned positions, evenly spread, without a gradient.
+        """
+        b, _, j, temperature = response_rows(group, self.device)
+        shape = (len(group), max(len(s.response_ids) for s in group))
+        lp = token_logprobs(logits, targets, temperature)
+        out = torch.zeros(shape, device=self.device, dtype=lp.dtype).index_put((b, j), lp)
+        if self.cfg.loss.entropy_coef:
+            h = token_entropy(logits, temperature)
+            ent = torch.zeros(shape, device=self.device, dtype=h.dtype).index_put((b, j), h)
+            return out, ent, (0.0, 0)
+        learned = torch.tensor([group[int(i)].meta.loss_mask > 0 for i in b.tolist()], device=self.device).nonzero().squeeze(-1)
+        if learned.numel() == 0:
+            return out, None, (0.0, 0)
+        pick = learned[torch.linspace(0, learned.numel() - 1, min(ENTROPY_SAMPLE, learned.numel())).long()]
+        with torch.no_grad():
+            temp = temperature[pick] if isinstance(temperature, torch.Tensor) else temperature
+            h = token_entropy(logits.detach()[pick], temp)
+        return out, None, (float(h.sum()), int(h.numel()))
     @abstractmethod
     def save(self, folder: Path, version: str, extra: dict | None = None) -> Path:
         """A Hugging Face checkpoint the policy servers can load, labelled with its version, plus optimizer state."""
@@ -93,15 +123,15 @@ class PolicyTrainer(ABC):
         self.opt.zero_grad(set_to_none=True)
         keys = ("kl", "entropy", "clip_fraction", "approx_kl", "mean_advantage", "tis_weight", "tis_truncated")
         totals = dict.fromkeys(("loss", "pg_loss", "gap", *keys), 0.0)
-        tokens = 0
+        tokens = entropy_n = 0
         for group in micro:
-            new_lp = self.logprobs(self.model, group)
+            new_lp, entropy, (h_sum, h_n) = self._scored(group, *self.response_logits(self.model, group))
             old_lp, adv, mask = self._targets(group, new_lp.shape[1])
             ref_lp = None
             if self.ref is not None:
                 with torch.no_grad():
                     ref_lp = self.logprobs(self.ref, group)
-            parts = policy_loss(new_lp, old_lp, adv, mask, self.cfg.loss, ref_lp=ref_lp)
+            parts = policy_loss(new_lp, old_lp, adv, mask, self.cfg.loss, ref_lp=ref_lp, entropy=entropy)
             share = len(group) / len(samples)  # the loss is a mean over samples: weight each micro-batch by its share
             (parts.loss * share).backward()
             n = parts.tokens
@@ -111,7 +141,9 @@ class PolicyTrainer(ABC):
             totals["loss"] += float(parts.loss.detach()) * share
             totals["pg_loss"] += parts.pg_loss * share
             for k in keys:
-                totals[k] += getattr(parts, k) * n
+                totals[k] += getattr(parts, k) * n  # without an entropy term, parts.entropy is 0 ...
+            totals["entropy"] += h_sum  # ... and the estimate stands in for it
+            entropy_n += h_n
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip))
         self.opt.step()
         self.step += 1
@@ -124,7 +156,7 @@ class PolicyTrainer(ABC):
             loss=totals["loss"],
             pg_loss=totals["pg_loss"],
             kl=totals["kl"] / t,
-            entropy=totals["entropy"] / t,
+            entropy=totals["entropy"] / (entropy_n or t),
             clip_fraction=totals["clip_fraction"] / t,
             approx_kl=totals["approx_kl"] / t,
             mean_advantage=totals["mean_advantage"] / t,

@@ -19,7 +19,6 @@ import structlog
 import torch
 
 from openclaw_rl.samples import TrainingSample
-from rlmath.logprobs import token_logprobs
 from trainers.base import STATE_FILE, VERSION_FILE, PolicyTrainer, TrainerConfig, padded_ids, pick_device, response_rows
 from trainers.megatron_convert import DenseArch, hf_to_mcore, mcore_to_hf
 from trainers.torch_trainer import copy_tokenizer
@@ -140,7 +139,7 @@ class MegatronTrainer(PolicyTrainer):
         self.step = 0
         log.info("megatron trainer ready", model=str(self.source), arch=self.arch.model_type, device=str(self.device))
 
-    def logprobs(self, model: torch.nn.Module, group: list[TrainingSample]) -> torch.Tensor:
+    def response_logits(self, model: torch.nn.Module, group: list[TrainingSample]) -> tuple[torch.Tensor, torch.Tensor]:
         ids, _, _ = padded_ids(group)  # right padding: the causal mask alone keeps real tokens off the pads
         ids = ids.to(self.device)
         batch, width = ids.shape
@@ -148,12 +147,10 @@ class MegatronTrainer(PolicyTrainer):
         causal = torch.triu(torch.ones((1, 1, width, width), dtype=torch.bool, device=self.device), diagonal=1)  # True = masked
         embedded = model.embedding(input_ids=ids, position_ids=positions)  # [W, B, H]
         hidden = model.decoder(hidden_states=embedded, attention_mask=causal, rotary_pos_emb=model.rotary_pos_emb(width))  # [W, B, H]
-        b, t, j, temperature = response_rows(group, self.device)
+        b, t, _, _ = response_rows(group, self.device)
         weight = model.shared_embedding_or_output_weight() if self.arch.tie_word_embeddings else None
         logits, _ = model.output_layer(hidden[t, b].unsqueeze(1), weight=weight)  # [N, 1, V]
-        lp = token_logprobs(logits[:, 0], ids[b, t + 1], temperature)
-        resp = max(len(s.response_ids) for s in group)
-        return torch.zeros((batch, resp), device=self.device, dtype=lp.dtype).index_put((b, j), lp)
+        return logits[:, 0], ids[b, t + 1]
 
     def hf_state_dict(self) -> dict[str, torch.Tensor]:
         mc = {k: v.detach().to("cpu") for k, v in self.model.state_dict().items() if not k.endswith("_extra_state")}

@@ -17,7 +17,6 @@ import structlog
 import torch
 
 from openclaw_rl.samples import TrainingSample
-from rlmath.logprobs import token_logprobs
 from trainers.base import STATE_FILE, TOKENIZER_FILES, VERSION_FILE, PolicyTrainer, StepMetrics, TrainerConfig, padded_ids, pick_device, response_rows
 
 __all__ = ["TorchTrainer", "TrainerConfig", "StepMetrics"]
@@ -39,16 +38,13 @@ class TorchTrainer(PolicyTrainer):
         self.opt = self.make_optimizer()
         self.step = 0
 
-    def logprobs(self, model: torch.nn.Module, group: list[TrainingSample]) -> torch.Tensor:
+    def response_logits(self, model: torch.nn.Module, group: list[TrainingSample]) -> tuple[torch.Tensor, torch.Tensor]:
         """Only response positions are projected: the prompt's logits would be [B, W, V] (gigabytes at 150k vocabulary) for nothing."""
         ids, attn, padded = padded_ids(group)
         ids, attn = ids.to(self.device), attn.to(self.device)
         hidden = model.get_decoder()(input_ids=ids, attention_mask=attn if padded else None).last_hidden_state  # [B, W, H]
-        b, t, j, temperature = response_rows(group, self.device)
-        logits = model.get_output_embeddings()(hidden[b, t])  # [N, V]
-        lp = token_logprobs(logits, ids[b, t + 1], temperature)
-        resp = max(len(s.response_ids) for s in group)
-        return torch.zeros((len(group), resp), device=self.device, dtype=lp.dtype).index_put((b, j), lp)
+        b, t, _, _ = response_rows(group, self.device)
+        return model.get_output_embeddings()(hidden[b, t]), ids[b, t + 1]
 
     # ---- checkpoints -----------------------------------------------------------
     def save(self, folder: Path, version: str, extra: dict | None = None) -> Path:

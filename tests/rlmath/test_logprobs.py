@@ -1,5 +1,6 @@
 import math
 
+import pytest
 import torch
 
 from rlmath.logprobs import scoring_temperature, token_logprobs
@@ -24,3 +25,16 @@ def test_per_row_temperature_tensor():
     rows = token_logprobs(logits, torch.tensor([1, 1]), torch.tensor([1.0, 0.5]))
     assert torch.allclose(rows[0], token_logprobs(logits[:1], torch.tensor([1]), 1.0)[0])
     assert torch.allclose(rows[1], token_logprobs(logits[:1], torch.tensor([1]), 0.5)[0])
+
+
+def test_token_entropy_by_hand():
+    from rlmath.logprobs import token_entropy
+
+    uniform = torch.zeros(2, 8)
+    assert token_entropy(uniform).tolist() == pytest.approx([math.log(8)] * 2)
+    peaked = torch.tensor([[0.0, math.log(3.0)]])  # p = (1/4, 3/4)
+    h = -(0.25 * math.log(0.25) + 0.75 * math.log(0.75))
+    assert float(token_entropy(peaked)) == pytest.approx(h)
+    # temperature 2 halves the logits: p = (1/(1+sqrt 3), sqrt 3/(1+sqrt 3))
+    q = math.sqrt(3) / (1 + math.sqrt(3))
+    assert float(token_entropy(peaked, 2.0)) == pytest.approx(-(q * math.log(q) + (1 - q) * math.log(1 - q)))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import httpx
 import pytest
@@ -74,3 +75,15 @@ def test_save_is_a_loadable_labelled_checkpoint_and_resume_restores_the_optimize
     from engine.model_runner import load_model
 
     assert load_model(folder, weight_version="1").signature() == load_model(tiny_model).signature()
+
+
+def test_entropy_is_reported_and_its_coefficient_alone_moves_the_weights(engine_url, tiny_model):
+    s = with_advantage(rollout(engine_url, "Entropy bonus only", 1.0), 0.0)  # zero advantage: no policy gradient
+    plain = TorchTrainer(tiny_model, TrainerConfig(lr=1e-3))
+    m = plain.train_step([s])
+    assert m.entropy == pytest.approx(math.log(151936), abs=0.1)  # the random tiny model is nearly uniform
+    assert m.grad_norm == 0.0
+    from rlmath.loss import LossConfig
+
+    bonus = TorchTrainer(tiny_model, TrainerConfig(lr=1e-3, loss=LossConfig(entropy_coef=0.01)))
+    assert bonus.train_step([s]).grad_norm > 0.0
