@@ -9,6 +9,8 @@ switching backends never changes what is optimised.
 
 from __future__ import annotations
 
+import json
+import shutil
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -70,6 +72,8 @@ def pick_device(cfg: TrainerConfig) -> torch.device:
 
 
 class PolicyTrainer(ABC):
+    """A backend's __init__(checkpoint, cfg) loads the policy from a Hugging Face checkpoint folder."""
+
     cfg: TrainerConfig
     device: torch.device
     model: torch.nn.Module
@@ -113,8 +117,34 @@ class PolicyTrainer(ABC):
             h = token_entropy(logits.detach()[pick], temp)
         return out, None, (float(h.sum()), int(h.numel()))
     @abstractmethod
+    def write_weights(self, folder: Path) -> None:
+        """Write the current weights into `folder` as a Hugging Face checkpoint (weights and config.json)."""
+
+    backend: str = "?"
+    source: Path
+
     def save(self, folder: Path, version: str, extra: dict | None = None) -> Path:
         """A Hugging Face checkpoint the policy servers can load, labelled with its version, plus optimizer state."""
+        folder = Path(folder)
+        tmp = folder.with_name(folder.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        self.write_weights(tmp)
+        for name in TOKENIZER_FILES:  # each checkpoint is servable alone: tokenizer and chat template travel with it
+            if (self.source / name).is_file() and not (tmp / name).exists():
+                shutil.copy2(self.source / name, tmp / name)
+        torch.save(self.optimizer_state(), tmp / STATE_FILE)
+        (tmp / VERSION_FILE).write_text(json.dumps({"weight_version": version, "step": self.step, "backend": self.backend, **(extra or {})}))
+        shutil.rmtree(folder, ignore_errors=True)
+        tmp.rename(folder)  # a reader never sees a half-written checkpoint
+        return folder
+
+    @classmethod
+    def resume(cls, folder: Path, cfg: TrainerConfig = TrainerConfig()):
+        """The trainer at a saved checkpoint: its weights, optimizer state and step count."""
+        trainer = cls(folder, cfg)
+        trainer.load_optimizer_state(folder)
+        return trainer
 
     # ---- one optimizer step ------------------------------------------------------
     def train_step(self, samples: list[TrainingSample]) -> StepMetrics:

@@ -19,9 +19,8 @@ import structlog
 import torch
 
 from openclaw_rl.samples import TrainingSample
-from trainers.base import STATE_FILE, VERSION_FILE, PolicyTrainer, TrainerConfig, padded_ids, pick_device, response_rows
+from trainers.base import PolicyTrainer, TrainerConfig, padded_ids, pick_device, response_rows
 from trainers.megatron_convert import DenseArch, hf_to_mcore, mcore_to_hf
-from trainers.torch_trainer import copy_tokenizer
 
 log = structlog.get_logger(__name__)
 
@@ -118,6 +117,8 @@ def load_hf_weights(folder: Path) -> dict[str, torch.Tensor]:
 
 
 class MegatronTrainer(PolicyTrainer):
+    backend = "megatron"
+
     def __init__(self, checkpoint: Path, cfg: TrainerConfig = TrainerConfig()):
         torch.manual_seed(cfg.seed)
         self.cfg = cfg
@@ -156,26 +157,10 @@ class MegatronTrainer(PolicyTrainer):
         mc = {k: v.detach().to("cpu") for k, v in self.model.state_dict().items() if not k.endswith("_extra_state")}
         return mcore_to_hf(self.arch, mc)
 
-    def save(self, folder: Path, version: str, extra: dict | None = None) -> Path:
+    def write_weights(self, folder: Path) -> None:
         from safetensors.torch import save_file
 
-        folder = Path(folder)
-        tmp = folder.with_name(folder.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        save_file(self.hf_state_dict(), tmp / "model.safetensors", metadata={"format": "pt"})
+        save_file(self.hf_state_dict(), folder / "model.safetensors", metadata={"format": "pt"})
         for name in HF_CONFIG_FILES:
             if (self.source / name).is_file():
-                shutil.copy2(self.source / name, tmp / name)
-        copy_tokenizer(self.source, tmp)
-        torch.save(self.optimizer_state(), tmp / STATE_FILE)
-        (tmp / VERSION_FILE).write_text(json.dumps({"weight_version": version, "step": self.step, "backend": "megatron", **(extra or {})}))
-        shutil.rmtree(folder, ignore_errors=True)
-        tmp.rename(folder)  # a reader never sees a half-written checkpoint
-        return folder
-
-    @classmethod
-    def resume(cls, folder: Path, cfg: TrainerConfig = TrainerConfig()) -> "MegatronTrainer":
-        trainer = cls(folder, cfg)
-        trainer.load_optimizer_state(folder)
-        return trainer
+                shutil.copy2(self.source / name, folder / name)

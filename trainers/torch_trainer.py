@@ -9,15 +9,13 @@ the vocabulary. `save` writes a Hugging Face checkpoint the engine loads with
 from __future__ import annotations
 
 import copy
-import json
-import shutil
 from pathlib import Path
 
 import structlog
 import torch
 
 from openclaw_rl.samples import TrainingSample
-from trainers.base import STATE_FILE, TOKENIZER_FILES, VERSION_FILE, PolicyTrainer, StepMetrics, TrainerConfig, padded_ids, pick_device, response_rows
+from trainers.base import PolicyTrainer, StepMetrics, TrainerConfig, padded_ids, pick_device, response_rows
 
 __all__ = ["TorchTrainer", "TrainerConfig", "StepMetrics"]
 
@@ -25,6 +23,8 @@ log = structlog.get_logger(__name__)
 
 
 class TorchTrainer(PolicyTrainer):
+    backend = "torch"
+
     def __init__(self, checkpoint: Path, cfg: TrainerConfig = TrainerConfig()):
         from transformers import AutoModelForCausalLM
 
@@ -46,28 +46,5 @@ class TorchTrainer(PolicyTrainer):
         b, t, _, _ = response_rows(group, self.device)
         return model.get_output_embeddings()(hidden[b, t]), ids[b, t + 1]
 
-    # ---- checkpoints -----------------------------------------------------------
-    def save(self, folder: Path, version: str, extra: dict | None = None) -> Path:
-        folder = Path(folder)
-        tmp = folder.with_name(folder.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        self.model.save_pretrained(tmp, safe_serialization=True)
-        copy_tokenizer(self.source, tmp)
-        torch.save(self.optimizer_state(), tmp / STATE_FILE)
-        (tmp / VERSION_FILE).write_text(json.dumps({"weight_version": version, "step": self.step, **(extra or {})}))
-        shutil.rmtree(folder, ignore_errors=True)
-        tmp.rename(folder)  # a reader never sees a half-written checkpoint
-        return folder
-
-    @classmethod
-    def resume(cls, folder: Path, cfg: TrainerConfig = TrainerConfig()) -> "TorchTrainer":
-        trainer = cls(folder, cfg)
-        trainer.load_optimizer_state(folder)
-        return trainer
-
-
-def copy_tokenizer(source: Path, target: Path) -> None:
-    """The tokenizer and chat template travel with every checkpoint, so each one is servable alone."""
-    for name in TOKENIZER_FILES:
-        if (source / name).is_file() and not (target / name).exists():
-            shutil.copy2(source / name, target / name)
+    def write_weights(self, folder: Path) -> None:
+        self.model.save_pretrained(folder, safe_serialization=True)
