@@ -126,7 +126,6 @@ class TrainingWorkflow:
                 async with self._busy:
                     await self._step(claim)
                 steps_this_run += 1
-                self.waiting = 0
             if steps_this_run >= self.config.steps_per_run or claims >= CLAIMS_PER_RUN or workflow.info().is_continue_as_new_suggested():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(TrainingInput(policy=self.policy, config=self.config, state=self.state))
@@ -151,6 +150,7 @@ class TrainingWorkflow:
                 retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30)),
             )
         await workflow.execute_activity("ack_batch", AckInput(ids=claim.ids), task_queue=q, start_to_close_timeout=timedelta(seconds=60))
+        self.waiting = 0
         self.state.samples_dropped_stale += summary.dropped_stale
         if not summary.trained:  # the whole batch was stale: acknowledged and counted, no new version
             return
