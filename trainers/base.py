@@ -26,7 +26,7 @@ from rlmath.loss import LossConfig, policy_loss
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json", "vocab.json", "merges.txt", "generation_config.json", "openclaw-rl-tiny.json")
 VERSION_FILE = "openclaw-rl-version.json"
 STATE_FILE = "trainer_state.pt"
-ENTROPY_SAMPLE = 32
+ENTROPY_SAMPLE = 16
 """Positions per micro-batch the entropy metric is estimated from when the loss has no entropy term."""
 
 
@@ -108,7 +108,7 @@ class PolicyTrainer(ABC):
             h = token_entropy(logits, temperature)
             ent = torch.zeros(shape, device=self.device, dtype=h.dtype).index_put((b, j), h)
             return out, ent, (0.0, 0)
-        learned = torch.tensor([group[int(i)].meta.loss_mask > 0 for i in b.tolist()], device=self.device).nonzero().squeeze(-1)
+        learned = torch.tensor([s.meta.loss_mask > 0 for s in group], device=self.device)[b].nonzero().squeeze(-1)
         if learned.numel() == 0:
             return out, None, (0.0, 0)
         pick = learned[torch.linspace(0, learned.numel() - 1, min(ENTROPY_SAMPLE, learned.numel())).long()]
