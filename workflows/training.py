@@ -141,7 +141,8 @@ class TrainingWorkflow:
             heartbeat_timeout=timedelta(seconds=self.config.heartbeat_timeout_s),
             retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30), non_retryable_error_types=["SampleMissing"]),
         )
-        if summary.trained:
+        # Runs started before all-stale batches were skipped published them; replaying those must still do so.
+        if summary.trained or not workflow.patched("skip-publish-of-all-stale-batch"):
             await workflow.execute_activity(
                 "publish_weights",
                 PublishWeightsInput(checkpoint=summary.checkpoint, version=summary.version),
