@@ -20,17 +20,23 @@ def scoring_temperature(temperature: float) -> float:
     return temperature if temperature > 0 else 1.0
 
 
+def _scaled(logits: torch.Tensor, temperature: float | torch.Tensor) -> torch.Tensor:
+    """float32 logits / T, with T a scalar or one per row; T = 1 skips the [..., V] division."""
+    scaled = logits.float()
+    if isinstance(temperature, torch.Tensor):
+        return scaled / temperature.float().clamp_min(1e-6).unsqueeze(-1)
+    if temperature != 1.0:
+        return scaled / scoring_temperature(float(temperature))
+    return scaled
+
+
 def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: float | torch.Tensor = 1.0) -> torch.Tensor:
     """Log-probs of `targets` under logits scaled by temperature.
 
     logits: [..., V] float; targets: [...] long; temperature: scalar or [...] (per row).
     Returns [...] float32. Computed in float32 whatever the logits dtype.
     """
-    scaled = logits.float()
-    if isinstance(temperature, torch.Tensor):
-        scaled = scaled / temperature.float().clamp_min(1e-6).unsqueeze(-1)
-    elif temperature != 1.0:
-        scaled = scaled / scoring_temperature(float(temperature))
+    scaled = _scaled(logits, temperature)
     logz = torch.logsumexp(scaled, dim=-1)
     picked = scaled.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     return picked - logz
@@ -38,10 +44,6 @@ def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: flo
 
 def token_entropy(logits: torch.Tensor, temperature: float | torch.Tensor = 1.0) -> torch.Tensor:
     """Entropy of the temperature-scaled distribution at each position: [..., V] -> [...] float32."""
-    scaled = logits.float()
-    if isinstance(temperature, torch.Tensor):
-        scaled = scaled / temperature.float().clamp_min(1e-6).unsqueeze(-1)
-    elif temperature != 1.0:
-        scaled = scaled / scoring_temperature(float(temperature))
+    scaled = _scaled(logits, temperature)
     logz = torch.logsumexp(scaled, dim=-1)
     return logz - (torch.softmax(scaled, dim=-1) * scaled).sum(-1)
