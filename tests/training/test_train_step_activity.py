@@ -109,3 +109,21 @@ async def test_a_claim_reports_the_backlog_left_in_the_streams(tmp_path, valkey,
     acts = TrainingActivities(settings_for(tmp_path, valkey, tiny_model))
     claim = await ActivityEnvironment().run(acts.claim_batch, ClaimInput(consumer="t", batch_size=8, source_weights={"personal": 1.0}, wait_s=1.0))
     assert claim.count == 8 and claim.backlog == 3
+
+
+async def test_export_is_idempotent_and_refuses_a_taken_label_or_a_missing_version(tmp_path, valkey, tiny_model):
+    from temporalio.exceptions import ApplicationError
+
+    from activities.training import ExportInput
+
+    acts = TrainingActivities(settings_for(tmp_path, valkey, tiny_model))
+    env = ActivityEnvironment()
+    first = await env.run(acts.export_checkpoint, ExportInput(version=0, label="base"))
+    assert (tmp_path / "data" / "checkpoints" / "saved" / "base" / "model.safetensors").is_file()
+    assert await env.run(acts.export_checkpoint, ExportInput(version=0, label="base")) == first  # a retry
+    with pytest.raises(ApplicationError, match="already exists") as taken:
+        await env.run(acts.export_checkpoint, ExportInput(version=1, label="base"))
+    assert taken.value.type == "LabelTaken"
+    with pytest.raises(ApplicationError, match="has no checkpoint") as missing:
+        await env.run(acts.export_checkpoint, ExportInput(version=2, label="later"))
+    assert missing.value.type == "CheckpointMissing"
