@@ -9,6 +9,7 @@ finds a checkpoint already written for this batch and returns it as is.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import shutil
@@ -150,12 +151,8 @@ class TrainingActivities:
     # ---- train --------------------------------------------------------------
     @activity.defn(name="train_step")
     async def train_step(self, inp: TrainInput) -> StepSummary:
-        beat = asyncio.ensure_future(_heartbeat())  # from the start: loading the model can take a while
-        try:
-            async with self._step_lock:
-                return await self._train_step(inp)
-        finally:
-            beat.cancel()
+        async with heartbeating(), self._step_lock:  # beating from the start: loading the model can take a while
+            return await self._train_step(inp)
 
     async def _train_step(self, inp: TrainInput) -> StepSummary:
         digest = batch_digest(inp.ids)
@@ -231,7 +228,15 @@ class TrainingActivities:
     # ---- publish and acknowledge ------------------------------------------------
     @activity.defn(name="publish_weights")
     async def publish_weights(self, inp: PublishWeightsInput) -> list[str]:
-        """Every policy server loads the checkpoint; one that refuses keeps its old weights and the activity retries."""
+        """Every policy server loads the checkpoint; one that refuses keeps its old weights and the activity retries.
+
+        It heartbeats: an attempt whose result never reaches Temporal (a server restart) is retried after the
+        heartbeat timeout, not after the whole start-to-close timeout. Loading the same version twice is harmless.
+        """
+        async with heartbeating():
+            return await self._publish(inp)
+
+    async def _publish(self, inp: PublishWeightsInput) -> list[str]:
         async with PolicyClient.from_settings(self.settings) as client:
             results = await client.update_weights_from_disk(inp.checkpoint, weight_version=str(inp.version))
         failed = [r.message for r in results if not r.success]
@@ -250,7 +255,8 @@ class TrainingActivities:
     @activity.defn(name="export_checkpoint")
     async def export_checkpoint(self, inp: ExportInput) -> SavedCheckpoint:
         """Keep a copy of a version under `checkpoints/saved/<label>`, out of reach of pruning."""
-        return await asyncio.to_thread(self._export, inp)
+        async with heartbeating():
+            return await asyncio.to_thread(self._export, inp)
 
     def _export(self, inp: ExportInput) -> SavedCheckpoint:
         source = self.settings.checkpoints_dir / f"policy-{inp.version}" if inp.version else self.settings.served_model_path()
@@ -288,7 +294,17 @@ def _read_summary(folder: Path) -> StepSummary | None:
         return None
 
 
-async def _heartbeat() -> None:
-    while True:
-        activity.heartbeat()
-        await asyncio.sleep(HEARTBEAT_S)
+@contextlib.asynccontextmanager
+async def heartbeating():
+    """Heartbeat every HEARTBEAT_S while the body runs, so Temporal notices a dead or unheard attempt quickly."""
+
+    async def beat() -> None:
+        while True:
+            activity.heartbeat()
+            await asyncio.sleep(HEARTBEAT_S)
+
+    task = asyncio.ensure_future(beat())
+    try:
+        yield
+    finally:
+        task.cancel()

@@ -209,7 +209,7 @@ class TrainingSettings(BaseModel):
     auto_start: bool = True
     """`up` starts the policy's TrainingWorkflow (the loop closes by itself)."""
     heartbeat_timeout_s: float = Field(30.0, gt=0)
-    """A train step whose trainer stops heartbeating this long is retried from the last checkpoint."""
+    """A train step, weight publication or checkpoint export that stops heartbeating this long is retried (a step from the last checkpoint)."""
 
 
 class TemporalSettings(BaseModel):

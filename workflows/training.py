@@ -148,6 +148,7 @@ class TrainingWorkflow:
                 PublishWeightsInput(checkpoint=summary.checkpoint, version=summary.version),
                 task_queue=q,
                 start_to_close_timeout=timedelta(minutes=10),
+                heartbeat_timeout=timedelta(seconds=self.config.heartbeat_timeout_s),
                 retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30)),
             )
         await workflow.execute_activity("ack_batch", AckInput(ids=claim.ids), task_queue=q, start_to_close_timeout=timedelta(seconds=60))
@@ -195,6 +196,7 @@ class TrainingWorkflow:
                 result_type=SavedCheckpoint,
                 task_queue=self.config.trainer_task_queue,
                 start_to_close_timeout=timedelta(minutes=30),
+                heartbeat_timeout=timedelta(seconds=self.config.heartbeat_timeout_s),
                 retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30), non_retryable_error_types=["LabelTaken", "CheckpointMissing"]),
             )
         self.state.saved = (self.state.saved + [saved])[-KEEP_SAVED_IN_STATUS:]
