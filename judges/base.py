@@ -1,4 +1,4 @@
-"""The judge interface and its factory (a registry keyed by the settings' `type`).
+"""The judge interface, what a judge sees, and how a failed call is reported (the factory is judges.factory).
 
 Every backend answers in the paper's format (`\\boxed{...}`, `[HINT_START]...`),
 so one parser (rlmath.signals) reads them all and the records look alike.
@@ -9,8 +9,6 @@ from __future__ import annotations
 from typing import Protocol
 
 from pydantic import BaseModel
-
-from openclaw_rl.settings import HeuristicJudgeSettings, LlmJudgeSettings, Settings
 
 
 class JudgeContext(BaseModel):
@@ -25,6 +23,10 @@ class JudgeContext(BaseModel):
     """The user message the turn answered (the heuristic judge spots a user asking the same thing again)."""
 
 
+class JudgeCallError(Exception):
+    """The judge endpoint failed this vote (the vote is ignored, never fatal)."""
+
+
 class Judge(Protocol):
     name: str
 
@@ -37,16 +39,3 @@ class Judge(Protocol):
         ...
 
     async def aclose(self) -> None: ...
-
-
-def make_judge(settings: Settings) -> Judge:
-    cfg = settings.judge()
-    if isinstance(cfg, HeuristicJudgeSettings):
-        from judges.heuristic import HeuristicJudge
-
-        return HeuristicJudge()
-    if isinstance(cfg, LlmJudgeSettings):
-        from judges.llm import LlmJudge
-
-        return LlmJudge(cfg, settings)
-    raise ValueError(f"unknown judge type {cfg!r}")

@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import httpx
 
-from judges.base import JudgeContext
+from judges.base import JudgeCallError, JudgeContext
 from judges.prompts import HINT_SYSTEM, PRM_SYSTEM, messages
 from openclaw_rl.settings import LlmJudgeSettings, Settings
 from policy_client import PolicyClient
 from policy_client.chat import renderer_for
 from policy_client.wire import SamplingParams
-
-
-class JudgeCallError(Exception):
-    """The judge endpoint failed this vote (the vote is ignored, never fatal)."""
 
 
 class LlmJudge:
