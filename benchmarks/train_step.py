@@ -22,7 +22,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from openclaw_rl.samples import JudgeSummary, SampleMeta, TrainingSample  # noqa: E402
+from contracts.learning import JudgeSummary
+from openclaw_rl.samples import SampleMeta, TrainingSample  # noqa: E402
 from rlmath.logprobs import token_logprobs  # noqa: E402
 from trainers import backend_class  # noqa: E402
 from trainers.base import TrainerConfig  # noqa: E402

@@ -30,9 +30,10 @@ def serve_engine(settings: Settings, model_path: Path | None = None, port: int |
     import uvicorn
     from transformers.utils import logging as hf_logging
 
-    from engine.model_runner import load_model, read_version_label
+    from engine.model_runner import load_model
     from engine.scheduler import Scheduler
     from engine.server import create_engine_app
+    from openclaw_rl.checkpoints import read_version_label
 
     hf_logging.disable_progress_bar()
     if settings.engine.torch_threads:

@@ -9,7 +9,6 @@ Log-probs follow `rlmath.logprobs` (the convention the trainer uses too).
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from typing import Callable
 import structlog
 import torch
 
+from openclaw_rl.device import DeviceUnavailable, pick_device
 from policy_client.wire import FinishReason, LogprobEntry, SamplingParams
 from rlmath.logprobs import scoring_temperature, token_logprobs
 
@@ -47,21 +47,16 @@ class LoadedModel:
         return (cfg.model_type, self.vocab_size, cfg.hidden_size, cfg.num_hidden_layers)
 
 
-def pick_device(device: str) -> torch.device:
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ModelLoadError("engine.device is cuda but no CUDA device is visible")
-    return torch.device(device)
-
-
 def load_model(path: Path, device: str = "auto", dtype: str = "auto", weight_version: str = "0", tokenizer: object | None = None) -> LoadedModel:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = Path(path).expanduser().absolute()
     if not (path / "config.json").is_file():
         raise ModelLoadError(f"no Hugging Face checkpoint at {path} (config.json missing)")
-    dev = pick_device(device)
+    try:
+        dev = pick_device(device)
+    except DeviceUnavailable as exc:
+        raise ModelLoadError(f"engine.device: {exc}") from exc
     torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}.get(dtype)
     if torch_dtype is None:
         torch_dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
@@ -387,15 +382,6 @@ def _merge_caches(cache_a, mask_a: torch.Tensor, cache_b, mask_b: torch.Tensor):
     return cache_a, mask
 
 
-def run_batch(lm: LoadedModel, items: list[WorkItem], generator: torch.Generator) -> list[WorkResult]:
-    """Decode `items` together to the end (results in input order)."""
-    batch = DecodeBatch(lm, generator)
-    done = {id(it): r for it, r in batch.add(items)}
-    while len(batch):
-        done.update((id(it), r) for it, r in batch.step())
-    return [done[id(it)] for it in items]
-
-
 def _result(lm: LoadedModel, row: _Row, inputs: tuple, prompt_len: int, start: float, final: bool) -> WorkResult:
     if not (row.finish and row.finish.type == "stop" and isinstance(row.finish.matched, str)):
         row.text = _decode_text(lm, row.out, row.params.skip_special_tokens)
@@ -416,14 +402,3 @@ def _result(lm: LoadedModel, row: _Row, inputs: tuple, prompt_len: int, start: f
         input_top_logprobs=inputs[1],
         e2e_latency=time.time() - it.received_at,
     )
-
-
-def read_version_label(path: Path) -> str | None:
-    """A checkpoint written by our trainer carries its policy version beside the weights."""
-    marker = Path(path) / "openclaw-rl-version.json"
-    if marker.is_file():
-        try:
-            return str(json.loads(marker.read_text())["weight_version"])
-        except (ValueError, KeyError):
-            return None
-    return None

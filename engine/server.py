@@ -14,11 +14,12 @@ from typing import Any
 
 import structlog
 from fastapi import FastAPI, Request
-from pydantic import BaseModel, ValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from pydantic import BaseModel, ValidationError
 
-from engine.model_runner import LoadedModel, ModelLoadError, WorkItem, WorkResult, load_model, read_version_label
+from engine.model_runner import LoadedModel, ModelLoadError, WorkItem, WorkResult, load_model
 from engine.scheduler import Scheduler
+from openclaw_rl.checkpoints import read_version_label
 from policy_client.wire import GenerateRequest, SamplingParams, UpdateWeightsFromDiskRequest, UpdateWeightsResult
 
 log = structlog.get_logger(__name__)

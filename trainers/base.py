@@ -9,7 +9,6 @@ switching backends never changes what is optimised.
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from abc import ABC, abstractmethod
@@ -17,14 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from pydantic import BaseModel
 
+from contracts.training import StepMetrics
+from openclaw_rl.checkpoints import atomic_dir, write_version_info
 from openclaw_rl.samples import TrainingSample
-from rlmath.logprobs import token_entropy, token_logprobs
-from rlmath.loss import LossConfig, policy_loss
+from rlmath.logprobs import scoring_temperature, token_entropy, token_logprobs
+from rlmath.loss import LossConfig, LossParts, policy_loss
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json", "vocab.json", "merges.txt", "generation_config.json", "openclaw-rl-tiny.json")
-VERSION_FILE = "openclaw-rl-version.json"
 STATE_FILE = "trainer_state.pt"
 ENTROPY_SAMPLE = 16
 """Positions per micro-batch the entropy metric is estimated from when the loss has no entropy term."""
@@ -44,31 +43,59 @@ class TrainerConfig:
     seed: int = 0
 
 
-class StepMetrics(BaseModel):
-    step: int
-    samples: int
-    tokens: int
-    """Learned (masked-in) response tokens."""
-    loss: float
-    pg_loss: float
-    kl: float
-    entropy: float
-    clip_fraction: float
-    approx_kl: float
-    mean_advantage: float
-    logprob_gap: float
-    """Mean |train log-prob - rollout log-prob| before the update: how far the trainer's view of the policy is from the server's."""
-    grad_norm: float
-    tokens_per_s: float
-    tis_weight: float = 1.0
-    """Mean truncated-importance weight (1 when TIS is off)."""
+@dataclass
+class LossTotals:
+    """A step's loss parts summed over its micro-batches: sample-weighted for the loss, token-weighted for the rest."""
+
+    loss: float = 0.0
+    pg_loss: float = 0.0
+    kl: float = 0.0
+    clip_fraction: float = 0.0
+    approx_kl: float = 0.0
+    mean_advantage: float = 0.0
+    tis_weight: float = 0.0
     tis_truncated: float = 0.0
+    gap: float = 0.0
+    tokens: int = 0
+    entropy_sum: float = 0.0
+    entropy_n: int = 0
 
+    def add(self, parts: LossParts, share: float, gap: float, entropy: tuple[float, int]) -> None:
+        """`share`: the micro-batch's share of the batch's samples; `entropy`: (sum, count) of an estimate, or (0, 0)."""
+        n = parts.tokens
+        self.loss += float(parts.loss.detach()) * share
+        self.pg_loss += parts.pg_loss * share
+        self.kl += parts.kl * n
+        self.clip_fraction += parts.clip_fraction * n
+        self.approx_kl += parts.approx_kl * n
+        self.mean_advantage += parts.mean_advantage * n
+        self.tis_weight += parts.tis_weight * n
+        self.tis_truncated += parts.tis_truncated * n
+        self.gap += gap
+        self.tokens += n
+        # Without an entropy term parts.entropy is 0 and the estimate stands in for it.
+        self.entropy_sum += parts.entropy * n + entropy[0]
+        self.entropy_n += entropy[1]
 
-def pick_device(cfg: TrainerConfig) -> torch.device:
-    if cfg.device != "auto":
-        return torch.device(cfg.device)
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    def metrics(self, step: int, samples: int, grad_norm: float, tokens_per_s: float) -> StepMetrics:
+        t = max(self.tokens, 1)
+        return StepMetrics(
+            step=step,
+            samples=samples,
+            tokens=self.tokens,
+            loss=self.loss,
+            pg_loss=self.pg_loss,
+            kl=self.kl / t,
+            entropy=self.entropy_sum / (self.entropy_n or t),
+            clip_fraction=self.clip_fraction / t,
+            approx_kl=self.approx_kl / t,
+            mean_advantage=self.mean_advantage / t,
+            logprob_gap=self.gap / t,
+            grad_norm=grad_norm,
+            tokens_per_s=tokens_per_s,
+            tis_weight=self.tis_weight / t if self.tokens else 1.0,
+            tis_truncated=self.tis_truncated / t,
+        )
 
 
 class PolicyTrainer(ABC):
@@ -125,19 +152,14 @@ class PolicyTrainer(ABC):
 
     def save(self, folder: Path, version: str, extra: dict | None = None) -> Path:
         """A Hugging Face checkpoint the policy servers can load, labelled with its version, plus optimizer state."""
-        folder = Path(folder)
-        tmp = folder.with_name(folder.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        self.write_weights(tmp)
-        for name in TOKENIZER_FILES:  # each checkpoint is servable alone: tokenizer and chat template travel with it
-            if (self.source / name).is_file() and not (tmp / name).exists():
-                shutil.copy2(self.source / name, tmp / name)
-        torch.save(self.optimizer_state(), tmp / STATE_FILE)
-        (tmp / VERSION_FILE).write_text(json.dumps({"weight_version": version, "step": self.step, "backend": self.backend, **(extra or {})}))
-        shutil.rmtree(folder, ignore_errors=True)
-        tmp.rename(folder)  # a reader never sees a half-written checkpoint
-        return folder
+        with atomic_dir(Path(folder)) as tmp:
+            self.write_weights(tmp)
+            for name in TOKENIZER_FILES:  # each checkpoint is servable alone: tokenizer and chat template travel with it
+                if (self.source / name).is_file() and not (tmp / name).exists():
+                    shutil.copy2(self.source / name, tmp / name)
+            torch.save(self.optimizer_state(), tmp / STATE_FILE)
+            write_version_info(tmp, {"weight_version": version, "step": self.step, "backend": self.backend, **(extra or {})})
+        return Path(folder)
 
     @classmethod
     def resume(cls, folder: Path, cfg: TrainerConfig = TrainerConfig()):
@@ -151,11 +173,9 @@ class PolicyTrainer(ABC):
         started = time.perf_counter()
         micro = micro_batches(samples, self.cfg.micro_batch_tokens)
         self.opt.zero_grad(set_to_none=True)
-        keys = ("kl", "entropy", "clip_fraction", "approx_kl", "mean_advantage", "tis_weight", "tis_truncated")
-        totals = dict.fromkeys(("loss", "pg_loss", "gap", *keys), 0.0)
-        tokens = entropy_n = 0
+        totals = LossTotals()
         for group in micro:
-            new_lp, entropy, (h_sum, h_n) = self._scored(group, *self.response_logits(self.model, group))
+            new_lp, entropy, estimate = self._scored(group, *self.response_logits(self.model, group))
             old_lp, adv, mask = self._targets(group, new_lp.shape[1])
             ref_lp = None
             if self.ref is not None:
@@ -164,38 +184,14 @@ class PolicyTrainer(ABC):
             parts = policy_loss(new_lp, old_lp, adv, mask, self.cfg.loss, ref_lp=ref_lp, entropy=entropy)
             share = len(group) / len(samples)  # the loss is a mean over samples: weight each micro-batch by its share
             (parts.loss * share).backward()
-            n = parts.tokens
-            tokens += n
             with torch.no_grad():
-                totals["gap"] += float(((new_lp - old_lp).abs() * mask).sum())
-            totals["loss"] += float(parts.loss.detach()) * share
-            totals["pg_loss"] += parts.pg_loss * share
-            for k in keys:
-                totals[k] += getattr(parts, k) * n  # without an entropy term, parts.entropy is 0 ...
-            totals["entropy"] += h_sum  # ... and the estimate stands in for it
-            entropy_n += h_n
+                gap = float(((new_lp - old_lp).abs() * mask).sum())
+            totals.add(parts, share, gap, estimate)
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip))
         self.opt.step()
         self.step += 1
         took = time.perf_counter() - started
-        t = max(tokens, 1)
-        return StepMetrics(
-            step=self.step,
-            samples=len(samples),
-            tokens=tokens,
-            loss=totals["loss"],
-            pg_loss=totals["pg_loss"],
-            kl=totals["kl"] / t,
-            entropy=totals["entropy"] / (entropy_n or t),
-            clip_fraction=totals["clip_fraction"] / t,
-            approx_kl=totals["approx_kl"] / t,
-            mean_advantage=totals["mean_advantage"] / t,
-            logprob_gap=totals["gap"] / t,
-            grad_norm=grad_norm,
-            tokens_per_s=sum(len(s.prompt_ids) + len(s.response_ids) for s in samples) / took,
-            tis_weight=totals["tis_weight"] / t if tokens else 1.0,
-            tis_truncated=totals["tis_truncated"] / t,
-        )
+        return totals.metrics(self.step, len(samples), grad_norm, sum(len(s.prompt_ids) + len(s.response_ids) for s in samples) / took)
 
     def response_logprobs(self, sample: TrainingSample) -> list[float]:
         """The current weights' log-probs of one sample's response (no gradient)."""
@@ -232,8 +228,6 @@ def response_rows(group: list[TrainingSample], device: torch.device) -> tuple[to
     Response token j of a sample with a p-token prompt is predicted by the hidden state at p + j - 1.
     The temperature is one float when the micro-batch shares it (the usual case), else one per token.
     """
-    from rlmath.logprobs import scoring_temperature
-
     rows_b, rows_t, cols, temps = [], [], [], []
     for i, s in enumerate(group):
         p, r = len(s.prompt_ids), len(s.response_ids)

@@ -18,8 +18,9 @@ from pathlib import Path
 import structlog
 import torch
 
+from openclaw_rl.device import pick_device
 from openclaw_rl.samples import TrainingSample
-from trainers.base import PolicyTrainer, TrainerConfig, padded_ids, pick_device, response_rows
+from trainers.base import PolicyTrainer, TrainerConfig, padded_ids, response_rows
 from trainers.megatron_convert import DenseArch, hf_to_mcore, mcore_to_hf
 
 log = structlog.get_logger(__name__)
@@ -123,7 +124,7 @@ class MegatronTrainer(PolicyTrainer):
         torch.manual_seed(cfg.seed)
         self.cfg = cfg
         self.source = Path(checkpoint)
-        self.device = pick_device(cfg)
+        self.device = pick_device(cfg.device)
         ensure_model_parallel(self.device, cfg.seed)
         self.arch = DenseArch.from_hf_config(json.loads((self.source / "config.json").read_text()))
         self.model = build_gpt(self.arch, self.device)

@@ -14,8 +14,10 @@ from pathlib import Path
 import structlog
 import torch
 
+from contracts.training import StepMetrics
+from openclaw_rl.device import pick_device
 from openclaw_rl.samples import TrainingSample
-from trainers.base import PolicyTrainer, StepMetrics, TrainerConfig, padded_ids, pick_device, response_rows
+from trainers.base import PolicyTrainer, TrainerConfig, padded_ids, response_rows
 
 __all__ = ["TorchTrainer", "TrainerConfig", "StepMetrics"]
 
@@ -31,7 +33,7 @@ class TorchTrainer(PolicyTrainer):
         torch.manual_seed(cfg.seed)
         self.cfg = cfg
         self.source = Path(checkpoint)
-        self.device = pick_device(cfg)
+        self.device = pick_device(cfg.device)
         self.model = AutoModelForCausalLM.from_pretrained(self.source, dtype=torch.float32).to(self.device)
         self.model.train()
         self.ref = copy.deepcopy(self.model).eval().requires_grad_(False) if cfg.loss.kl_coef else None

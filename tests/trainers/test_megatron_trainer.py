@@ -10,7 +10,8 @@ import json
 import pytest
 import torch
 
-from openclaw_rl.samples import JudgeSummary, SampleMeta, TrainingSample
+from contracts.learning import JudgeSummary
+from openclaw_rl.samples import SampleMeta, TrainingSample
 from trainers.base import TrainerConfig
 from trainers.torch_trainer import TorchTrainer
 

@@ -9,7 +9,8 @@ import httpx
 import pytest
 import torch
 
-from openclaw_rl.samples import JudgeSummary, SampleMeta, TrainingSample
+from contracts.learning import JudgeSummary
+from openclaw_rl.samples import SampleMeta, TrainingSample
 from trainers.torch_trainer import TorchTrainer, TrainerConfig
 
 
