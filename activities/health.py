@@ -6,31 +6,21 @@ import os
 import socket
 import time
 
-from pydantic import BaseModel
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
-
-class PingInput(BaseModel):
-    pool: str
-    """The pool the caller expects to reach."""
-
-
-class PoolPong(BaseModel):
-    pool: str
-    pid: int
-    host: str
-    worker_started_at: float
-    answered_at: float
+from contracts.errors import ErrorType
+from contracts.health import PING, PingInput, PoolPong
 
 
 def make_ping(pool: str):
     started = time.time()
 
-    @activity.defn(name="ping")
+    @activity.defn(name=PING.name)
     async def ping(inp: PingInput) -> PoolPong:
         if inp.pool != pool:
             # A misrouted task queue would silently test the wrong pool.
-            raise RuntimeError(f"ping for pool {inp.pool!r} reached a worker of pool {pool!r}")
+            raise ApplicationError(f"ping for pool {inp.pool!r} reached a worker of pool {pool!r}", type=ErrorType.POOL_MISMATCH)
         return PoolPong(pool=pool, pid=os.getpid(), host=socket.gethostname(), worker_started_at=started, answered_at=time.time())
 
     return ping

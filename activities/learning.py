@@ -8,96 +8,43 @@ policy pool: `teacher_logprobs` (the response scored under the hint-enhanced con
 
 from __future__ import annotations
 
-import json
 import os
-from typing import Literal
 
 import redis.asyncio as aioredis
 import structlog
-from pydantic import BaseModel
+import torch
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.generate import StoredChatRequest
-from judges import JudgeContext, make_judge
-from judges.llm import JudgeCallError
+from contracts.chat import StoredChatRequest
+from contracts.errors import ErrorType
+from contracts.learning import (
+    HINT_VOTE,
+    PRM_VOTE,
+    PUBLISH_SAMPLE,
+    TEACHER_LOGPROBS,
+    JudgementRecord,
+    NextState,
+    PublishInput,
+    PublishResult,
+    TeacherInput,
+    TeacherResult,
+    VoteInput,
+    VoteResult,
+)
+from contracts.summary import JUDGE_RAW_CHARS
+from judges import Judge, JudgeCallError, JudgeContext, make_judge
 from openclaw_rl import redis_keys
-from openclaw_rl.samples import JudgeSummary, SampleMeta, TrainingSample, encode_sample
+from openclaw_rl.samples import SampleMeta, TrainingSample, encode_sample
 from openclaw_rl.settings import Settings
-from openclaw_rl.turn_data import load_floats, load_turn_tokens, save_floats
+from openclaw_rl.turn_data import TurnTokens, load_floats, load_turn_tokens, save_floats
 from policy_client import PolicyClient
 from policy_client.chat import message_text, renderer_for
 from policy_client.chat_output import split_reasoning
-from rlmath.signals import Method, dispatch, parse_boxed, parse_hint_vote
+from rlmath.advantages import combined_advantages
+from rlmath.signals import dispatch, parse_boxed, parse_hint_vote, teacher_messages
 
 log = structlog.get_logger(__name__)
-
-RAW_CHARS = 2000
-"""Judge outputs are clipped to this in records and payloads."""
-
-
-class NextStateRef(BaseModel):
-    role: str
-    request_key: str
-    message_index: int
-
-
-class VoteInput(BaseModel):
-    turn_id: str
-    kind: Literal["prm", "hint"]
-    vote: int
-    next_state: NextStateRef
-
-
-class VoteResult(BaseModel):
-    kind: Literal["prm", "hint"]
-    vote: int
-    score: int | None
-    hint: str | None = None
-    raw: str
-
-
-class TeacherInput(BaseModel):
-    turn_id: str
-    hint: str
-
-
-class TeacherResult(BaseModel):
-    key: str
-    tokens: int
-    mean_logprob: float
-
-
-class PublishInput(BaseModel):
-    sample_id: str
-    session_key: str
-    """Session workflow id (the at-least-one rule is per session)."""
-    source: str
-    method: Method
-    user_id: str
-    session_id: str
-    turn_id: str
-    turn_index: int
-    policy_version: str | None
-    has_next_state: bool
-    judge: JudgeSummary
-    teacher_key: str | None = None
-    w_binary: float = 1.0
-    w_opd: float = 1.0
-
-
-class PublishResult(BaseModel):
-    published: bool
-    """A sample entered the stream (False: dropped by the rules, or already published)."""
-    duplicate: bool = False
-    reward: float | None = None
-    loss_mask: int | None = None
-    reason: str
-    advantage_mean: float | None = None
-    advantage_min: float | None = None
-    advantage_max: float | None = None
-    tokens: int = 0
-
 
 # Everything a judged turn writes, at once and only once: a retried activity
 # or a replayed workflow finds the idempotency key and writes nothing.
@@ -112,6 +59,7 @@ redis.call('SET', KEYS[4], ARGV[3])
 if ARGV[10] == '1' then redis.call('SET', KEYS[5], '1') end
 return 1
 """
+_EMPTY_SAMPLE = {"prompt_ids": b"", "response_ids": b"", "rollout_logprobs": b"", "advantages": b"", "teacher_logprobs": b"", "meta": "{}"}
 
 
 class LearningActivities:
@@ -119,18 +67,23 @@ class LearningActivities:
         self.settings = settings
         self.redis = aioredis.from_url(settings.redis.target())
         self._publish = self.redis.register_script(_PUBLISH)
-        self._judge = None
+        self._judge: Judge | None = None
         self._teacher: PolicyClient | None = None
 
+    async def aclose(self) -> None:
+        if self._judge is not None:
+            await self._judge.aclose()
+        if self._teacher is not None:
+            await self._teacher.aclose()
+        await self.redis.aclose()
+
     # ---- judge pool ---------------------------------------------------------
-    @activity.defn(name="prm_vote")
+    @activity.defn(name=PRM_VOTE.name)
     async def prm_vote(self, inp: VoteInput) -> VoteResult:
-        """One PRM vote: \\boxed{1|-1|0} from the judge."""
         return await self._vote(inp.model_copy(update={"kind": "prm"}))
 
-    @activity.defn(name="hint")
+    @activity.defn(name=HINT_VOTE.name)
     async def hint(self, inp: VoteInput) -> VoteResult:
-        """One hindsight-hint vote: \\boxed{1} with a hint, or \\boxed{-1}."""
         return await self._vote(inp.model_copy(update={"kind": "hint"}))
 
     async def _vote(self, inp: VoteInput) -> VoteResult:
@@ -140,20 +93,20 @@ class LearningActivities:
         try:
             raw = await (self._judge.prm(ctx) if inp.kind == "prm" else self._judge.hint(ctx))
         except JudgeCallError as exc:
-            raise ApplicationError(str(exc), type="JudgeCallFailed") from exc
+            raise ApplicationError(str(exc), type=ErrorType.JUDGE_CALL_FAILED) from exc
         if inp.kind == "prm":
-            return VoteResult(kind="prm", vote=inp.vote, score=parse_boxed(raw), raw=raw[:RAW_CHARS])
+            return VoteResult(kind="prm", vote=inp.vote, score=parse_boxed(raw), raw=raw[:JUDGE_RAW_CHARS])
         hv = parse_hint_vote(raw)
-        return VoteResult(kind="hint", vote=inp.vote, score=hv.score, hint=hv.hint, raw=raw[:RAW_CHARS])
+        return VoteResult(kind="hint", vote=inp.vote, score=hv.score, hint=hv.hint, raw=raw[:JUDGE_RAW_CHARS])
 
-    async def _context(self, turn_id: str, ns: NextStateRef) -> JudgeContext:
+    async def _context(self, turn_id: str, ns: NextState) -> JudgeContext:
         response = await self.redis.hget(redis_keys.turn_data(turn_id), "response_text")  # the judge needs only the text
         if response is None:
-            raise ApplicationError(f"turn {turn_id} has no token data", type="TurnDataMissing", non_retryable=True)
+            raise ApplicationError(f"turn {turn_id} has no token data", type=ErrorType.TURN_DATA_MISSING, non_retryable=True)
         later = await self._request(ns.request_key)
         own = await self._request(redis_keys.chat_request(turn_id))
         if not 0 <= ns.message_index < len(later.messages):
-            raise ApplicationError(f"next state index {ns.message_index} is outside its request", type="TurnDataMissing", non_retryable=True)
+            raise ApplicationError(f"next state index {ns.message_index} is outside its request", type=ErrorType.TURN_DATA_MISSING, non_retryable=True)
         previous_user = next((message_text(m.get("content")) for m in reversed(own.messages) if m.get("role") == "user"), "")
         return JudgeContext(
             response=split_reasoning(response.decode())[1],
@@ -165,72 +118,77 @@ class LearningActivities:
     async def _request(self, key: str) -> StoredChatRequest:
         raw = await self.redis.get(key)
         if raw is None:
-            raise ApplicationError(f"{key} is gone from Redis", type="TurnDataMissing", non_retryable=True)
+            raise ApplicationError(f"{key} is gone from Redis", type=ErrorType.TURN_DATA_MISSING, non_retryable=True)
         return StoredChatRequest.model_validate_json(raw)
 
-    @activity.defn(name="publish_sample")
-    async def publish_sample(self, inp: PublishInput) -> PublishResult:
-        import torch  # here, not at import: workflow code imports this module's models
-
-        from rlmath.advantages import combined_advantages
-
-        tokens = await load_turn_tokens(self.redis, inp.turn_id)
+    async def _tokens(self, turn_id: str) -> TurnTokens:
+        tokens = await load_turn_tokens(self.redis, turn_id)
         if tokens is None:
-            raise ApplicationError(f"turn {inp.turn_id} has no token data", type="TurnDataMissing", non_retryable=True)
+            raise ApplicationError(f"turn {turn_id} has no token data", type=ErrorType.TURN_DATA_MISSING, non_retryable=True)
+        return tokens
+
+    @activity.defn(name=PUBLISH_SAMPLE.name)
+    async def publish_sample(self, inp: PublishInput) -> PublishResult:
+        tokens = await self._tokens(inp.turn_id)
         effective = bool(await self.redis.exists(redis_keys.session_effective(inp.session_key)))
-        rule = dispatch(inp.method, has_next_state=inp.has_next_state, eval_score=inp.judge.eval_score, hint=inp.judge.hint, session_has_effective_sample=effective)
-        teacher = await load_floats(self.redis, inp.teacher_key) if (rule and rule.use_teacher and inp.teacher_key) else None
-        if rule is not None and rule.use_teacher and teacher is None:
-            rule = dispatch(inp.method, has_next_state=inp.has_next_state, eval_score=inp.judge.eval_score, hint=None, session_has_effective_sample=effective)
+        teacher = await load_floats(self.redis, inp.teacher_key) if inp.teacher_key else None
+        # A hint counts only with its teacher log-probs (the teacher pass may have failed or expired).
+        rule = dispatch(
+            inp.method, has_next_state=inp.has_next_state, eval_score=inp.judge.eval_score,
+            hint=inp.judge.hint if teacher is not None else None, session_has_effective_sample=effective,
+        )
+        if rule is None or not rule.use_teacher:
+            teacher = None
         result = PublishResult(published=False, reason=rule.reason if rule else "dropped by the rules", tokens=len(tokens.response_ids))
-        fields: dict = {"prompt_ids": b"", "response_ids": b"", "rollout_logprobs": b"", "advantages": b"", "teacher_logprobs": b"", "meta": "{}"}
+        fields = _EMPTY_SAMPLE
         if rule is not None and tokens.response_ids:
             old = torch.tensor(tokens.response_logprobs)
             adv = combined_advantages(rule.reward, torch.tensor(teacher) if teacher is not None else None, old, inp.w_binary, inp.w_opd)
             if rule.loss_mask == 0:
                 adv = torch.zeros_like(adv)
-            sample = TrainingSample(
-                meta=SampleMeta(
-                    sample_id=inp.sample_id, source=inp.source, method=inp.method.value, user_id=inp.user_id, session_id=inp.session_id,
-                    turn_id=inp.turn_id, turn_index=inp.turn_index, policy_version=inp.policy_version, temperature=tokens.temperature,
-                    reward=rule.reward, loss_mask=rule.loss_mask, use_teacher=teacher is not None, reason=rule.reason, judge=inp.judge,
-                ),
-                prompt_ids=tokens.prompt_ids,
-                response_ids=tokens.response_ids,
-                rollout_logprobs=tokens.response_logprobs,
-                advantages=adv.tolist(),
-                teacher_logprobs=teacher,
+            fields = encode_sample(
+                TrainingSample(
+                    meta=SampleMeta(
+                        sample_id=inp.sample_id, source=inp.source, method=inp.method.value, user_id=inp.user_id, session_id=inp.session_id,
+                        turn_id=inp.turn_id, turn_index=inp.turn_index, policy_version=inp.policy_version, temperature=tokens.temperature,
+                        reward=rule.reward, loss_mask=rule.loss_mask, use_teacher=teacher is not None, reason=rule.reason, judge=inp.judge,
+                    ),
+                    prompt_ids=tokens.prompt_ids,
+                    response_ids=tokens.response_ids,
+                    rollout_logprobs=tokens.response_logprobs,
+                    advantages=adv.tolist(),
+                    teacher_logprobs=teacher,
+                )
             )
-            fields = encode_sample(sample)
             result = result.model_copy(
                 update=dict(
                     published=True, reward=rule.reward, loss_mask=rule.loss_mask,
                     advantage_mean=float(adv.mean()), advantage_min=float(adv.min()), advantage_max=float(adv.max()),
                 )
             )
-        record = {
-            "sample_id": inp.sample_id, "user_id": inp.user_id, "session_id": inp.session_id, "turn_id": inp.turn_id,
-            "turn_index": inp.turn_index, "policy_version": inp.policy_version, "method": inp.method.value,
-            "judge": inp.judge.model_dump(), "result": result.model_dump(),
-        }
+        record = JudgementRecord(
+            sample_id=inp.sample_id, user_id=inp.user_id, session_id=inp.session_id, turn_id=inp.turn_id, turn_index=inp.turn_index,
+            policy_version=inp.policy_version, method=inp.method, judge=inp.judge, result=result,
+        )
+        record_json = record.model_dump_json()
         version = inp.policy_version or "unknown"
+        effective_now = result.published and result.loss_mask == 1 and rule is not None and (rule.reward != 0 or rule.use_teacher)
         wrote = await self._publish(
             keys=[
                 redis_keys.sample_published(inp.sample_id), redis_keys.sample_stream(inp.source),
                 redis_keys.record_stream(inp.source, version), redis_keys.judgement(inp.turn_id), redis_keys.session_effective(inp.session_key),
             ],
             args=[
-                inp.sample_id, "1" if result.published else "0", json.dumps(record), fields["meta"], fields["prompt_ids"], fields["response_ids"],
-                fields["rollout_logprobs"], fields["advantages"], fields["teacher_logprobs"],
-                "1" if (result.published and result.loss_mask == 1 and rule is not None and (rule.reward != 0 or rule.use_teacher)) else "0",
+                inp.sample_id, "1" if result.published else "0", record_json, fields["meta"], fields["prompt_ids"], fields["response_ids"],
+                fields["rollout_logprobs"], fields["advantages"], fields["teacher_logprobs"], "1" if effective_now else "0",
             ],
         )
         if not wrote:
             return result.model_copy(update=dict(published=False, duplicate=True))
-        self._append_jsonl(inp.source, version, record)
+        self._append_jsonl(inp.source, version, record_json)
         return result
 
-    def _append_jsonl(self, source: str, version: str, record: dict) -> None:
+    def _append_jsonl(self, source: str, version: str, record_json: str) -> None:
         """Append the record to records/policy-<version>/<source>.jsonl (kept per version, never wiped).
 
         The Redis record stream is the complete copy (written atomically with the
@@ -240,26 +198,21 @@ class LearningActivities:
         folder = self.settings.records_dir / f"policy-{version}"
         folder.mkdir(parents=True, exist_ok=True)
         with open(folder / f"{source}.jsonl", "a", encoding="utf-8") as f:
-            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+            f.write(record_json + "\n")
             f.flush()
             os.fsync(f.fileno())
 
     # ---- policy pool --------------------------------------------------------
-    @activity.defn(name="teacher_logprobs")
+    @activity.defn(name=TEACHER_LOGPROBS.name)
     async def teacher_logprobs(self, inp: TeacherInput) -> TeacherResult:
-        from rlmath.signals import teacher_messages
-
-        tokens = await load_turn_tokens(self.redis, inp.turn_id)
-        if tokens is None:
-            raise ApplicationError(f"turn {inp.turn_id} has no token data", type="TurnDataMissing", non_retryable=True)
+        tokens = await self._tokens(inp.turn_id)
+        if not tokens.response_ids:
+            raise ApplicationError("the turn has no response tokens to score", type=ErrorType.TURN_DATA_MISSING, non_retryable=True)
         req = await self._request(redis_keys.chat_request(inp.turn_id))
         renderer = renderer_for(str(self.settings.tokenizer_path()))
         enhanced = renderer.render(teacher_messages(req.messages, inp.hint), req.tools)
-        if not tokens.response_ids:
-            raise ApplicationError("the turn has no response tokens to score", type="TurnDataMissing", non_retryable=True)
-        client = self._teacher_client()
         # Scored at the sampling temperature, so teacher and rollout log-probs compare like with like.
-        lps = await client.score(enhanced + tokens.response_ids, len(enhanced), temperature=tokens.temperature or 1.0)
+        lps = await self._teacher_client().score(enhanced + tokens.response_ids, len(enhanced), temperature=tokens.temperature or 1.0)
         key = redis_keys.teacher_logprobs(inp.turn_id)
         await save_floats(self.redis, key, lps)
         return TeacherResult(key=key, tokens=len(lps), mean_logprob=sum(lps) / len(lps))

@@ -9,7 +9,8 @@ from api.auth import Caller, authenticate
 from api.errors import ApiError
 from api.session_audit import SessionInfo, SessionNotFound, TurnLog, list_sessions, session_turns
 from api.session_gateway import session_workflow_id
-from workflows.session import EndSession, SessionWorkflow
+from contracts.session import EndSession
+from workflows.session import SessionWorkflow
 
 router = APIRouter()
 

@@ -20,7 +20,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import ValidationError
 
-from activities.generate import ChatSampling, StoredChatRequest
+from api import prefix_links
 from api.auth import Caller, authenticate
 from api.errors import ApiError, error_body
 from api.openai_schema import (
@@ -35,13 +35,15 @@ from api.openai_schema import (
     ModelList,
     Usage,
 )
-from api import prefix_links
-from api.session_identity import TurnType, resolve_identity, strip_routing_fields
+from api.session_identity import resolve_identity, strip_routing_fields
 from api.token_relay import relay_tokens
+from contracts.chat import ChatSampling, StoredChatRequest, TurnType
+from contracts.learning import NextState
+from contracts.session import TurnRequest, TurnResult
+from contracts.summary import clip
 from openclaw_rl import redis_keys
 from policy_client.chat import message_text
 from policy_client.chat_output import ParsedCompletion, StreamingSplitter
-from workflows.session import NextState, TurnRequest, TurnResult
 
 log = structlog.get_logger(__name__)
 
@@ -158,7 +160,7 @@ def _prompt_summary(messages: list[dict[str, Any]], marker: str) -> str:
     if not real:
         return ""
     _, last = real[-1]
-    return f"{last['role']}: {message_text(last.get('content'))[:400]}"
+    return clip(f"{last['role']}: {message_text(last.get('content'))}")
 
 
 def _next_state(messages: list[dict[str, Any]], marker: str, turn_id: str) -> NextState | None:
@@ -167,7 +169,7 @@ def _next_state(messages: list[dict[str, Any]], marker: str, turn_id: str) -> Ne
     if not real or real[-1][1]["role"] not in ("user", "tool"):
         return None
     index, msg = real[-1]
-    return NextState(role=msg["role"], summary=message_text(msg.get("content"))[:400], request_key=redis_keys.chat_request(turn_id), message_index=index)
+    return NextState(role=msg["role"], summary=clip(message_text(msg.get("content"))), request_key=redis_keys.chat_request(turn_id), message_index=index)
 
 
 def _assistant_message(result: TurnResult) -> AssistantMessage:

@@ -10,12 +10,12 @@ from pydantic import BaseModel
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.learning import PublishResult
 from api.session_gateway import session_workflow_id
+from contracts.learning import JudgementRecord
+from contracts.session import TurnRecord, TurnsPage, TurnsPageResult
 from openclaw_rl import redis_keys
-from openclaw_rl.samples import JudgeSummary
-from openclaw_rl.temporal_client import POLICY_VERSION, SESSION_ID, USER_ID
-from workflows.session import SessionWorkflow, TurnRecord, TurnsPage, TurnsPageResult
+from openclaw_rl.search_attributes import POLICY_VERSION, SESSION_ID, USER_ID
+from workflows.session import SessionWorkflow
 
 
 class SessionInfo(BaseModel):
@@ -29,15 +29,8 @@ class SessionInfo(BaseModel):
     policy_version: int | None
 
 
-class Judgement(BaseModel):
-    """How a judged turn turned out (written by publish_sample)."""
-
-    judge: JudgeSummary
-    result: PublishResult
-
-
 class AuditedTurn(TurnRecord):
-    judgement: Judgement | None = None
+    judgement: JudgementRecord | None = None
     """None until the turn is judged (after its next state arrives)."""
 
 
@@ -104,7 +97,7 @@ async def session_turns(client: Client, redis: aioredis.Redis, user_id: str, ses
             records += [TurnRecord.model_validate(r) for r in json.loads(raw)]
     records = sorted({r.index: r for r in records if offset <= r.index < offset + limit}.values(), key=lambda r: r.index)
     judged = await redis.mget([redis_keys.judgement(r.turn_id) for r in records]) if records else []
-    audited = [AuditedTurn(**r.model_dump(), judgement=Judgement.model_validate_json(j) if j else None) for r, j in zip(records, judged)]
+    audited = [AuditedTurn(**r.model_dump(), judgement=JudgementRecord.model_validate_json(j) if j else None) for r, j in zip(records, judged)]
     status = desc.status.name.lower() if desc.status else "unknown"
     if desc.status == WorkflowExecutionStatus.CONTINUED_AS_NEW:
         status = "running"

@@ -12,18 +12,24 @@ import re
 import time
 
 import structlog
-from temporalio.client import Client, WithStartWorkflowOperation, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError
+from temporalio.client import (
+    Client,
+    WithStartWorkflowOperation,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.generate import ErrorType
 from api.errors import ApiError
+from contracts.errors import ErrorType
+from contracts.learning import LearningPlan, Method
+from contracts.session import SessionConfig, SessionInput, TurnRequest, TurnResult
+from openclaw_rl.search_attributes import SESSION_ID, USER_ID
 from openclaw_rl.settings import Pool, Settings
-from openclaw_rl.temporal_client import SESSION_ID, USER_ID, connect
-from rlmath.signals import Method
-from workflows.judge_turn import LearningPlan
-from workflows.session import SessionConfig, SessionErrorType, SessionInput, SessionWorkflow, TurnRequest, TurnResult
+from openclaw_rl.temporal_client import connect
+from workflows.session import SessionWorkflow
 
 log = structlog.get_logger(__name__)
 
@@ -106,7 +112,7 @@ class SessionGateway:
             except WorkflowUpdateFailedError as exc:
                 cause = exc.cause
                 kind = cause.type if isinstance(cause, ApplicationError) else None
-                if kind in (SessionErrorType.CLOSED, SessionErrorType.ROLLING) and time.monotonic() - started < _ROLL_WAIT_S:
+                if kind in (ErrorType.SESSION_CLOSED, ErrorType.SESSION_ROLLING) and time.monotonic() - started < _ROLL_WAIT_S:
                     await asyncio.sleep(_RETRY_SLEEP_S)  # the old run is finishing; the next try reaches or starts the new one
                     continue
                 status, code = _ERROR_STATUS.get(kind or "", (500, "turn_failed"))

@@ -17,11 +17,11 @@ the markers in `session.side_call_markers`; an explicit `X-Turn-Type` /
 from __future__ import annotations
 
 import re
-from enum import Enum
 from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel
 
+from contracts.chat import TurnType
 from openclaw_rl.settings import SessionSettings
 from policy_client.chat import message_text
 
@@ -29,11 +29,6 @@ ROUTING_BODY_FIELDS = ("session_id", "turn_type", "session_done")
 _TRUTHY = {"1", "true", "yes", "on"}
 _RUNTIME_SESSION = re.compile(r"^Runtime:.*?\bsessionId=([^\s|]+)", re.MULTILINE)
 _COMPACTION_SUFFIX = re.compile(r":\d+$")
-
-
-class TurnType(str, Enum):
-    MAIN = "main"
-    SIDE = "side"
 
 
 class SessionIdentity(BaseModel):

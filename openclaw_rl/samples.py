@@ -8,22 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
+from contracts.learning import JudgeSummary
 from openclaw_rl.turn_data import pack_floats, pack_ints, unpack_floats, unpack_ints
-
-
-class JudgeSummary(BaseModel):
-    """How a turn was judged (kept in the sample, the record and the audit)."""
-
-    judge: str
-    prm_votes: list[int | None] = Field(default_factory=list)
-    eval_score: int | None = None
-    hint: str | None = None
-    hint_votes: int = 0
-    failed_votes: int = 0
-    representative: str | None = None
-    """The first raw PRM output agreeing with the majority (clipped)."""
 
 
 class SampleMeta(BaseModel):

@@ -2,23 +2,12 @@
 
 from __future__ import annotations
 
-from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
 from temporalio.client import Client
-from temporalio.common import SearchAttributeKey
 from temporalio.contrib.pydantic import pydantic_data_converter
 
+from openclaw_rl.search_attributes import SEARCH_ATTRIBUTES
 from openclaw_rl.settings import TemporalSettings
-
-# Custom search attributes, so the Web UI and CLI can filter by user, session and policy.
-USER_ID = SearchAttributeKey.for_keyword("OpenclawUser")
-SESSION_ID = SearchAttributeKey.for_keyword("OpenclawSession")
-POLICY_VERSION = SearchAttributeKey.for_int("OpenclawPolicyVersion")
-SEARCH_ATTRIBUTES = {
-    USER_ID.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
-    SESSION_ID.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
-    POLICY_VERSION.name: IndexedValueType.INDEXED_VALUE_TYPE_INT,
-}
 
 
 async def connect(temporal: TemporalSettings) -> Client:

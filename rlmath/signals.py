@@ -11,8 +11,9 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any, Sequence
+
+from contracts.learning import Method
 
 PRM_SCORES = frozenset({1, -1, 0})
 HINT_SCORES = frozenset({1, -1})
@@ -22,12 +23,6 @@ TEACHER_HINT_TEMPLATE = "\n\n[user's hint / instruction]\n{hint}"
 
 _BOXED = re.compile(r"\\boxed\{\s*([^{}]*?)\s*\}")
 _HINT = re.compile(r"\[HINT_START\](.*?)\[HINT_END\]", re.DOTALL)
-
-
-class Method(str, Enum):
-    BINARY = "binary"
-    OPD = "opd"
-    COMBINED = "combined"
 
 
 def parse_boxed(text: str, allowed: frozenset[int] = PRM_SCORES) -> int | None:

@@ -14,58 +14,30 @@ import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from pydantic import BaseModel
-
-    from activities.learning import NextStateRef, PublishInput, PublishResult, TeacherInput, TeacherResult, VoteInput, VoteResult
-    from openclaw_rl.samples import JudgeSummary
-    from rlmath.signals import HintVote, Method, majority_vote, representative, select_hint
-
-VOTE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10), maximum_attempts=3, non_retryable_error_types=["TurnDataMissing"])
-BOOKKEEPING_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=500), maximum_interval=timedelta(seconds=10), maximum_attempts=10, non_retryable_error_types=["TurnDataMissing"])
-
-
-class LearningPlan(BaseModel):
-    """Fixed when the session starts, like the rest of its config."""
-
-    method: Method
-    prm_votes: int
-    hint_votes: int
-    judge_name: str
-    w_binary: float
-    w_opd: float
-    source: str
-    judge_task_queue: str
-    policy_task_queue: str
-    vote_timeout_s: float
+    from contracts.learning import (
+        HINT_VOTE,
+        JUDGE_TURN_WORKFLOW,
+        PRM_VOTE,
+        PUBLISH_SAMPLE,
+        TEACHER_LOGPROBS,
+        JudgeOutcome,
+        JudgeSummary,
+        JudgeTurnInput,
+        Method,
+        PublishInput,
+        TeacherInput,
+        VoteInput,
+        VoteResult,
+        sample_id,
+    )
+    from rlmath.signals import HintVote, majority_vote, representative, select_hint
+    from workflows.activity_calls import execute
 
 
-class JudgeTurnInput(BaseModel):
-    plan: LearningPlan
-    session_key: str
-    user_id: str
-    session_id: str
-    turn_id: str
-    turn_index: int
-    policy_version: str | None
-    next_state: NextStateRef | None
-    """None: the session ended before this turn got a next state."""
-
-
-class JudgeOutcome(BaseModel):
-    judge: JudgeSummary
-    teacher: TeacherResult | None = None
-    result: PublishResult
-
-
-def judge_workflow_id(session_key: str, turn_index: int) -> str:
-    return f"judge/{session_key}/{turn_index}"
-
-
-@workflow.defn(name="JudgeTurnWorkflow")
+@workflow.defn(name=JUDGE_TURN_WORKFLOW)
 class JudgeTurnWorkflow:
     @workflow.run
     async def run(self, inp: JudgeTurnInput) -> JudgeOutcome:
@@ -95,20 +67,18 @@ class JudgeTurnWorkflow:
         teacher = None
         if hint is not None:
             try:
-                teacher = await workflow.execute_activity(
-                    "teacher_logprobs",
+                teacher = await execute(
+                    TEACHER_LOGPROBS,
                     TeacherInput(turn_id=inp.turn_id, hint=hint),
-                    result_type=TeacherResult,
                     task_queue=plan.policy_task_queue,
-                    start_to_close_timeout=timedelta(seconds=plan.vote_timeout_s),
-                    retry_policy=VOTE_RETRY,
+                    start_to_close=timedelta(seconds=plan.vote_timeout_s),
                 )
             except ActivityError:
                 workflow.logger.warning("teacher log-probs failed; the hint is dropped", extra={"turn_id": inp.turn_id})
-        result = await workflow.execute_activity(
-            "publish_sample",
+        result = await execute(
+            PUBLISH_SAMPLE,
             PublishInput(
-                sample_id=f"{inp.session_key}#{inp.turn_index}",
+                sample_id=sample_id(inp.session_key, inp.turn_index),
                 session_key=inp.session_key,
                 source=plan.source,
                 method=plan.method,
@@ -123,22 +93,17 @@ class JudgeTurnWorkflow:
                 w_binary=plan.w_binary,
                 w_opd=plan.w_opd,
             ),
-            result_type=PublishResult,
             task_queue=plan.judge_task_queue,
-            start_to_close_timeout=timedelta(seconds=60),
-            retry_policy=BOOKKEEPING_RETRY,
         )
         return JudgeOutcome(judge=summary, teacher=teacher, result=result)
 
     async def _vote(self, inp: JudgeTurnInput, kind: str, index: int) -> VoteResult | None:
         try:
-            return await workflow.execute_activity(
-                "prm_vote" if kind == "prm" else "hint",
+            return await execute(
+                PRM_VOTE if kind == "prm" else HINT_VOTE,
                 VoteInput(turn_id=inp.turn_id, kind=kind, vote=index, next_state=inp.next_state),
-                result_type=VoteResult,
                 task_queue=inp.plan.judge_task_queue,
-                start_to_close_timeout=timedelta(seconds=inp.plan.vote_timeout_s),
-                retry_policy=VOTE_RETRY,
+                start_to_close=timedelta(seconds=inp.plan.vote_timeout_s),
             )
         except ActivityError:
             return None  # a failed vote is ignored, never fatal

@@ -17,172 +17,41 @@ archived to Redis and the state carries on.
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timedelta
-from typing import Literal
+from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import WorkflowAlreadyStartedError
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, WorkflowAlreadyStartedError
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
-    from pydantic import BaseModel, Field
-
-    from activities.generate import ChatSampling, ErrorType, GenerateInput, GenerateOutput
-    from activities.learning import NextStateRef
-    from activities.turn_log import ArchiveTurnsInput
-    from api.session_identity import TurnType
+    from contracts.chat import GENERATE, GenerateInput, GenerateOutput, ToolCall, TurnType
+    from contracts.errors import ErrorType
+    from contracts.learning import JudgeTurnInput, Method, NextState, judge_workflow_id
+    from contracts.session import (
+        ARCHIVE_TURNS,
+        SESSION_WORKFLOW,
+        ArchivedSegment,
+        ArchiveTurnsInput,
+        EndSession,
+        SessionInput,
+        SessionState,
+        SessionSummary,
+        TurnRecord,
+        TurnRequest,
+        TurnResult,
+        TurnsPage,
+        TurnsPageResult,
+    )
+    from contracts.summary import clip
     from openclaw_rl import redis_keys
-    from openclaw_rl.temporal_client import POLICY_VERSION
-    from policy_client.chat_output import ToolCall
-    from rlmath.signals import Method
-    from workflows.judge_turn import JudgeTurnInput, JudgeTurnWorkflow, LearningPlan, judge_workflow_id
-
-SUMMARY_CHARS = 300
-"""Turn records hold summaries, not messages: full data stays in Redis under the record's keys."""
-
-
-class SessionErrorType:
-    CLOSED = "SessionClosed"
-    """The session has ended; the caller starts a new run."""
-    ROLLING = "SessionRolling"
-    """The workflow is continuing as new; the caller retries and reaches the new run."""
-
-
-class SessionConfig(BaseModel):
-    """Fixed when the session starts (workflow code cannot read settings itself)."""
-
-    policy_task_queue: str
-    workflow_task_queue: str
-    idle_timeout_s: float
-    turns_per_run: int
-    generate_heartbeat_s: float
-    generate_timeout_s: float
-    learning: LearningPlan | None = None
-    """None: turns are recorded but not judged."""
-
-
-class NextState(BaseModel):
-    role: str
-    """`user` (a reply) or `tool` (a tool result); the judge is told which."""
-    summary: str
-    request_key: str
-    """Redis key of the request that carried it; the full message is at `message_index`."""
-    message_index: int
-
-
-class TurnRequest(BaseModel):
-    turn_id: str
-    turn_type: TurnType
-    side_kind: str | None = None
-    sampling: ChatSampling
-    stream: bool = True
-    prompt_summary: str
-    message_count: int
-    next_state: NextState | None = None
-    """For a main-line request: its last real message, the next state of the pending turn."""
-    session_done: bool = False
-    received_at: datetime
-
-
-class TurnRecord(BaseModel):
-    index: int
-    turn_id: str
-    turn_type: TurnType
-    side_kind: str | None = None
-    status: Literal["generating", "done", "failed"] = "generating"
-    error: str | None = None
-    received_at: datetime
-    started_at: datetime
-    finished_at: datetime | None = None
-    message_count: int
-    prompt_summary: str
-    response_summary: str = ""
-    reasoning_summary: str | None = None
-    tool_calls: list[ToolCall] = Field(default_factory=list)
-    finish_reason: str | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    weight_version: str | None = None
-    attempts: int = 0
-    request_key: str
-    data_key: str
-    """Redis hash with prompt ids, response ids and rollout log-probs."""
-    next_state: NextState | None = None
-    next_state_status: Literal["pending", "paired", "none", "n/a"] = "n/a"
-    """Main-line turns: pending until the next main-line request pairs them; `none` if the session ended first."""
-
-
-class ArchivedSegment(BaseModel):
-    key: str
-    first_index: int
-    count: int
-
-
-class SessionState(BaseModel):
-    user_id: str
-    session_id: str
-    next_index: int = 0
-    turns: list[TurnRecord] = Field(default_factory=list)
-    """Records of this run (plus any carried over); earlier ones are in `archived`."""
-    archived: list[ArchivedSegment] = Field(default_factory=list)
-    runs: int = 1
-    main_turns: int = 0
-    paired: int = 0
-    policy_version: int | None = None
-
-
-class SessionInput(BaseModel):
-    user_id: str
-    session_id: str
-    config: SessionConfig
-    state: SessionState | None = None
-
-
-class TurnResult(BaseModel):
-    turn_index: int
-    turn_id: str
-    output: GenerateOutput
-
-
-class EndSession(BaseModel):
-    reason: str = "requested"
-
-
-class SessionSummary(BaseModel):
-    user_id: str
-    session_id: str
-    turns: int
-    main_turns: int
-    paired: int
-    closed_reason: str | None
-    runs: int
-
-
-class TurnsPage(BaseModel):
-    offset: int = Field(0, ge=0)
-    limit: int = Field(50, ge=1, le=500)
-
-
-class TurnsPageResult(BaseModel):
-    total: int
-    archived: list[ArchivedSegment]
-    """Segments overlapping the page that live in Redis (the caller reads them)."""
-    turns: list[TurnRecord]
-    closed_reason: str | None
-    runs: int = 1
-    """Workflow runs so far (continue-as-new starts a new one)."""
-
-
-def _clip(text: str | None, n: int = SUMMARY_CHARS) -> str:
-    text = text or ""
-    return text if len(text) <= n else text[: n - 1] + "…"
+    from openclaw_rl.search_attributes import POLICY_VERSION
+    from workflows.activity_calls import execute
+    from workflows.judge_turn import JudgeTurnWorkflow
 
 
 # Unsandboxed: the sandbox's per-task cost showed up in chat latency under load;
 # this code is deterministic by construction (no I/O, time or randomness but workflow.*).
-@workflow.defn(name="SessionWorkflow", sandboxed=False)
+@workflow.defn(name=SESSION_WORKFLOW, sandboxed=False)
 class SessionWorkflow:
     @workflow.init
     def __init__(self, inp: SessionInput) -> None:
@@ -236,9 +105,9 @@ class SessionWorkflow:
     @turn.validator
     def _accept_turn(self, req: TurnRequest) -> None:
         if self.closed_reason is not None:
-            raise ApplicationError(f"session ended ({self.closed_reason})", type=SessionErrorType.CLOSED, non_retryable=True)
+            raise ApplicationError(f"session ended ({self.closed_reason})", type=ErrorType.SESSION_CLOSED, non_retryable=True)
         if self.rolling:
-            raise ApplicationError("session is continuing as new", type=SessionErrorType.ROLLING, non_retryable=True)
+            raise ApplicationError("session is continuing as new", type=ErrorType.SESSION_ROLLING, non_retryable=True)
 
     async def _run_turn(self, req: TurnRequest) -> TurnResult:
         main = req.turn_type is TurnType.MAIN
@@ -252,7 +121,7 @@ class SessionWorkflow:
             received_at=req.received_at,
             started_at=workflow.now(),
             message_count=req.message_count,
-            prompt_summary=_clip(req.prompt_summary),
+            prompt_summary=clip(req.prompt_summary),
             request_key=redis_keys.chat_request(req.turn_id),
             data_key=redis_keys.turn_data(req.turn_id),
         )
@@ -261,29 +130,22 @@ class SessionWorkflow:
         if req.session_done:
             self.closed_reason = "client"
         try:
-            out: GenerateOutput = await workflow.execute_activity(
-                "generate",
+            out: GenerateOutput = await execute(
+                GENERATE,
                 GenerateInput(turn_id=req.turn_id, sampling=req.sampling, stream=req.stream),
-                result_type=GenerateOutput,
                 task_queue=self.config.policy_task_queue,
-                start_to_close_timeout=timedelta(seconds=self.config.generate_timeout_s),
-                heartbeat_timeout=timedelta(seconds=self.config.generate_heartbeat_s),
-                retry_policy=RetryPolicy(
-                    initial_interval=timedelta(milliseconds=200),
-                    maximum_interval=timedelta(seconds=5),
-                    maximum_attempts=5,
-                    non_retryable_error_types=[ErrorType.PROMPT_TOO_LONG, ErrorType.INVALID_REQUEST, ErrorType.REQUEST_MISSING],
-                ),
+                start_to_close=timedelta(seconds=self.config.generate_timeout_s),
+                heartbeat=timedelta(seconds=self.config.generate_heartbeat_s),
             )
         except ActivityError as exc:
             rec.status, rec.finished_at = "failed", workflow.now()
             cause = exc.cause if isinstance(exc.cause, ApplicationError) else None
-            rec.error = _clip(cause.message if cause else str(exc))
+            rec.error = clip(cause.message if cause else str(exc))
             raise ApplicationError(rec.error, type=cause.type if cause else ErrorType.POLICY_UNAVAILABLE, non_retryable=True) from exc
         rec.status, rec.finished_at = "done", workflow.now()
-        rec.response_summary = _clip(out.content)
-        rec.reasoning_summary = _clip(out.reasoning) if out.reasoning else None
-        rec.tool_calls = [ToolCall(id=c.id, name=c.name, arguments=_clip(c.arguments)) for c in out.tool_calls]
+        rec.response_summary = clip(out.content)
+        rec.reasoning_summary = clip(out.reasoning) if out.reasoning else None
+        rec.tool_calls = [ToolCall(id=c.id, name=c.name, arguments=clip(c.arguments)) for c in out.tool_calls]
         rec.finish_reason, rec.prompt_tokens, rec.completion_tokens = out.finish_reason, out.prompt_tokens, out.completion_tokens
         rec.weight_version, rec.attempts = out.weight_version, out.attempt
         if main:
@@ -306,7 +168,6 @@ class SessionWorkflow:
         plan = self.config.learning
         if plan is None:
             return
-        ns = rec.next_state
         inp = JudgeTurnInput(
             plan=plan,
             session_key=workflow.info().workflow_id,
@@ -315,7 +176,7 @@ class SessionWorkflow:
             turn_id=rec.turn_id,
             turn_index=rec.index,
             policy_version=rec.weight_version,
-            next_state=NextStateRef(role=ns.role, request_key=ns.request_key, message_index=ns.message_index) if ns else None,
+            next_state=rec.next_state,
         )
         self.judge_starts += 1
 
@@ -364,12 +225,10 @@ class SessionWorkflow:
         done, kept = self.state.turns[:keep_from], self.state.turns[keep_from:]
         if done:
             seg = ArchivedSegment(key=redis_keys.turn_log_segment(workflow.info().workflow_id, done[0].index), first_index=done[0].index, count=len(done))
-            await workflow.execute_activity(
-                "archive_turns",
+            await execute(
+                ARCHIVE_TURNS,
                 ArchiveTurnsInput(key=seg.key, records=[r.model_dump(mode="json") for r in done]),
                 task_queue=self.config.workflow_task_queue,
-                start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10)),
             )
             self.state.archived.append(seg)
         self.state.turns = kept

@@ -8,26 +8,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from pydantic import BaseModel, Field
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from activities.health import PingInput, PoolPong
-
-PING_TIMEOUT = timedelta(seconds=30)
-PING_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=2), maximum_attempts=20)
-
-
-class ProbeInput(BaseModel):
-    task_queues: dict[str, str]
-    """Pool name -> its task queue."""
-    delay_s: float = Field(0.0, ge=0)
-    """Durable timer before pinging (exercises persistence across server restarts)."""
-
-
-class ProbeResult(BaseModel):
-    pongs: list[PoolPong]
+    from contracts.health import PING, PingInput, ProbeInput, ProbeResult
+    from workflows.activity_calls import execute
 
 
 @workflow.defn
@@ -38,13 +23,6 @@ class StackProbeWorkflow:
             await workflow.sleep(timedelta(seconds=inp.delay_s))
         pongs = []
         for pool, queue in sorted(inp.task_queues.items()):
-            pong = await workflow.execute_activity(
-                "ping",
-                PingInput(pool=pool),
-                task_queue=queue,
-                schedule_to_close_timeout=PING_TIMEOUT,
-                retry_policy=PING_RETRY,
-                result_type=PoolPong,
-            )
+            pong = await execute(PING, PingInput(pool=pool), task_queue=queue)
             pongs.append(pong)
         return ProbeResult(pongs=pongs)

@@ -12,87 +12,44 @@ status; an update saves a labelled checkpoint; it continues as new every
 from __future__ import annotations
 
 import asyncio
-import re
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from pydantic import BaseModel, Field
-
-    from activities.training import AckInput, ClaimInput, ClaimResult, ExportInput, PublishWeightsInput, SavedCheckpoint, StepSummary, TrainInput
-    from openclaw_rl.temporal_client import POLICY_VERSION
+    from contracts.training import (
+        ACK_BATCH,
+        CHECKPOINT_LABEL,
+        CLAIM_BATCH,
+        CLAIM_SLACK,
+        EXPORT_CHECKPOINT,
+        PUBLISH_WEIGHTS,
+        TRAIN_STEP,
+        TRAINING_WORKFLOW,
+        AckInput,
+        BatchSize,
+        CheckpointRequest,
+        ClaimInput,
+        ClaimResult,
+        ExportInput,
+        PublishWeightsInput,
+        SavedCheckpoint,
+        StepSummary,
+        TrainingInput,
+        TrainingState,
+        TrainingStatus,
+        TrainInput,
+    )
+    from openclaw_rl.search_attributes import POLICY_VERSION
+    from workflows.activity_calls import execute
 
 CLAIMS_PER_RUN = 500
 """Idle claims also add history; continue as new after this many."""
-LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 KEEP_SAVED_IN_STATUS = 20
 KEEP_LOSSES = 20
 
 
-class TrainingConfig(BaseModel):
-    trainer_task_queue: str
-    batch_size: int
-    source_weights: dict[str, float]
-    max_staleness: int
-    steps_per_run: int
-    wait_s: float
-    step_timeout_s: float = 3600.0
-    heartbeat_timeout_s: float = 30.0
-
-
-class TrainingState(BaseModel):
-    version: int = 0
-    steps: int = 0
-    samples_trained: int = 0
-    samples_dropped_stale: int = 0
-    paused: bool = False
-    last: StepSummary | None = None
-    saved: list[SavedCheckpoint] = Field(default_factory=list)
-    """The latest checkpoints saved on request (newest last)."""
-    recent_losses: list[float] = Field(default_factory=list)
-    """The last steps' losses, oldest first."""
-    backlog: int = 0
-
-
-class TrainingInput(BaseModel):
-    policy: str
-    config: TrainingConfig
-    state: TrainingState = Field(default_factory=TrainingState)
-
-
-class TrainingStatus(BaseModel):
-    policy: str
-    version: int
-    steps: int
-    samples_trained: int
-    samples_dropped_stale: int
-    paused: bool
-    batch_size: int
-    waiting_samples: int
-    """Claimed but not yet a full batch."""
-    backlog: int
-    """Samples in the streams not yet claimed, as of the last claim: how far training lags behind judging."""
-    recent_losses: list[float]
-    last_metrics: dict
-    saved_checkpoints: list[SavedCheckpoint] = Field(default_factory=list)
-
-
-class BatchSize(BaseModel):
-    batch_size: int = Field(ge=1, le=4096)
-
-
-class CheckpointRequest(BaseModel):
-    label: str | None = None
-    """Name under checkpoints/saved/; default `policy-<version>`."""
-
-
-def training_workflow_id(policy: str) -> str:
-    return f"training/{policy}"
-
-
-@workflow.defn(name="TrainingWorkflow")
+@workflow.defn(name=TRAINING_WORKFLOW)
 class TrainingWorkflow:
     @workflow.init
     def __init__(self, inp: TrainingInput) -> None:
@@ -110,13 +67,11 @@ class TrainingWorkflow:
         while True:
             await workflow.wait_condition(lambda: not self.state.paused)
             consumer = f"trainer-{self.policy}"
-            claim: ClaimResult = await workflow.execute_activity(
-                "claim_batch",
+            claim: ClaimResult = await execute(
+                CLAIM_BATCH,
                 ClaimInput(consumer=consumer, batch_size=self.config.batch_size, source_weights=self.config.source_weights, wait_s=self.config.wait_s),
-                result_type=ClaimResult,
                 task_queue=q,
-                start_to_close_timeout=timedelta(seconds=self.config.wait_s + 60),
-                heartbeat_timeout=timedelta(seconds=20),
+                start_to_close=timedelta(seconds=self.config.wait_s) + CLAIM_SLACK,
             )
             claims += 1
             self.waiting = claim.count
@@ -132,26 +87,18 @@ class TrainingWorkflow:
 
     async def _step(self, claim: ClaimResult) -> None:
         q = self.config.trainer_task_queue
-        summary: StepSummary = await workflow.execute_activity(
-            "train_step",
+        beat = timedelta(seconds=self.config.heartbeat_timeout_s)
+        summary: StepSummary = await execute(
+            TRAIN_STEP,
             TrainInput(ids=claim.ids, version=self.state.version, max_staleness=self.config.max_staleness),
-            result_type=StepSummary,
             task_queue=q,
-            start_to_close_timeout=timedelta(seconds=self.config.step_timeout_s),
-            heartbeat_timeout=timedelta(seconds=self.config.heartbeat_timeout_s),
-            retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30), non_retryable_error_types=["SampleMissing"]),
+            start_to_close=timedelta(seconds=self.config.step_timeout_s),
+            heartbeat=beat,
         )
         # Runs started before all-stale batches were skipped published them; replaying those must still do so.
         if summary.trained or not workflow.patched("skip-publish-of-all-stale-batch"):
-            await workflow.execute_activity(
-                "publish_weights",
-                PublishWeightsInput(checkpoint=summary.checkpoint, version=summary.version),
-                task_queue=q,
-                start_to_close_timeout=timedelta(minutes=10),
-                heartbeat_timeout=timedelta(seconds=self.config.heartbeat_timeout_s),
-                retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30)),
-            )
-        await workflow.execute_activity("ack_batch", AckInput(ids=claim.ids), task_queue=q, start_to_close_timeout=timedelta(seconds=60))
+            await execute(PUBLISH_WEIGHTS, PublishWeightsInput(checkpoint=summary.checkpoint, version=summary.version), task_queue=q, heartbeat=beat)
+        await execute(ACK_BATCH, AckInput(ids=claim.ids), task_queue=q)
         self.waiting = 0
         self.state.samples_dropped_stale += summary.dropped_stale
         if not summary.trained:  # the whole batch was stale: acknowledged and counted, no new version
@@ -160,7 +107,7 @@ class TrainingWorkflow:
         self.state.steps += 1
         self.state.samples_trained += summary.trained
         self.state.last = summary
-        self.state.recent_losses = (self.state.recent_losses + [summary.metrics.get("loss", 0.0)])[-KEEP_LOSSES:]
+        self.state.recent_losses = (self.state.recent_losses + [summary.metrics.loss if summary.metrics else 0.0])[-KEEP_LOSSES:]
         workflow.upsert_search_attributes([POLICY_VERSION.value_set(summary.version)])
         self._show_progress()
 
@@ -190,21 +137,18 @@ class TrainingWorkflow:
         """Save the current version under a label, kept whatever `keep_versions` prunes."""
         async with self._busy:
             label = req.label or f"policy-{self.state.version}"
-            saved: SavedCheckpoint = await workflow.execute_activity(
-                "export_checkpoint",
+            saved: SavedCheckpoint = await execute(
+                EXPORT_CHECKPOINT,
                 ExportInput(version=self.state.version, label=label),
-                result_type=SavedCheckpoint,
                 task_queue=self.config.trainer_task_queue,
-                start_to_close_timeout=timedelta(minutes=30),
-                heartbeat_timeout=timedelta(seconds=self.config.heartbeat_timeout_s),
-                retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30), non_retryable_error_types=["LabelTaken", "CheckpointMissing"]),
+                heartbeat=timedelta(seconds=self.config.heartbeat_timeout_s),
             )
         self.state.saved = (self.state.saved + [saved])[-KEEP_SAVED_IN_STATUS:]
         return saved
 
     @checkpoint.validator
     def _check_label(self, req: CheckpointRequest) -> None:
-        if req.label is not None and not LABEL.match(req.label):
+        if req.label is not None and not CHECKPOINT_LABEL.match(req.label):
             raise ValueError(f"checkpoint label {req.label!r}: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
 
     @workflow.query
@@ -220,6 +164,6 @@ class TrainingWorkflow:
             waiting_samples=self.waiting,
             backlog=self.state.backlog,
             recent_losses=self.state.recent_losses,
-            last_metrics=self.state.last.metrics if self.state.last else {},
+            last_metrics=self.state.last.metrics if self.state.last else None,
             saved_checkpoints=self.state.saved,
         )

@@ -66,8 +66,8 @@ def test_corrections_and_thanks_become_the_expected_samples(heuristic_stack, tin
     # Teacher log-probs from the real engine equal a direct forward pass of the enhanced prompt.
     from transformers import AutoModelForCausalLM
 
+    from contracts.chat import StoredChatRequest
     from policy_client.chat import renderer_for
-    from activities.generate import StoredChatRequest
 
     first = samples[0]
     req = StoredChatRequest.model_validate_json(r.get(f"oc:request:{first.meta.turn_id}"))

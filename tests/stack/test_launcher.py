@@ -14,10 +14,11 @@ import httpx
 import pytest
 import redis
 
+from contracts.health import ProbeInput, ProbeResult
 from openclaw_rl.settings import Pool, TemporalSettings
 from openclaw_rl.temporal_client import connect
 from tests.helpers import CLI, REPO, RunningStack, pid_alive, stack_env
-from workflows.stack_probe import ProbeInput, ProbeResult, StackProbeWorkflow
+from workflows.stack_probe import StackProbeWorkflow
 
 
 def _queues(prefix: str = "openclaw-rl") -> dict[str, str]:

@@ -9,9 +9,11 @@ import pytest
 import redis
 from temporalio.testing import ActivityEnvironment
 
-from activities.training import ClaimInput, TrainInput, TrainingActivities
+from activities.training import TrainingActivities
+from contracts.learning import JudgeSummary
+from contracts.training import ClaimInput, ExportInput, TrainInput
 from openclaw_rl import redis_keys
-from openclaw_rl.samples import JudgeSummary, SampleMeta, TrainingSample, encode_sample
+from openclaw_rl.samples import SampleMeta, TrainingSample, encode_sample
 from openclaw_rl.settings import Settings
 from stack.preflight import find_valkey_binary
 from tests.helpers import free_port
@@ -85,10 +87,10 @@ async def test_truncated_importance_sampling_weighs_tokens_by_trainer_over_rollo
     acts = TrainingActivities(settings_for(tmp_path, valkey, tiny_model, tis_cap=tis_cap))
     m = (await claim_and_train(acts, batch=4, version=0, max_staleness=4)).metrics
     if expect == 1.0:
-        assert m["tis_weight"] == 1.0 and m["tis_truncated"] == 0.0
+        assert m.tis_weight == 1.0 and m.tis_truncated == 0.0
     else:
-        assert 0.2 < m["tis_weight"] < 0.7 and m["tis_truncated"] == 0.0  # about e^-0.9
-        assert m["clip_fraction"] == 0.0  # the ratio is against the trainer's own log-probs
+        assert 0.2 < m.tis_weight < 0.7 and m.tis_truncated == 0.0  # about e^-0.9
+        assert m.clip_fraction == 0.0  # the ratio is against the trainer's own log-probs
 
 
 async def test_the_megatron_backend_trains_from_the_stream_and_writes_a_servable_checkpoint(tmp_path, valkey, tiny_model):
@@ -114,7 +116,6 @@ async def test_a_claim_reports_the_backlog_left_in_the_streams(tmp_path, valkey,
 async def test_export_is_idempotent_and_refuses_a_taken_label_or_a_missing_version(tmp_path, valkey, tiny_model):
     from temporalio.exceptions import ApplicationError
 
-    from activities.training import ExportInput
 
     acts = TrainingActivities(settings_for(tmp_path, valkey, tiny_model))
     env = ActivityEnvironment()

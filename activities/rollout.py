@@ -1,0 +1,118 @@
+"""The rollout core: render a conversation, generate from the policy token-in/token-out, keep the tokens.
+
+Chat turns use it through `generate`; agent episodes will use the same core, so
+every sample's prompt ids, response ids and rollout log-probs are exactly what
+the policy server produced, rendered once on our side.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import redis.asyncio as aioredis
+from pydantic import BaseModel, Field
+from temporalio.exceptions import ApplicationError
+
+from contracts.chat import ChatSampling
+from contracts.errors import ErrorType
+from openclaw_rl.settings import Settings
+from openclaw_rl.turn_data import TurnTokens, save_turn_tokens
+from policy_client import PolicyClient
+from policy_client.chat import ChatRenderer, renderer_for
+from policy_client.client import PolicyRequestError, PolicyUnavailableError
+from policy_client.wire import SamplingParams
+
+OnTokens = Callable[[list[int], list[float]], Awaitable[None]]
+"""Called with all tokens generated so far (ids, log-probs) each time the server streams more."""
+
+
+class RolloutResult(BaseModel):
+    ids: list[int] = Field(default_factory=list)
+    logprobs: list[float] = Field(default_factory=list)
+    finish: str = "length"
+    """`stop` or `length`."""
+    weight_version: str | None = None
+
+
+class Rollout:
+    def __init__(self, settings: Settings, redis: aioredis.Redis, policy: PolicyClient):
+        self.settings = settings
+        self.redis = redis
+        self.policy = policy
+        self.renderer: ChatRenderer = renderer_for(str(settings.tokenizer_path()))  # loaded now, not on the first turn
+        self._context_limit: int | None = None
+
+    async def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[int]:
+        try:
+            return await asyncio.to_thread(self.renderer.render, messages, tools)
+        except Exception as exc:  # a template error is the request's fault: retrying cannot help
+            raise ApplicationError(
+                f"the messages cannot be rendered with the model's chat template: {exc}", type=ErrorType.INVALID_REQUEST, non_retryable=True
+            ) from exc
+
+    async def params(self, sampling: ChatSampling, used: int) -> SamplingParams:
+        """Sampling parameters with the token budget the context leaves after `used` tokens."""
+        return SamplingParams(
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            max_new_tokens=await self._budget(sampling.max_tokens, used),
+            stop=sampling.stop or None,
+            stop_token_ids=_stop_ids(self.renderer.tokenizer),
+        )
+
+    async def generate(self, input_ids: list[int], params: SamplingParams, on_tokens: OnTokens | None = None) -> RolloutResult:
+        """One generation; streamed from the server when `on_tokens` wants tokens as they come."""
+        if params.max_new_tokens <= 0:
+            return RolloutResult()
+        try:
+            if on_tokens is None:
+                gen = await self.policy.generate(input_ids, params)
+                return RolloutResult(ids=gen.output_ids, logprobs=gen.output_logprobs, finish=_finish(gen.finish_reason), weight_version=gen.weight_version)
+            out = RolloutResult()
+            async for snap in self.policy.generate_stream(input_ids, params):
+                out.ids, out.logprobs = snap.output_ids, snap.output_logprobs
+                out.weight_version = snap.weight_version or out.weight_version
+                if snap.finish_reason is not None:
+                    out.finish = _finish(snap.finish_reason)
+                await on_tokens(out.ids, out.logprobs)
+            return out
+        except PolicyRequestError as exc:
+            raise ApplicationError(f"the policy server refused the request: {exc.reason}", type=ErrorType.INVALID_REQUEST, non_retryable=True) from exc
+        except PolicyUnavailableError as exc:
+            raise ApplicationError(str(exc), type=ErrorType.POLICY_UNAVAILABLE) from exc
+
+    def decode(self, ids: list[int]) -> str:
+        return self.renderer.decode(ids, skip_special_tokens=True)
+
+    async def store(self, tokens: TurnTokens) -> None:
+        """Keep the token-level data under the turn's key: the judges, the teacher and the sample read it there."""
+        await save_turn_tokens(self.redis, tokens)
+
+    async def _budget(self, max_tokens: int | None, used: int) -> int:
+        if self._context_limit is None:
+            self._context_limit = self.settings.context_length()
+        limit = self._context_limit
+        if used >= limit:
+            raise ApplicationError(
+                f"the prompt is {used} tokens; the model's context is {limit} tokens. Shorten the history or start a new session.",
+                type=ErrorType.PROMPT_TOO_LONG,
+                non_retryable=True,
+            )
+        wanted = max_tokens or self.settings.session.default_max_tokens
+        return max(0, min(wanted, limit - used))
+
+
+def _finish(reason: Any) -> str:
+    return "length" if reason is None or reason.type == "length" else "stop"
+
+
+def _stop_ids(tokenizer: Any) -> list[int]:
+    """End-of-turn tokens of the chat template, whatever the server's generation config says."""
+    ids = []
+    for tok in ("<|im_end|>", "<|endoftext|>"):
+        tid = tokenizer.convert_tokens_to_ids(tok)
+        if isinstance(tid, int) and tid != tokenizer.unk_token_id:
+            ids.append(tid)
+    return ids

@@ -1,0 +1,178 @@
+"""Judging a turn: the JudgeTurnWorkflow, its votes, the teacher pass and the published sample."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from contracts.activity import ActivityDef, Retry
+from contracts.errors import ErrorType
+
+JUDGE_TURN_WORKFLOW = "JudgeTurnWorkflow"
+
+
+class Method(StrEnum):
+    BINARY = "binary"
+    OPD = "opd"
+    COMBINED = "combined"
+
+
+class NextState(BaseModel):
+    """s_{t+1} of a turn: where its message is in Redis, and a summary for the turn log."""
+
+    role: str
+    """`user` (a reply) or `tool` (a tool result); the judge is told which."""
+    request_key: str
+    """Redis key of the request that carried it; the full message is at `message_index`."""
+    message_index: int
+    summary: str = ""
+
+
+class LearningPlan(BaseModel):
+    """Fixed when the session starts, like the rest of its config."""
+
+    method: Method
+    prm_votes: int
+    hint_votes: int
+    judge_name: str
+    w_binary: float
+    w_opd: float
+    source: str
+    judge_task_queue: str
+    policy_task_queue: str
+    vote_timeout_s: float
+
+
+class JudgeSummary(BaseModel):
+    """How a turn was judged (kept in the sample, the record and the audit)."""
+
+    judge: str
+    prm_votes: list[int | None] = Field(default_factory=list)
+    eval_score: int | None = None
+    hint: str | None = None
+    hint_votes: int = 0
+    failed_votes: int = 0
+    representative: str | None = None
+    """The first raw PRM output agreeing with the majority (clipped)."""
+
+
+class JudgeTurnInput(BaseModel):
+    plan: LearningPlan
+    session_key: str
+    user_id: str
+    session_id: str
+    turn_id: str
+    turn_index: int
+    policy_version: str | None
+    next_state: NextState | None
+    """None: the session ended before this turn got a next state."""
+
+
+class VoteInput(BaseModel):
+    turn_id: str
+    kind: Literal["prm", "hint"]
+    vote: int
+    next_state: NextState
+
+
+class VoteResult(BaseModel):
+    kind: Literal["prm", "hint"]
+    vote: int
+    score: int | None
+    hint: str | None = None
+    raw: str
+
+
+class TeacherInput(BaseModel):
+    turn_id: str
+    hint: str
+
+
+class TeacherResult(BaseModel):
+    key: str
+    tokens: int
+    mean_logprob: float
+
+
+class PublishInput(BaseModel):
+    sample_id: str
+    session_key: str
+    """Session workflow id (the at-least-one rule is per session)."""
+    source: str
+    method: Method
+    user_id: str
+    session_id: str
+    turn_id: str
+    turn_index: int
+    policy_version: str | None
+    has_next_state: bool
+    judge: JudgeSummary
+    teacher_key: str | None = None
+    w_binary: float = 1.0
+    w_opd: float = 1.0
+
+
+class PublishResult(BaseModel):
+    published: bool
+    """A sample entered the stream (False: dropped by the rules, or already published)."""
+    duplicate: bool = False
+    reward: float | None = None
+    loss_mask: int | None = None
+    reason: str
+    advantage_mean: float | None = None
+    advantage_min: float | None = None
+    advantage_max: float | None = None
+    tokens: int = 0
+
+
+class JudgementRecord(BaseModel):
+    """What `publish_sample` writes for a judged turn (record stream, the audit key, the JSONL mirror)."""
+
+    sample_id: str
+    user_id: str
+    session_id: str
+    turn_id: str
+    turn_index: int
+    policy_version: str | None
+    method: Method
+    judge: JudgeSummary
+    result: PublishResult
+
+
+class JudgeOutcome(BaseModel):
+    judge: JudgeSummary
+    teacher: TeacherResult | None = None
+    result: PublishResult
+
+
+def judge_workflow_id(session_key: str, turn_index: int) -> str:
+    return f"judge/{session_key}/{turn_index}"
+
+
+def sample_id(session_key: str, turn_index: int) -> str:
+    """One per turn, ever: the idempotency key of its sample."""
+    return f"{session_key}#{turn_index}"
+
+
+_VOTE_RETRY = Retry(
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10), maximum_attempts=3,
+    non_retryable=(ErrorType.TURN_DATA_MISSING,),
+)
+# Vote and teacher timeouts are `learning.vote_timeout_s`, passed by the workflow at the call.
+PRM_VOTE = ActivityDef("prm_vote", VoteInput, VoteResult, retry=_VOTE_RETRY)
+"""One PRM vote: \\boxed{1|-1|0} from the judge."""
+HINT_VOTE = ActivityDef("hint", VoteInput, VoteResult, retry=_VOTE_RETRY)
+"""One hindsight-hint vote: \\boxed{1} with a hint, or \\boxed{-1}."""
+TEACHER_LOGPROBS = ActivityDef("teacher_logprobs", TeacherInput, TeacherResult, retry=_VOTE_RETRY)
+"""The response scored under the hint-enhanced context (policy pool)."""
+PUBLISH_SAMPLE = ActivityDef(
+    "publish_sample", PublishInput, PublishResult,
+    start_to_close=timedelta(seconds=60),
+    retry=Retry(
+        initial_interval=timedelta(milliseconds=500), maximum_interval=timedelta(seconds=10), maximum_attempts=10,
+        non_retryable=(ErrorType.TURN_DATA_MISSING,),
+    ),
+)

@@ -1,0 +1,18 @@
+"""The project's custom search attributes, so the Web UI and CLI can filter by user, session and policy.
+
+Kept apart from the client factory: workflow code sets them and must not import the client's settings.
+"""
+
+from __future__ import annotations
+
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.common import SearchAttributeKey
+
+USER_ID = SearchAttributeKey.for_keyword("OpenclawUser")
+SESSION_ID = SearchAttributeKey.for_keyword("OpenclawSession")
+POLICY_VERSION = SearchAttributeKey.for_int("OpenclawPolicyVersion")
+SEARCH_ATTRIBUTES = {
+    USER_ID.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+    SESSION_ID.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+    POLICY_VERSION.name: IndexedValueType.INDEXED_VALUE_TYPE_INT,
+}

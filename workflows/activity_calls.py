@@ -1,0 +1,49 @@
+"""Calling an activity from workflow code by its definition (contracts.activity).
+
+The name, result type, timeouts and retry policy all come from the definition;
+a workflow passes only the task queue and the timeouts a deployment configures.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from contracts.activity import ActivityDef, Retry
+
+In = TypeVar("In")
+Out = TypeVar("Out")
+
+
+def retry_policy(r: Retry) -> RetryPolicy:
+    return RetryPolicy(
+        initial_interval=r.initial_interval,
+        backoff_coefficient=r.backoff,
+        maximum_interval=r.maximum_interval,
+        maximum_attempts=r.maximum_attempts,
+        non_retryable_error_types=[str(t) for t in r.non_retryable] or None,
+    )
+
+
+async def execute(
+    defn: ActivityDef[In, Out],
+    inp: In,
+    *,
+    task_queue: str,
+    start_to_close: timedelta | None = None,
+    heartbeat: timedelta | None = None,
+) -> Any:
+    return await workflow.execute_activity(
+        defn.name,
+        inp,
+        result_type=defn.output,
+        task_queue=task_queue,
+        start_to_close_timeout=start_to_close or defn.start_to_close,
+        schedule_to_close_timeout=defn.schedule_to_close,
+        heartbeat_timeout=heartbeat or defn.heartbeat,
+        retry_policy=retry_policy(defn.retry),
+    )
