@@ -16,16 +16,16 @@ import sys
 import time
 import uuid
 from datetime import timedelta
-from pathlib import Path
 
 import structlog
 
+from contracts.health import ProbeInput
 from openclaw_rl.settings import LOOPBACK, Pool, Settings
 from openclaw_rl.temporal_client import connect, ensure_search_attributes
 from stack.preflight import StackError, check_data_dir, check_port_free
 from stack.process import ManagedProcess, ServiceFailed, ServiceSpec
 from stack.services import api_service, engine_service, temporal_service, valkey_service, worker_service
-from workflows.stack_probe import ProbeInput, StackProbeWorkflow
+from workflows.stack_probe import StackProbeWorkflow
 
 log = structlog.get_logger(__name__)
 
@@ -100,7 +100,7 @@ class Stack:
         await asyncio.gather(*(p.wait_ready() for p in self.tier2))
         await self.probe(client)
         if self.settings.training.auto_start:
-            from openclaw_rl.training_control import start_training
+            from stack.training_control import start_training
 
             wf_id = await start_training(client, self.settings)
             log.info("training workflow running", workflow_id=wf_id)
@@ -240,10 +240,3 @@ async def run_stack(settings: Settings) -> int:
         return 1
     print("openclaw-rl stopped cleanly.", flush=True)
     return 0
-
-
-def read_state(data_dir: Path) -> dict | None:
-    try:
-        return json.loads((data_dir / "stack.json").read_text())
-    except (OSError, ValueError):
-        return None

@@ -11,7 +11,7 @@ from openclaw_rl.settings import LOOPBACK, Pool, Settings
 from stack.preflight import find_temporal_binary, find_valkey_binary
 from stack.process import ServiceSpec
 
-PYTHON_CLI = [sys.executable, "-m", "openclaw_rl.cli"]
+PYTHON_CLI = [sys.executable, "-m", "cli"]
 
 
 def _http_ok(url: str):

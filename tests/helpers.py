@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 
 REPO = Path(__file__).resolve().parents[1]
-CLI = [sys.executable, "-m", "openclaw_rl.cli"]
+CLI = [sys.executable, "-m", "cli"]
 
 
 def free_port() -> int:

@@ -63,25 +63,25 @@ def cmd_config(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_keys(args: argparse.Namespace, settings: Settings) -> int:
-    from openclaw_rl.admin import keys_command
+    from cli.admin import keys_command
 
     return asyncio.run(keys_command(args, settings))
 
 
 def cmd_sessions(args: argparse.Namespace, settings: Settings) -> int:
-    from openclaw_rl.admin import sessions_command
+    from cli.admin import sessions_command
 
     return asyncio.run(sessions_command(args, settings))
 
 
 def cmd_turns(args: argparse.Namespace, settings: Settings) -> int:
-    from openclaw_rl.admin import turns_command
+    from cli.admin import turns_command
 
     return asyncio.run(turns_command(args, settings))
 
 
 def cmd_train(args: argparse.Namespace, settings: Settings) -> int:
-    from openclaw_rl.admin import train_command
+    from cli.admin import train_command
 
     return asyncio.run(train_command(args, settings))
 

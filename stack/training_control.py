@@ -5,8 +5,9 @@ from __future__ import annotations
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
 
+from contracts.training import TrainingConfig, TrainingInput, training_workflow_id
 from openclaw_rl.settings import Pool, Settings
-from workflows.training import TrainingConfig, TrainingInput, TrainingWorkflow, training_workflow_id
+from workflows.training import TrainingWorkflow
 
 
 def training_input(settings: Settings) -> TrainingInput:

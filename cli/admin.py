@@ -1,4 +1,4 @@
-"""Operator commands: API keys, sessions and turn logs, from the terminal."""
+"""Operator commands: API keys, sessions and turn logs, training, from the terminal."""
 
 from __future__ import annotations
 
@@ -118,12 +118,12 @@ def _one_line(text: str, n: int = 100) -> str:
 
 
 async def train_command(args: argparse.Namespace, settings: Settings) -> int:
+    from temporalio.client import WorkflowUpdateFailedError
     from temporalio.service import RPCError
 
-    from openclaw_rl.training_control import start_training
-    from temporalio.client import WorkflowUpdateFailedError
-
-    from workflows.training import BatchSize, CheckpointRequest, TrainingWorkflow, training_workflow_id
+    from contracts.training import BatchSize, CheckpointRequest, training_workflow_id
+    from stack.training_control import start_training
+    from workflows.training import TrainingWorkflow
 
     client = await _client(settings)
     wf_id = training_workflow_id(settings.api.model_name)
@@ -145,8 +145,8 @@ async def train_command(args: argparse.Namespace, settings: Settings) -> int:
                 print("recent losses: " + " ".join(f"{x:+.4f}" for x in s.recent_losses[-8:]))
             m = s.last_metrics
             if m:
-                print(f"last step: loss {m['loss']:+.4f}, clip fraction {m['clip_fraction']:.3f}, approx KL {m['approx_kl']:.2e}, mean advantage {m['mean_advantage']:+.3f}, "
-                      f"log-prob gap {m['logprob_gap']:.2e}, grad norm {m['grad_norm']:.3f}, {m['tokens_per_s']:.0f} tokens/s")
+                print(f"last step: loss {m.loss:+.4f}, clip fraction {m.clip_fraction:.3f}, approx KL {m.approx_kl:.2e}, mean advantage {m.mean_advantage:+.3f}, "
+                      f"log-prob gap {m.logprob_gap:.2e}, grad norm {m.grad_norm:.3f}, {m.tokens_per_s:.0f} tokens/s")
         elif args.train_command == "pause":
             await handle.signal(TrainingWorkflow.pause)
             print("pausing after the current step")
@@ -186,7 +186,7 @@ async def _watch(handle, wf_id: str, until_version: int | None) -> int:
     try:
         while True:
             s = await handle.query(TrainingWorkflow.status)
-            loss = f", last loss {s.last_metrics['loss']:+.4f}" if s.last_metrics else ""
+            loss = f", last loss {s.last_metrics.loss:+.4f}" if s.last_metrics else ""
             line = f"{wf_id} v{s.version} {'paused ' if s.paused else ''}{_bar(s.waiting_samples, s.batch_size)} {s.waiting_samples}/{s.batch_size} samples, {s.steps} steps, {s.samples_trained} trained{loss}"
             if line != last:
                 print(("\r\033[K" + line) if tty else line, end="" if tty else "\n", flush=True)
