@@ -34,6 +34,10 @@ async def run_worker(settings: Settings, pool: Pool) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     log.info("worker polling", pool=pool.value, task_queue=queue, workflows=len(parts.workflows), activities=len(parts.activities))
-    async with worker:
-        await stop.wait()
-        log.info("worker stopping", pool=pool.value)
+    try:
+        async with worker:
+            await stop.wait()
+            log.info("worker stopping", pool=pool.value)
+    finally:
+        for close in parts.closers:
+            await close()
