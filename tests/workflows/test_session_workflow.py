@@ -1,0 +1,161 @@
+"""SessionWorkflow against the time-skipping test server, with mock activities: pairing, side turns, rollover, idle close."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from temporalio.client import WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from api.session_gateway import session_workflow_id
+from contracts.chat import TurnType
+from contracts.learning import JudgeOutcome, NextState, judge_workflow_id
+from contracts.session import EndSession, SessionSummary, TurnsPage
+from openclaw_rl import redis_keys
+from workflows.judge_turn import JudgeTurnWorkflow
+from workflows.session import SessionWorkflow
+from tests.workflows.mocks import (
+    JudgeActivities,
+    SessionActivities,
+    eventually,
+    learning_plan,
+    main_turn,
+    new_queue,
+    next_run,
+    reply_to,
+    result_skipping_time,
+    send_turn,
+    session_input,
+    side_turn,
+)
+
+pytestmark = pytest.mark.timeout(60)  # a server that stopped skipping time would otherwise wait out the 600 s default
+
+
+async def judged(env: WorkflowEnvironment, session_key: str, turn_index: int) -> JudgeOutcome:
+    """The judge child of one turn: it must exist and have been started by the session."""
+    handle = env.client.get_workflow_handle_for(JudgeTurnWorkflow.run, judge_workflow_id(session_key, turn_index))
+
+    async def started() -> bool:
+        try:
+            return (await handle.describe()).parent_id == session_key
+        except RPCError as exc:
+            if exc.status is not RPCStatusCode.NOT_FOUND:
+                raise
+            return False
+
+    await eventually(started, what=f"the judge of turn {turn_index}")
+    return await handle.result()
+
+
+async def never_judged(env: WorkflowEnvironment, session_key: str, turn_index: int) -> None:
+    with pytest.raises(RPCError) as err:
+        await env.client.get_workflow_handle(judge_workflow_id(session_key, turn_index)).describe()
+    assert err.value.status is RPCStatusCode.NOT_FOUND
+
+
+async def test_main_turn_is_paired_by_the_next_main_turn_and_side_turns_are_not(env: WorkflowEnvironment):
+    q = new_queue()
+    inp = session_input(q, "pairing", learning=learning_plan(q))
+    wf_id = session_workflow_id(inp.user_id, inp.session_id)
+    session, judge = SessionActivities(), JudgeActivities()
+    ns = reply_to("t2")
+    async with Worker(env.client, task_queue=q, workflows=[SessionWorkflow, JudgeTurnWorkflow], activities=session.all() + judge.all()):
+        first = await send_turn(env.client, inp, main_turn("t0"))
+        side = await send_turn(env.client, inp, side_turn("t1"))
+        second = await send_turn(env.client, inp, main_turn("t2", next_state=ns))
+        assert (first.turn_index, side.turn_index, second.turn_index) == (0, 1, 2)
+        assert second.output.content == "reply to t2"
+        assert [g.turn_id for g in session.generated] == ["t0", "t1", "t2"]
+
+        handle = env.client.get_workflow_handle_for(SessionWorkflow.run, wf_id)
+        page = await handle.query(SessionWorkflow.turns, TurnsPage())
+        assert page.total == 3 and page.archived == []
+        t0, t1, t2 = page.turns
+        assert (t0.next_state_status, t0.next_state) == ("paired", ns)
+        assert (t1.turn_type, t1.side_kind, t1.next_state_status, t1.next_state) == (TurnType.SIDE, "memory_flush", "n/a", None)
+        assert t2.next_state_status == "pending"
+        assert t0.status == "done" and t0.response_summary == "reply to t0" and t0.weight_version == "3"
+        assert t0.request_key == redis_keys.chat_request("t0") and t0.data_key == redis_keys.turn_data("t0")
+        assert await handle.query(SessionWorkflow.summary) == SessionSummary(
+            user_id="tester", session_id="pairing", turns=3, main_turns=2, paired=1, closed_reason=None, runs=1
+        )
+
+        outcome = await judged(env, wf_id, 0)
+        assert [v.next_state for v in judge.votes_for("t0")] == [ns] * 3
+        assert outcome.judge.prm_votes == [1, 1, -1] and outcome.judge.eval_score == 1
+        pub = next(p for p in judge.published if p.turn_id == "t0")
+        assert (pub.sample_id, pub.turn_index, pub.has_next_state, pub.policy_version) == (f"{wf_id}#0", 0, True, "3")
+
+        await handle.signal(SessionWorkflow.end, EndSession())
+        summary = await result_skipping_time(env, handle)
+        assert (summary.closed_reason, summary.paired, summary.turns) == ("requested", 1, 3)
+        await never_judged(env, wf_id, 1)
+        closed = await judged(env, wf_id, 2)  # binary RL: the unpaired last turn is still submitted, with no next state
+        assert closed.result.loss_mask == 0
+        assert judge.votes_for("t1") == [] and judge.votes_for("t2") == []
+
+
+async def test_continue_as_new_archives_finished_turns_and_carries_the_pending_one(env: WorkflowEnvironment):
+    q = new_queue()
+    inp = session_input(q, "rolling", turns_per_run=3, learning=learning_plan(q))
+    wf_id = session_workflow_id(inp.user_id, inp.session_id)
+    session, judge = SessionActivities(), JudgeActivities()
+    ns2, ns3 = reply_to("t2"), reply_to("t3", "no, the other file", message_index=5)
+    async with Worker(env.client, task_queue=q, workflows=[SessionWorkflow, JudgeTurnWorkflow], activities=session.all() + judge.all()):
+        handle = env.client.get_workflow_handle_for(SessionWorkflow.run, wf_id)
+        await send_turn(env.client, inp, main_turn("t0"))
+        first_run = (await handle.describe()).run_id
+        await send_turn(env.client, inp, side_turn("t1"))
+        await send_turn(env.client, inp, main_turn("t2", next_state=ns2))
+        await next_run(handle, first_run)
+        assert (await handle.query(SessionWorkflow.summary)).runs == 2
+        assert len(session.archived) == 1
+        archived = session.archived[0]
+        assert archived.key == redis_keys.turn_log_segment(wf_id, 0)
+        assert [(r["index"], r["turn_type"], r["next_state_status"]) for r in archived.records] == [(0, "main", "paired"), (1, "side", "n/a")]
+
+        page = await handle.query(SessionWorkflow.turns, TurnsPage())
+        assert [(s.first_index, s.count) for s in page.archived] == [(0, 2)]
+        assert [(r.index, r.next_state_status) for r in page.turns] == [(2, "pending")]
+
+        result = await send_turn(env.client, inp, main_turn("t3", next_state=ns3))
+        assert result.turn_index == 3
+        page = await handle.query(SessionWorkflow.turns, TurnsPage())
+        assert [(r.index, r.next_state_status) for r in page.turns] == [(2, "paired"), (3, "pending")]
+        assert page.turns[0].next_state == ns3
+
+        await judged(env, wf_id, 2)
+        assert [v.next_state for v in judge.votes_for("t2")] == [ns3] * 3
+
+        await handle.signal(SessionWorkflow.end, EndSession(reason="test"))
+        summary = await result_skipping_time(env, handle)
+        assert (summary.runs, summary.turns, summary.main_turns, summary.paired, summary.closed_reason) == (2, 4, 3, 2, "test")
+        assert len(session.archived) == 1
+
+
+async def test_idle_session_closes_and_submits_its_pending_turn_without_next_state(skipping_env: WorkflowEnvironment):
+    env, q = skipping_env, new_queue()
+    inp = session_input(q, "idle", idle_timeout_s=900, learning=learning_plan(q))
+    wf_id = session_workflow_id(inp.user_id, inp.session_id)
+    session, judge = SessionActivities(), JudgeActivities()
+    async with Worker(env.client, task_queue=q, workflows=[SessionWorkflow, JudgeTurnWorkflow], activities=session.all() + judge.all()):
+        await send_turn(env.client, inp, main_turn("t0"))
+        handle = env.client.get_workflow_handle_for(SessionWorkflow.run, wf_id)
+        began = await env.get_current_time()
+        await env.sleep(timedelta(seconds=800))
+        assert (await handle.describe()).status is WorkflowExecutionStatus.RUNNING
+        summary = await result_skipping_time(env, handle)
+        assert await env.get_current_time() - began >= timedelta(seconds=900)
+        assert (summary.closed_reason, summary.paired, summary.main_turns) == ("idle", 0, 1)
+        assert (await handle.describe()).status is WorkflowExecutionStatus.COMPLETED
+
+        page = await handle.query(SessionWorkflow.turns, TurnsPage())
+        assert [(r.index, r.next_state_status) for r in page.turns] == [(0, "none")]
+        outcome = await judged(env, wf_id, 0)
+        assert judge.votes_for("t0") == []
+        assert outcome.judge.prm_votes == [] and outcome.result.loss_mask == 0
+        assert [(p.turn_index, p.has_next_state) for p in judge.published] == [(0, False)]

@@ -1,0 +1,80 @@
+"""TrainingWorkflow against the time-skipping test server, with mock trainer activities."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import timedelta
+
+import pytest
+from temporalio.client import WorkflowHandle
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from contracts.training import AckInput, PublishWeightsInput, training_workflow_id
+from workflows.training import TrainingWorkflow
+from tests.workflows.mocks import TrainerActivities, batch, eventually, new_queue, training_input
+
+pytestmark = pytest.mark.timeout(60)  # a server that stopped skipping time would otherwise wait out the 600 s default
+
+
+async def start_training(env: WorkflowEnvironment, queue: str) -> WorkflowHandle:
+    return await env.client.start_workflow(TrainingWorkflow.run, training_input(queue), id=training_workflow_id(f"test-{uuid.uuid4()}"), task_queue=queue)
+
+
+async def test_all_stale_batch_is_acknowledged_without_a_new_version(env: WorkflowEnvironment):
+    q = new_queue()
+    trainer = TrainerActivities(stale={"1-0", "1-1"})
+    async with Worker(env.client, task_queue=q, workflows=[TrainingWorkflow], activities=trainer.all()):
+        handle = await start_training(env, q)
+        trainer.feed(batch("1-0", "1-1", backlog=4))
+        await eventually(lambda: len(trainer.acked) == 1, what="the stale batch to be acknowledged")
+        assert trainer.acked == [AckInput(ids={"test": ["1-0", "1-1"]})]
+        assert trainer.published == []
+        assert trainer.calls[:3] == ["claim_batch", "train_step", "ack_batch"]
+        status = await handle.query(TrainingWorkflow.status)
+        assert (status.version, status.steps, status.samples_trained, status.samples_dropped_stale) == (0, 0, 0, 2)
+        assert status.backlog == 4 and status.recent_losses == []
+
+        trainer.feed(batch("2-0", "2-1"))
+        await eventually(lambda: len(trainer.acked) == 2, what="the next batch to be trained")
+        assert trainer.steps[1].version == 0  # trained from the same version: the stale batch made none
+        assert trainer.published == [PublishWeightsInput(checkpoint="/ckpt/policy-1", version=1)]
+        status = await handle.query(TrainingWorkflow.status)
+        assert (status.version, status.steps, status.samples_trained, status.samples_dropped_stale) == (1, 1, 2, 2)
+        await handle.terminate("test over")
+
+
+async def test_pause_stops_claiming_until_resumed(skipping_env: WorkflowEnvironment):
+    env, q = skipping_env, new_queue()
+    trainer = TrainerActivities()
+    async with Worker(env.client, task_queue=q, workflows=[TrainingWorkflow], activities=trainer.all()):
+        handle = await start_training(env, q)
+        trainer.feed(batch("1-0", "1-1"))
+        await eventually(lambda: len(trainer.claims) == 2, what="the claim after the first step")
+        assert trainer.calls == ["claim_batch", "train_step", "publish_weights", "ack_batch", "claim_batch"]
+        assert (await handle.query(TrainingWorkflow.status)).version == 1
+
+        await handle.signal(TrainingWorkflow.pause)
+        trainer.feed(batch("2-0", backlog=7))  # the claim in flight returns short of a batch; the loop then waits
+
+        async def short_claim_seen() -> bool:
+            status = await handle.query(TrainingWorkflow.status)
+            return status.paused and status.backlog == 7 and status.waiting_samples == 1
+
+        await eventually(short_claim_seen, what="the short claim to be processed")
+        await env.sleep(timedelta(hours=2))
+        await asyncio.sleep(0.3)
+        assert len(trainer.claims) == 2
+
+        await handle.signal(TrainingWorkflow.resume)
+        await eventually(lambda: len(trainer.claims) == 3, what="claiming to resume")
+        trainer.feed(batch("2-0", "3-0"))
+        await eventually(lambda: len(trainer.acked) == 2, what="the step after resuming")
+        assert trainer.calls[5:9] == ["claim_batch", "train_step", "publish_weights", "ack_batch"]
+        assert trainer.steps[1].version == 1
+        assert trainer.published[1] == PublishWeightsInput(checkpoint="/ckpt/policy-2", version=2)
+        status = await handle.query(TrainingWorkflow.status)
+        assert (status.version, status.steps, status.samples_trained, status.paused) == (2, 2, 4, False)
+        assert status.recent_losses == [0.5, 0.25]
+        await handle.terminate("test over")
