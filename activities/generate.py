@@ -41,7 +41,11 @@ class GenerateActivities:
         attempt = activity.info().attempt
         raw = await self.redis.get(redis_keys.chat_request(inp.turn_id))
         if raw is None:
-            raise ApplicationError(f"chat request of turn {inp.turn_id} is not in Redis", type=ErrorType.REQUEST_MISSING, non_retryable=True)
+            raise ApplicationError(
+                f"chat request of turn {inp.turn_id} is not in Redis",
+                type=ErrorType.REQUEST_MISSING,
+                non_retryable=True,
+            )
         req = StoredChatRequest.model_validate_json(raw)
         prompt_ids = await self.rollout.render(req.messages, req.tools)
 
@@ -52,7 +56,9 @@ class GenerateActivities:
         if not done.finish:
             params = await self.rollout.params(inp.sampling, len(prompt_ids) + len(done.ids))
             async with heartbeating(self.settings.session.generate_heartbeat_s / 3):
-                gen = await self.rollout.generate(prompt_ids + done.ids, params, on_tokens=stream.progress if stream else None)
+                gen = await self.rollout.generate(
+                    prompt_ids + done.ids, params, on_tokens=stream.progress if stream else None
+                )
         if stream:
             await stream.finish(gen.ids, gen.logprobs, gen.finish)
 
@@ -60,14 +66,26 @@ class GenerateActivities:
         text = self.rollout.decode(ids)
         await self.rollout.store(
             TurnTokens(
-                turn_id=inp.turn_id, prompt_ids=prompt_ids, response_ids=ids, response_logprobs=lps, weight_version=gen.weight_version,
-                finish_reason=gen.finish, resumed_at=len(done.ids), response_text=text, temperature=inp.sampling.temperature,
+                turn_id=inp.turn_id,
+                prompt_ids=prompt_ids,
+                response_ids=ids,
+                response_logprobs=lps,
+                weight_version=gen.weight_version,
+                finish_reason=gen.finish,
+                resumed_at=len(done.ids),
+                response_text=text,
+                temperature=inp.sampling.temperature,
             ),
         )
         parsed = parse_completion(text, call_id_prefix=inp.turn_id[:12])
         finish = "tool_calls" if parsed.tool_calls and gen.finish == "stop" else gen.finish
         if done.ids:
-            log.info("generation resumed after a failed attempt", turn_id=inp.turn_id, attempt=attempt, kept_tokens=len(done.ids))
+            log.info(
+                "generation resumed after a failed attempt",
+                turn_id=inp.turn_id,
+                attempt=attempt,
+                kept_tokens=len(done.ids),
+            )
         return GenerateOutput(
             content=parsed.content,
             reasoning=parsed.reasoning,

@@ -20,7 +20,11 @@ def make_ping(pool: str):
     async def ping(inp: PingInput) -> PoolPong:
         if inp.pool != pool:
             # A misrouted task queue would silently test the wrong pool.
-            raise ApplicationError(f"ping for pool {inp.pool!r} reached a worker of pool {pool!r}", type=ErrorType.POOL_MISMATCH)
-        return PoolPong(pool=pool, pid=os.getpid(), host=socket.gethostname(), worker_started_at=started, answered_at=time.time())
+            raise ApplicationError(
+                f"ping for pool {inp.pool!r} reached a worker of pool {pool!r}", type=ErrorType.POOL_MISMATCH
+            )
+        return PoolPong(
+            pool=pool, pid=os.getpid(), host=socket.gethostname(), worker_started_at=started, answered_at=time.time()
+        )
 
     return ping

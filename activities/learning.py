@@ -59,7 +59,14 @@ redis.call('SET', KEYS[4], ARGV[3])
 if ARGV[10] == '1' then redis.call('SET', KEYS[5], '1') end
 return 1
 """
-_EMPTY_SAMPLE = {"prompt_ids": b"", "response_ids": b"", "rollout_logprobs": b"", "advantages": b"", "teacher_logprobs": b"", "meta": "{}"}
+_EMPTY_SAMPLE = {
+    "prompt_ids": b"",
+    "response_ids": b"",
+    "rollout_logprobs": b"",
+    "advantages": b"",
+    "teacher_logprobs": b"",
+    "meta": "{}",
+}
 
 
 class LearningActivities:
@@ -100,14 +107,24 @@ class LearningActivities:
         return VoteResult(kind="hint", vote=inp.vote, score=hv.score, hint=hv.hint, raw=raw[:JUDGE_RAW_CHARS])
 
     async def _context(self, turn_id: str, ns: NextState) -> JudgeContext:
-        response = await self.redis.hget(redis_keys.turn_data(turn_id), "response_text")  # the judge needs only the text
+        response = await self.redis.hget(
+            redis_keys.turn_data(turn_id), "response_text"
+        )  # the judge needs only the text
         if response is None:
-            raise ApplicationError(f"turn {turn_id} has no token data", type=ErrorType.TURN_DATA_MISSING, non_retryable=True)
+            raise ApplicationError(
+                f"turn {turn_id} has no token data", type=ErrorType.TURN_DATA_MISSING, non_retryable=True
+            )
         later = await self._request(ns.request_key)
         own = await self._request(redis_keys.chat_request(turn_id))
         if not 0 <= ns.message_index < len(later.messages):
-            raise ApplicationError(f"next state index {ns.message_index} is outside its request", type=ErrorType.TURN_DATA_MISSING, non_retryable=True)
-        previous_user = next((message_text(m.get("content")) for m in reversed(own.messages) if m.get("role") == "user"), "")
+            raise ApplicationError(
+                f"next state index {ns.message_index} is outside its request",
+                type=ErrorType.TURN_DATA_MISSING,
+                non_retryable=True,
+            )
+        previous_user = next(
+            (message_text(m.get("content")) for m in reversed(own.messages) if m.get("role") == "user"), ""
+        )
         return JudgeContext(
             response=split_reasoning(response.decode())[1],
             next_state_role=ns.role,
@@ -124,7 +141,9 @@ class LearningActivities:
     async def _tokens(self, turn_id: str) -> TurnTokens:
         tokens = await load_turn_tokens(self.redis, turn_id)
         if tokens is None:
-            raise ApplicationError(f"turn {turn_id} has no token data", type=ErrorType.TURN_DATA_MISSING, non_retryable=True)
+            raise ApplicationError(
+                f"turn {turn_id} has no token data", type=ErrorType.TURN_DATA_MISSING, non_retryable=True
+            )
         return tokens
 
     @activity.defn(name=PUBLISH_SAMPLE.name)
@@ -134,24 +153,42 @@ class LearningActivities:
         teacher = await load_floats(self.redis, inp.teacher_key) if inp.teacher_key else None
         # A hint counts only with its teacher log-probs (the teacher pass may have failed or expired).
         rule = dispatch(
-            inp.method, has_next_state=inp.has_next_state, eval_score=inp.judge.eval_score,
-            hint=inp.judge.hint if teacher is not None else None, session_has_effective_sample=effective,
+            inp.method,
+            has_next_state=inp.has_next_state,
+            eval_score=inp.judge.eval_score,
+            hint=inp.judge.hint if teacher is not None else None,
+            session_has_effective_sample=effective,
         )
         if rule is None or not rule.use_teacher:
             teacher = None
-        result = PublishResult(published=False, reason=rule.reason if rule else "dropped by the rules", tokens=len(tokens.response_ids))
+        result = PublishResult(
+            published=False, reason=rule.reason if rule else "dropped by the rules", tokens=len(tokens.response_ids)
+        )
         fields = _EMPTY_SAMPLE
         if rule is not None and tokens.response_ids:
             old = torch.tensor(tokens.response_logprobs)
-            adv = combined_advantages(rule.reward, torch.tensor(teacher) if teacher is not None else None, old, inp.w_binary, inp.w_opd)
+            adv = combined_advantages(
+                rule.reward, torch.tensor(teacher) if teacher is not None else None, old, inp.w_binary, inp.w_opd
+            )
             if rule.loss_mask == 0:
                 adv = torch.zeros_like(adv)
             fields = encode_sample(
                 TrainingSample(
                     meta=SampleMeta(
-                        sample_id=inp.sample_id, source=inp.source, method=inp.method.value, user_id=inp.user_id, session_id=inp.session_id,
-                        turn_id=inp.turn_id, turn_index=inp.turn_index, policy_version=inp.policy_version, temperature=tokens.temperature,
-                        reward=rule.reward, loss_mask=rule.loss_mask, use_teacher=teacher is not None, reason=rule.reason, judge=inp.judge,
+                        sample_id=inp.sample_id,
+                        source=inp.source,
+                        method=inp.method.value,
+                        user_id=inp.user_id,
+                        session_id=inp.session_id,
+                        turn_id=inp.turn_id,
+                        turn_index=inp.turn_index,
+                        policy_version=inp.policy_version,
+                        temperature=tokens.temperature,
+                        reward=rule.reward,
+                        loss_mask=rule.loss_mask,
+                        use_teacher=teacher is not None,
+                        reason=rule.reason,
+                        judge=inp.judge,
                     ),
                     prompt_ids=tokens.prompt_ids,
                     response_ids=tokens.response_ids,
@@ -162,25 +199,49 @@ class LearningActivities:
             )
             result = result.model_copy(
                 update=dict(
-                    published=True, reward=rule.reward, loss_mask=rule.loss_mask,
-                    advantage_mean=float(adv.mean()), advantage_min=float(adv.min()), advantage_max=float(adv.max()),
+                    published=True,
+                    reward=rule.reward,
+                    loss_mask=rule.loss_mask,
+                    advantage_mean=float(adv.mean()),
+                    advantage_min=float(adv.min()),
+                    advantage_max=float(adv.max()),
                 )
             )
         record = JudgementRecord(
-            sample_id=inp.sample_id, user_id=inp.user_id, session_id=inp.session_id, turn_id=inp.turn_id, turn_index=inp.turn_index,
-            policy_version=inp.policy_version, method=inp.method, judge=inp.judge, result=result,
+            sample_id=inp.sample_id,
+            user_id=inp.user_id,
+            session_id=inp.session_id,
+            turn_id=inp.turn_id,
+            turn_index=inp.turn_index,
+            policy_version=inp.policy_version,
+            method=inp.method,
+            judge=inp.judge,
+            result=result,
         )
         record_json = record.model_dump_json()
         version = inp.policy_version or "unknown"
-        effective_now = result.published and result.loss_mask == 1 and rule is not None and (rule.reward != 0 or rule.use_teacher)
+        effective_now = (
+            result.published and result.loss_mask == 1 and rule is not None and (rule.reward != 0 or rule.use_teacher)
+        )
         wrote = await self._publish(
             keys=[
-                redis_keys.sample_published(inp.sample_id), redis_keys.sample_stream(inp.source),
-                redis_keys.record_stream(inp.source, version), redis_keys.judgement(inp.turn_id), redis_keys.session_effective(inp.session_key),
+                redis_keys.sample_published(inp.sample_id),
+                redis_keys.sample_stream(inp.source),
+                redis_keys.record_stream(inp.source, version),
+                redis_keys.judgement(inp.turn_id),
+                redis_keys.session_effective(inp.session_key),
             ],
             args=[
-                inp.sample_id, "1" if result.published else "0", record_json, fields["meta"], fields["prompt_ids"], fields["response_ids"],
-                fields["rollout_logprobs"], fields["advantages"], fields["teacher_logprobs"], "1" if effective_now else "0",
+                inp.sample_id,
+                "1" if result.published else "0",
+                record_json,
+                fields["meta"],
+                fields["prompt_ids"],
+                fields["response_ids"],
+                fields["rollout_logprobs"],
+                fields["advantages"],
+                fields["teacher_logprobs"],
+                "1" if effective_now else "0",
             ],
         )
         if not wrote:
@@ -207,12 +268,16 @@ class LearningActivities:
     async def teacher_logprobs(self, inp: TeacherInput) -> TeacherResult:
         tokens = await self._tokens(inp.turn_id)
         if not tokens.response_ids:
-            raise ApplicationError("the turn has no response tokens to score", type=ErrorType.TURN_DATA_MISSING, non_retryable=True)
+            raise ApplicationError(
+                "the turn has no response tokens to score", type=ErrorType.TURN_DATA_MISSING, non_retryable=True
+            )
         req = await self._request(redis_keys.chat_request(inp.turn_id))
         renderer = renderer_for(str(self.settings.tokenizer_path()))
         enhanced = renderer.render(teacher_messages(req.messages, inp.hint), req.tools)
         # Scored at the sampling temperature, so teacher and rollout log-probs compare like with like.
-        lps = await self._teacher_client().score(enhanced + tokens.response_ids, len(enhanced), temperature=tokens.temperature or 1.0)
+        lps = await self._teacher_client().score(
+            enhanced + tokens.response_ids, len(enhanced), temperature=tokens.temperature or 1.0
+        )
         key = redis_keys.teacher_logprobs(inp.turn_id)
         await save_floats(self.redis, key, lps)
         return TeacherResult(key=key, tokens=len(lps), mean_logprob=sum(lps) / len(lps))

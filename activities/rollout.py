@@ -49,7 +49,9 @@ class Rollout:
             return await asyncio.to_thread(self.renderer.render, messages, tools)
         except Exception as exc:  # a template error is the request's fault: retrying cannot help
             raise ApplicationError(
-                f"the messages cannot be rendered with the model's chat template: {exc}", type=ErrorType.INVALID_REQUEST, non_retryable=True
+                f"the messages cannot be rendered with the model's chat template: {exc}",
+                type=ErrorType.INVALID_REQUEST,
+                non_retryable=True,
             ) from exc
 
     async def params(self, sampling: ChatSampling, used: int) -> SamplingParams:
@@ -62,14 +64,21 @@ class Rollout:
             stop_token_ids=_stop_ids(self.renderer.tokenizer),
         )
 
-    async def generate(self, input_ids: list[int], params: SamplingParams, on_tokens: OnTokens | None = None) -> RolloutResult:
+    async def generate(
+        self, input_ids: list[int], params: SamplingParams, on_tokens: OnTokens | None = None
+    ) -> RolloutResult:
         """One generation; streamed from the server when `on_tokens` wants tokens as they come."""
         if params.max_new_tokens <= 0:
             return RolloutResult()
         try:
             if on_tokens is None:
                 gen = await self.policy.generate(input_ids, params)
-                return RolloutResult(ids=gen.output_ids, logprobs=gen.output_logprobs, finish=_finish(gen.finish_reason), weight_version=gen.weight_version)
+                return RolloutResult(
+                    ids=gen.output_ids,
+                    logprobs=gen.output_logprobs,
+                    finish=_finish(gen.finish_reason),
+                    weight_version=gen.weight_version,
+                )
             out = RolloutResult()
             async for snap in self.policy.generate_stream(input_ids, params):
                 out.ids, out.logprobs = snap.output_ids, snap.output_logprobs
@@ -79,7 +88,11 @@ class Rollout:
                 await on_tokens(out.ids, out.logprobs)
             return out
         except PolicyRequestError as exc:
-            raise ApplicationError(f"the policy server refused the request: {exc.reason}", type=ErrorType.INVALID_REQUEST, non_retryable=True) from exc
+            raise ApplicationError(
+                f"the policy server refused the request: {exc.reason}",
+                type=ErrorType.INVALID_REQUEST,
+                non_retryable=True,
+            ) from exc
         except PolicyUnavailableError as exc:
             raise ApplicationError(str(exc), type=ErrorType.POLICY_UNAVAILABLE) from exc
 

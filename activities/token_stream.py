@@ -77,7 +77,10 @@ class TokenStream:
 
     async def progress(self, new_ids: list[int], new_lps: list[float]) -> None:
         """This attempt's tokens so far; published at most every `flush_s`."""
-        if time.monotonic() - self._last_flush >= self._s.flush_s and len(self.done.ids) + len(new_ids) > self._published:
+        if (
+            time.monotonic() - self._last_flush >= self._s.flush_s
+            and len(self.done.ids) + len(new_ids) > self._published
+        ):
             await self._publish_upto(new_ids, new_lps, final=None)
             self._last_flush = time.monotonic()
 
@@ -92,9 +95,9 @@ class TokenStream:
         text = self.renderer.decode(ids, skip_special_tokens=True)
         if not final:
             text = text.rstrip("\ufffd")  # a multi-byte character still incomplete
-        delta = text[len(self._sent_text):] if text.startswith(self._sent_text) else ""
-        chunk_ids = ids[self._published:]
-        chunk_lps = (self.done.lps + new_lps)[self._published:]
+        delta = text[len(self._sent_text) :] if text.startswith(self._sent_text) else ""
+        chunk_ids = ids[self._published :]
+        chunk_lps = (self.done.lps + new_lps)[self._published :]
         if not (chunk_ids or delta or final):
             return
         ok = await self._s._publish(
@@ -102,6 +105,9 @@ class TokenStream:
             args=[str(self.attempt), json.dumps(chunk_ids), json.dumps(chunk_lps), delta, final or "0"],
         )
         if not ok:
-            raise ApplicationError(f"attempt {self.attempt} of turn {self.turn_id} lost its stream to a newer attempt", type=ErrorType.STREAM_TAKEN_OVER)
+            raise ApplicationError(
+                f"attempt {self.attempt} of turn {self.turn_id} lost its stream to a newer attempt",
+                type=ErrorType.STREAM_TAKEN_OVER,
+            )
         self._sent_text += delta
         self._published = len(ids)

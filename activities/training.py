@@ -103,7 +103,13 @@ class TrainingActivities:
             if remaining <= 0:
                 break
             activity.heartbeat(sum(map(len, got.values())))
-            batch = await self.redis.xreadgroup(GROUP, inp.consumer, {k: ">" for k in wanting.values()}, count=left, block=int(min(remaining, HEARTBEAT_S) * 1000))
+            batch = await self.redis.xreadgroup(
+                GROUP,
+                inp.consumer,
+                {k: ">" for k in wanting.values()},
+                count=left,
+                block=int(min(remaining, HEARTBEAT_S) * 1000),
+            )
             for key, entries in batch or []:
                 src = next(s for s, k in streams.items() if k == key.decode())
                 got[src] += [eid.decode() for eid, _ in entries]
@@ -120,7 +126,10 @@ class TrainingActivities:
     # ---- train --------------------------------------------------------------
     @activity.defn(name=TRAIN_STEP.name)
     async def train_step(self, inp: TrainInput) -> StepSummary:
-        async with heartbeating(HEARTBEAT_S), self._step_lock:  # beating from the start: loading the model can take a while
+        async with (
+            heartbeating(HEARTBEAT_S),
+            self._step_lock,
+        ):  # beating from the start: loading the model can take a while
             return await self._train_step(inp)
 
     async def _train_step(self, inp: TrainInput) -> StepSummary:
@@ -135,7 +144,9 @@ class TrainingActivities:
             for eid in ids:
                 entries = await self.redis.xrange(key, eid, eid)
                 if not entries:
-                    raise ApplicationError(f"stream entry {eid} of {key} is gone", type=ErrorType.SAMPLE_MISSING, non_retryable=True)
+                    raise ApplicationError(
+                        f"stream entry {eid} of {key} is gone", type=ErrorType.SAMPLE_MISSING, non_retryable=True
+                    )
                 s = decode_sample(entries[0][1])
                 v = int(s.meta.policy_version) if (s.meta.policy_version or "").isdigit() else inp.version
                 if inp.version - v > inp.max_staleness:
@@ -145,13 +156,21 @@ class TrainingActivities:
         if stale:
             log.info("stale samples dropped", count=len(stale), version=inp.version, max_staleness=inp.max_staleness)
         if not samples:  # nothing left to learn from: no step, no new version; the batch is still acknowledged
-            return StepSummary(version=inp.version, checkpoint="", batch=digest, trained=0, dropped_stale=len(stale), stale_ids=stale)
+            return StepSummary(
+                version=inp.version, checkpoint="", batch=digest, trained=0, dropped_stale=len(stale), stale_ids=stale
+            )
         try:
             trainer = await asyncio.to_thread(self._trainer_at, inp.version)
             metrics = await asyncio.to_thread(trainer.train_step, samples)
             summary = StepSummary(
-                version=inp.version + 1, checkpoint=str(target), batch=digest, trained=len(samples), dropped_stale=len(stale),
-                metrics=metrics, sample_ids=[s.meta.sample_id for s in samples], stale_ids=stale,
+                version=inp.version + 1,
+                checkpoint=str(target),
+                batch=digest,
+                trained=len(samples),
+                dropped_stale=len(stale),
+                metrics=metrics,
+                sample_ids=[s.meta.sample_id for s in samples],
+                stale_ids=stale,
             )
             await asyncio.to_thread(self._save, trainer, target, summary)
         except BaseException:
@@ -166,14 +185,28 @@ class TrainingActivities:
             return self.trainer
         t = self.settings.training
         cfg = TrainerConfig(
-            lr=t.lr, micro_batch_tokens=t.micro_batch_tokens,
-            loss=LossConfig(clip_low=t.clip_low, clip_high=t.clip_high, kl_coef=t.kl_coef, entropy_coef=t.entropy_coef, tis_cap=t.tis_cap),
+            lr=t.lr,
+            micro_batch_tokens=t.micro_batch_tokens,
+            loss=LossConfig(
+                clip_low=t.clip_low,
+                clip_high=t.clip_high,
+                kl_coef=t.kl_coef,
+                entropy_coef=t.entropy_coef,
+                tis_cap=t.tis_cap,
+            ),
         )
         trainer_cls = backend_class(t.backend)
         folder = version_dir(self.settings.checkpoints_dir, version)
-        self.trainer = trainer_cls.resume(folder, cfg) if folder.is_dir() else trainer_cls(self.settings.served_model_path(), cfg)
+        self.trainer = (
+            trainer_cls.resume(folder, cfg) if folder.is_dir() else trainer_cls(self.settings.served_model_path(), cfg)
+        )
         self.trainer_version = version
-        log.info("trainer loaded", backend=t.backend, version=version, source=str(folder if folder.is_dir() else self.settings.served_model_path()))
+        log.info(
+            "trainer loaded",
+            backend=t.backend,
+            version=version,
+            source=str(folder if folder.is_dir() else self.settings.served_model_path()),
+        )
         return self.trainer
 
     @staticmethod
@@ -196,13 +229,17 @@ class TrainingActivities:
             results = await client.update_weights_from_disk(inp.checkpoint, weight_version=str(inp.version))
         failed = [r.message for r in results if not r.success]
         if failed:
-            raise ApplicationError(f"a policy server refused version {inp.version}: {failed}", type=ErrorType.WEIGHT_LOAD_FAILED)
+            raise ApplicationError(
+                f"a policy server refused version {inp.version}: {failed}", type=ErrorType.WEIGHT_LOAD_FAILED
+            )
         # The serving side's signal: the version key and an update entry, together.
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.set(redis_keys.POLICY_VERSION, str(inp.version))
             pipe.xadd(
-                redis_keys.POLICY_UPDATES, {"version": str(inp.version), "checkpoint": inp.checkpoint, "at": f"{time.time():.3f}"},
-                maxlen=redis_keys.POLICY_UPDATES_MAXLEN, approximate=True,
+                redis_keys.POLICY_UPDATES,
+                {"version": str(inp.version), "checkpoint": inp.checkpoint, "at": f"{time.time():.3f}"},
+                maxlen=redis_keys.POLICY_UPDATES_MAXLEN,
+                approximate=True,
             )
             await pipe.execute()
         return [r.message for r in results]
@@ -222,9 +259,17 @@ class TrainingActivities:
         if manifest.is_file():
             if SavedCheckpoint.model_validate_json(manifest.read_text()).version == inp.version:
                 return saved  # a retried export already finished
-            raise ApplicationError(f"a saved checkpoint named {inp.label!r} already exists (another version)", type=ErrorType.LABEL_TAKEN, non_retryable=True)
+            raise ApplicationError(
+                f"a saved checkpoint named {inp.label!r} already exists (another version)",
+                type=ErrorType.LABEL_TAKEN,
+                non_retryable=True,
+            )
         if not source.is_dir():
-            raise ApplicationError(f"version {inp.version} has no checkpoint at {source}", type=ErrorType.CHECKPOINT_MISSING, non_retryable=True)
+            raise ApplicationError(
+                f"version {inp.version} has no checkpoint at {source}",
+                type=ErrorType.CHECKPOINT_MISSING,
+                non_retryable=True,
+            )
         with atomic_dir(target) as tmp:
             shutil.copytree(source, tmp, dirs_exist_ok=True)
             (tmp / SAVED_MANIFEST).write_text(saved.model_dump_json())

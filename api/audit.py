@@ -16,14 +16,22 @@ router = APIRouter()
 
 
 @router.get("/v1/sessions")
-async def my_sessions(request: Request, limit: int = Query(50, ge=1, le=500), caller: Caller = Depends(authenticate)) -> dict:
+async def my_sessions(
+    request: Request, limit: int = Query(50, ge=1, le=500), caller: Caller = Depends(authenticate)
+) -> dict:
     client = await request.app.state.gateway.client()
     sessions: list[SessionInfo] = await list_sessions(client, caller.user_id, limit)
     return {"object": "list", "data": [s.model_dump(mode="json") for s in sessions]}
 
 
 @router.get("/v1/sessions/{session_id}/turns")
-async def turns_of(request: Request, session_id: str, offset: int = Query(0, ge=0), limit: int = Query(50, ge=1, le=500), caller: Caller = Depends(authenticate)) -> TurnLog:
+async def turns_of(
+    request: Request,
+    session_id: str,
+    offset: int = Query(0, ge=0),
+    limit: int = Query(50, ge=1, le=500),
+    caller: Caller = Depends(authenticate),
+) -> TurnLog:
     client = await request.app.state.gateway.client()
     try:
         return await session_turns(client, request.app.state.redis, caller.user_id, session_id, offset, limit)
@@ -40,6 +48,8 @@ async def end_session(request: Request, session_id: str, caller: Caller = Depend
         await handle.signal(SessionWorkflow.end, EndSession(reason="requested"))
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:
-            raise ApiError(404, f"no running session {session_id!r} for this API key's user", code="session_not_found") from None
+            raise ApiError(
+                404, f"no running session {session_id!r} for this API key's user", code="session_not_found"
+            ) from None
         raise
     return {"session_id": session_id, "ended": True}

@@ -83,7 +83,10 @@ async def chat_completions(request: Request, caller: Caller = Depends(authentica
         if identity.turn_type is TurnType.SIDE:
             session_id = f"side-{datetime.now(timezone.utc):%Y%m%d}"  # hint-less side calls of a day share one session
         else:
-            session_id = await prefix_links.find_session(app.state.redis, caller.user_id, messages, marker) or f"chat-{uuid.uuid4().hex[:16]}"
+            session_id = (
+                await prefix_links.find_session(app.state.redis, caller.user_id, messages, marker)
+                or f"chat-{uuid.uuid4().hex[:16]}"
+            )
 
     turn_id = uuid.uuid4().hex
     stored = StoredChatRequest(messages=messages, tools=chat.template_tools())
@@ -105,7 +108,15 @@ async def chat_completions(request: Request, caller: Caller = Depends(authentica
         received_at=datetime.now(timezone.utc),
     )
     model = chat.model or settings.api.model_name
-    log.info("chat turn", user=caller.user_id, session=session_id, source=identity.source, turn_type=identity.turn_type.value, turn_id=turn_id, stream=chat.stream)
+    log.info(
+        "chat turn",
+        user=caller.user_id,
+        session=session_id,
+        source=identity.source,
+        turn_type=identity.turn_type.value,
+        turn_id=turn_id,
+        stream=chat.stream,
+    )
 
     app.state.admission.acquire(caller.user_id)
 
@@ -116,7 +127,15 @@ async def chat_completions(request: Request, caller: Caller = Depends(authentica
             result = await app.state.gateway.run_turn(caller.user_id, session_id, turn)
             if identity.turn_type is TurnType.MAIN:
                 reply = _assistant_message(result).model_dump(exclude_none=True)
-                await prefix_links.remember(app.state.redis, caller.user_id, messages, reply, session_id, marker, settings.session.prefix_link_ttl_s)
+                await prefix_links.remember(
+                    app.state.redis,
+                    caller.user_id,
+                    messages,
+                    reply,
+                    session_id,
+                    marker,
+                    settings.session.prefix_link_ttl_s,
+                )
             return result
         finally:
             app.state.admission.release(caller.user_id)
@@ -124,13 +143,17 @@ async def chat_completions(request: Request, caller: Caller = Depends(authentica
     update = asyncio.ensure_future(run())
     if not chat.stream:
         result = await asyncio.shield(update)
-        return JSONResponse(_completion(turn_id, model, result).model_dump(exclude_none=True), headers={"X-Session-Id": session_id})
+        return JSONResponse(
+            _completion(turn_id, model, result).model_dump(exclude_none=True), headers={"X-Session-Id": session_id}
+        )
 
     include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
     tokens = relay_tokens(app.state.redis, turn_id, update)
     first = await anext(tokens, None)  # an error before the first token is still an HTTP error
     sse = _sse(turn_id, model, first, tokens, update, include_usage)
-    return StreamingResponse(sse, media_type="text/event-stream", headers={"X-Session-Id": session_id, "Cache-Control": "no-cache"})
+    return StreamingResponse(
+        sse, media_type="text/event-stream", headers={"X-Session-Id": session_id, "Cache-Control": "no-cache"}
+    )
 
 
 async def _read_json(request: Request, limit: int) -> dict[str, Any]:
@@ -169,18 +192,29 @@ def _next_state(messages: list[dict[str, Any]], marker: str, turn_id: str) -> Ne
     if not real or real[-1][1]["role"] not in ("user", "tool"):
         return None
     index, msg = real[-1]
-    return NextState(role=msg["role"], summary=clip(message_text(msg.get("content"))), request_key=redis_keys.chat_request(turn_id), message_index=index)
+    return NextState(
+        role=msg["role"],
+        summary=clip(message_text(msg.get("content"))),
+        request_key=redis_keys.chat_request(turn_id),
+        message_index=index,
+    )
 
 
 def _assistant_message(result: TurnResult) -> AssistantMessage:
     out = result.output
     calls = [c.to_openai() for c in out.tool_calls] or None
-    return AssistantMessage(content=out.content if (out.content or not calls) else None, reasoning_content=out.reasoning, tool_calls=calls)
+    return AssistantMessage(
+        content=out.content if (out.content or not calls) else None, reasoning_content=out.reasoning, tool_calls=calls
+    )
 
 
 def _usage(result: TurnResult) -> Usage:
     o = result.output
-    return Usage(prompt_tokens=o.prompt_tokens, completion_tokens=o.completion_tokens, total_tokens=o.prompt_tokens + o.completion_tokens)
+    return Usage(
+        prompt_tokens=o.prompt_tokens,
+        completion_tokens=o.completion_tokens,
+        total_tokens=o.prompt_tokens + o.completion_tokens,
+    )
 
 
 def _completion(turn_id: str, model: str, result: TurnResult) -> ChatCompletion:
@@ -194,11 +228,19 @@ def _completion(turn_id: str, model: str, result: TurnResult) -> ChatCompletion:
     )
 
 
-async def _sse(turn_id: str, model: str, first: str | None, tokens: AsyncIterator[str], update: asyncio.Future, include_usage: bool) -> AsyncIterator[str]:
+async def _sse(
+    turn_id: str, model: str, first: str | None, tokens: AsyncIterator[str], update: asyncio.Future, include_usage: bool
+) -> AsyncIterator[str]:
     created = int(time.time())
 
     def chunk(delta: Delta, finish: str | None = None, usage: Usage | None = None, choices: bool = True) -> str:
-        c = ChatCompletionChunk(id=f"chatcmpl-{turn_id}", created=created, model=model, choices=[ChunkChoice(delta=delta, finish_reason=finish)] if choices else [], usage=usage)
+        c = ChatCompletionChunk(
+            id=f"chatcmpl-{turn_id}",
+            created=created,
+            model=model,
+            choices=[ChunkChoice(delta=delta, finish_reason=finish)] if choices else [],
+            usage=usage,
+        )
         return f"data: {c.model_dump_json(exclude_none=True)}\n\n"
 
     splitter = StreamingSplitter()
@@ -214,7 +256,9 @@ async def _sse(turn_id: str, model: str, first: str | None, tokens: AsyncIterato
             delta = await anext(tokens, None)
         result: TurnResult = await asyncio.shield(update)
         out = result.output
-        r, c = splitter.finish(ParsedCompletion(content=out.content, reasoning=out.reasoning, tool_calls=out.tool_calls))
+        r, c = splitter.finish(
+            ParsedCompletion(content=out.content, reasoning=out.reasoning, tool_calls=out.tool_calls)
+        )
         if r or c:
             yield chunk(Delta(reasoning_content=r or None, content=c or None))
         if out.tool_calls:

@@ -52,12 +52,16 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0] if exc.errors() else {}
         where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
-        return ApiError(422, f"{where or 'request'}: {first.get('msg', 'invalid value')}", param=where or None).response()
+        return ApiError(
+            422, f"{where or 'request'}: {first.get('msg', 'invalid value')}", param=where or None
+        ).response()
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error", path=request.url.path)
-        return ApiError(500, f"internal error ({type(exc).__name__}); the request was not completed. See the API log.").response()
+        return ApiError(
+            500, f"internal error ({type(exc).__name__}); the request was not completed. See the API log."
+        ).response()
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:

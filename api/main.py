@@ -10,4 +10,6 @@ def serve_api(settings: Settings) -> None:
 
     from api.app import create_app
 
-    uvicorn.run(create_app(settings), host=settings.api.host, port=settings.api.port, log_level="warning", access_log=False)
+    uvicorn.run(
+        create_app(settings), host=settings.api.host, port=settings.api.port, log_level="warning", access_log=False
+    )

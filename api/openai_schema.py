@@ -63,7 +63,12 @@ class ChatMessage(BaseModel):
         out: dict[str, Any] = {"role": role, "content": self.text()}
         if self.tool_calls:
             out["tool_calls"] = [
-                {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}} for c in self.tool_calls
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.function.name, "arguments": c.function.arguments},
+                }
+                for c in self.tool_calls
             ]
         if self.tool_call_id:
             out["tool_call_id"] = self.tool_call_id

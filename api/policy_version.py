@@ -68,7 +68,9 @@ class PolicyVersionWatcher:
 
     def _apply(self, fields: dict[bytes, bytes], announce: bool) -> None:
         try:
-            update = PolicyUpdate(version=int(fields[b"version"]), checkpoint=fields[b"checkpoint"].decode(), at=float(fields[b"at"]))
+            update = PolicyUpdate(
+                version=int(fields[b"version"]), checkpoint=fields[b"checkpoint"].decode(), at=float(fields[b"at"])
+            )
         except (KeyError, ValueError) as exc:
             log.warning("malformed policy update entry ignored", error=str(exc))
             return
@@ -76,4 +78,9 @@ class PolicyVersionWatcher:
             return  # a retried publication repeats its entry
         self.latest = update
         if announce:
-            log.info("policy updated", version=update.version, checkpoint=update.checkpoint, lag_s=round(time.time() - update.at, 3))
+            log.info(
+                "policy updated",
+                version=update.version,
+                checkpoint=update.checkpoint,
+                lag_s=round(time.time() - update.at, 3),
+            )

@@ -70,6 +70,14 @@ async def find_session(redis: aioredis.Redis, user_id: str, messages: list[dict[
     return None
 
 
-async def remember(redis: aioredis.Redis, user_id: str, messages: list[dict[str, Any]], reply: dict[str, Any], session_id: str, marker: str, ttl_s: int) -> None:
+async def remember(
+    redis: aioredis.Redis,
+    user_id: str,
+    messages: list[dict[str, Any]],
+    reply: dict[str, Any],
+    session_id: str,
+    marker: str,
+    ttl_s: int,
+) -> None:
     digests = _digests([*messages, {**reply, "role": "assistant"}], marker)
     await redis.set(redis_keys.prefix_link(user_id, digests[-1][1]), session_id, ex=ttl_s)

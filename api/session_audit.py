@@ -80,7 +80,9 @@ async def list_sessions(client: Client, user_id: str | None = None, limit: int =
     return out
 
 
-async def session_turns(client: Client, redis: aioredis.Redis, user_id: str, session_id: str, offset: int = 0, limit: int = 50) -> TurnLog:
+async def session_turns(
+    client: Client, redis: aioredis.Redis, user_id: str, session_id: str, offset: int = 0, limit: int = 50
+) -> TurnLog:
     wf_id = session_workflow_id(user_id, session_id)
     handle = client.get_workflow_handle(wf_id)
     try:
@@ -95,10 +97,24 @@ async def session_turns(client: Client, redis: aioredis.Redis, user_id: str, ses
         raw = await redis.get(seg.key)
         if raw:
             records += [TurnRecord.model_validate(r) for r in json.loads(raw)]
-    records = sorted({r.index: r for r in records if offset <= r.index < offset + limit}.values(), key=lambda r: r.index)
+    records = sorted(
+        {r.index: r for r in records if offset <= r.index < offset + limit}.values(), key=lambda r: r.index
+    )
     judged = await redis.mget([redis_keys.judgement(r.turn_id) for r in records]) if records else []
-    audited = [AuditedTurn(**r.model_dump(), judgement=JudgementRecord.model_validate_json(j) if j else None) for r, j in zip(records, judged)]
+    audited = [
+        AuditedTurn(**r.model_dump(), judgement=JudgementRecord.model_validate_json(j) if j else None)
+        for r, j in zip(records, judged)
+    ]
     status = desc.status.name.lower() if desc.status else "unknown"
     if desc.status == WorkflowExecutionStatus.CONTINUED_AS_NEW:
         status = "running"
-    return TurnLog(session_id=session_id, workflow_id=wf_id, status=status, total=page.total, offset=offset, closed_reason=page.closed_reason, runs=page.runs, turns=audited)
+    return TurnLog(
+        session_id=session_id,
+        workflow_id=wf_id,
+        status=status,
+        total=page.total,
+        offset=offset,
+        closed_reason=page.closed_reason,
+        runs=page.runs,
+        turns=audited,
+    )

@@ -34,7 +34,13 @@ from workflows.session import SessionWorkflow
 log = structlog.get_logger(__name__)
 
 _SAFE_SESSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
-_TRANSIENT_RPC = {RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED, RPCStatusCode.UNKNOWN, RPCStatusCode.RESOURCE_EXHAUSTED}
+_TRANSIENT_RPC = {
+    RPCStatusCode.UNAVAILABLE,
+    RPCStatusCode.DEADLINE_EXCEEDED,
+    RPCStatusCode.CANCELLED,
+    RPCStatusCode.UNKNOWN,
+    RPCStatusCode.RESOURCE_EXHAUSTED,
+}
 _RETRY_SLEEP_S = 0.2
 _ROLL_WAIT_S = 20.0
 """How long a request waits for a session that is ending or continuing as new."""
@@ -105,15 +111,24 @@ class SessionGateway:
                     id=wf_id,
                     task_queue=self.settings.temporal.task_queue(Pool.WORKFLOW),
                     id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                    search_attributes=TypedSearchAttributes([SearchAttributePair(USER_ID, user_id), SearchAttributePair(SESSION_ID, session_id)]),
+                    search_attributes=TypedSearchAttributes(
+                        [SearchAttributePair(USER_ID, user_id), SearchAttributePair(SESSION_ID, session_id)]
+                    ),
                     static_summary=f"chat session {session_id} of {user_id}",
                 )
-                return await client.execute_update_with_start_workflow(SessionWorkflow.turn, req, start_workflow_operation=op, id=req.turn_id)
+                return await client.execute_update_with_start_workflow(
+                    SessionWorkflow.turn, req, start_workflow_operation=op, id=req.turn_id
+                )
             except WorkflowUpdateFailedError as exc:
                 cause = exc.cause
                 kind = cause.type if isinstance(cause, ApplicationError) else None
-                if kind in (ErrorType.SESSION_CLOSED, ErrorType.SESSION_ROLLING) and time.monotonic() - started < _ROLL_WAIT_S:
-                    await asyncio.sleep(_RETRY_SLEEP_S)  # the old run is finishing; the next try reaches or starts the new one
+                if (
+                    kind in (ErrorType.SESSION_CLOSED, ErrorType.SESSION_ROLLING)
+                    and time.monotonic() - started < _ROLL_WAIT_S
+                ):
+                    await asyncio.sleep(
+                        _RETRY_SLEEP_S
+                    )  # the old run is finishing; the next try reaches or starts the new one
                     continue
                 status, code = _ERROR_STATUS.get(kind or "", (500, "turn_failed"))
                 raise ApiError(status, getattr(cause, "message", None) or str(exc), code=code) from exc
@@ -121,6 +136,10 @@ class SessionGateway:
                 if isinstance(exc, RPCError) and exc.status not in _TRANSIENT_RPC:
                     raise ApiError(503, f"Temporal refused the turn: {exc.message}", code="temporal_error") from exc
                 if time.monotonic() - started >= self.settings.api.temporal_retry_s:
-                    raise ApiError(503, "Temporal is unreachable; the turn was not run. Retry shortly.", code="temporal_unavailable") from exc
+                    raise ApiError(
+                        503,
+                        "Temporal is unreachable; the turn was not run. Retry shortly.",
+                        code="temporal_unavailable",
+                    ) from exc
                 log.warning("temporal call failed; retrying", workflow_id=wf_id, turn_id=req.turn_id, error=str(exc))
                 await asyncio.sleep(_RETRY_SLEEP_S)

@@ -67,25 +67,37 @@ def _session(headers: Mapping[str, str], body: Mapping[str, Any], messages: list
     return None, "none"
 
 
-def _turn_type(headers: Mapping[str, str], body: Mapping[str, Any], messages: list[dict], markers: Mapping[str, str]) -> tuple[TurnType, str | None]:
-    explicit = _header(headers, "x-turn-type") or (body.get("turn_type") if isinstance(body.get("turn_type"), str) else None)
+def _turn_type(
+    headers: Mapping[str, str], body: Mapping[str, Any], messages: list[dict], markers: Mapping[str, str]
+) -> tuple[TurnType, str | None]:
+    explicit = _header(headers, "x-turn-type") or (
+        body.get("turn_type") if isinstance(body.get("turn_type"), str) else None
+    )
     if explicit:
         return (TurnType.MAIN, None) if explicit.strip().lower() == "main" else (TurnType.SIDE, "explicit")
-    system = "\n".join(message_text(m.get("content"), "\n") for m in messages if m.get("role") in ("system", "developer"))
+    system = "\n".join(
+        message_text(m.get("content"), "\n") for m in messages if m.get("role") in ("system", "developer")
+    )
     for marker, kind in markers.items():
         if marker in system:
             return TurnType.SIDE, kind
     return TurnType.MAIN, None
 
 
-def resolve_identity(headers: Mapping[str, str], body: Mapping[str, Any], markers: Mapping[str, str] | None = None) -> SessionIdentity:
+def resolve_identity(
+    headers: Mapping[str, str], body: Mapping[str, Any], markers: Mapping[str, str] | None = None
+) -> SessionIdentity:
     """`markers`: system-prompt substring -> side-call kind (default: `session.side_call_markers`)."""
     messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
     session_id, source = _session(headers, body, messages)
-    turn_type, side_kind = _turn_type(headers, body, messages, SessionSettings().side_call_markers if markers is None else markers)
+    turn_type, side_kind = _turn_type(
+        headers, body, messages, SessionSettings().side_call_markers if markers is None else markers
+    )
     done_raw = _header(headers, "x-session-done") or body.get("session_done")
     done = str(done_raw).strip().lower() in _TRUTHY if done_raw is not None else False
-    return SessionIdentity(session_id=session_id, source=source, turn_type=turn_type, side_kind=side_kind, session_done=done)
+    return SessionIdentity(
+        session_id=session_id, source=source, turn_type=turn_type, side_kind=side_kind, session_done=done
+    )
 
 
 def strip_routing_fields(body: Mapping[str, Any]) -> dict[str, Any]:

@@ -49,19 +49,33 @@ class Bench:
         self.auth = {"Authorization": f"Bearer {key}"}
 
     def messages(self, session: str, turn: int) -> list[dict]:
-        return [{"role": "system", "content": self.system}, {"role": "user", "content": f"session {session} question {turn}: what next?"}]
+        return [
+            {"role": "system", "content": self.system},
+            {"role": "user", "content": f"session {session} question {turn}: what next?"},
+        ]
 
     async def via_endpoint(self, session: str, turn: int) -> float:
-        body = {"model": "policy", "messages": self.messages(session, turn), "max_tokens": self.tokens, "temperature": 0}
+        body = {
+            "model": "policy",
+            "messages": self.messages(session, turn),
+            "max_tokens": self.tokens,
+            "temperature": 0,
+        }
         t = time.perf_counter()
-        r = await self.http.post(f"{self.stack.api}/v1/chat/completions", json=body, headers=self.auth | {"X-Session-Id": session})
+        r = await self.http.post(
+            f"{self.stack.api}/v1/chat/completions", json=body, headers=self.auth | {"X-Session-Id": session}
+        )
         took = time.perf_counter() - t
         r.raise_for_status()
         return took
 
     async def direct(self, session: str, turn: int) -> float:
         ids = self.renderer.render(self.messages(session, turn))
-        body = {"input_ids": ids, "return_logprob": True, "sampling_params": {"max_new_tokens": self.tokens, "temperature": 0, "stop_token_ids": self.stop_ids}}
+        body = {
+            "input_ids": ids,
+            "return_logprob": True,
+            "sampling_params": {"max_new_tokens": self.tokens, "temperature": 0, "stop_token_ids": self.stop_ids},
+        }
         t = time.perf_counter()
         r = await self.http.post(f"{self.stack.engine}/generate", json=body)
         took = time.perf_counter() - t
@@ -90,10 +104,21 @@ async def measure(bench: Bench, turns: int) -> dict[str, tuple[list[float], list
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--turns", type=int, default=40, help="turns in the sequential run (the 16-session run does turns/8 per session)")
+    ap.add_argument(
+        "--turns",
+        type=int,
+        default=40,
+        help="turns in the sequential run (the 16-session run does turns/8 per session)",
+    )
     ap.add_argument("--tokens", type=int, default=16, help="tokens generated per turn (greedy)")
-    ap.add_argument("--system-chars", type=int, default=2000, help="system prompt size (OpenClaw sends 31-49K characters)")
-    ap.add_argument("--with-learning", action="store_true", help="judge every paired turn meanwhile, as a deployment does (default: serving only, to isolate the turn's own overhead)")
+    ap.add_argument(
+        "--system-chars", type=int, default=2000, help="system prompt size (OpenClaw sends 31-49K characters)"
+    )
+    ap.add_argument(
+        "--with-learning",
+        action="store_true",
+        help="judge every paired turn meanwhile, as a deployment does (default: serving only, to isolate the turn's own overhead)",
+    )
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="chat-bench-"))
     from engine.tiny_qwen3 import ensure_tiny_model
@@ -104,17 +129,35 @@ def main() -> None:
         env["OPENCLAW_RL_LEARNING__ENABLED"] = "false"
     stack = RunningStack(env).start()
     try:
-        key = subprocess.run(CLI + ["keys", "create", "--user", "bench"], env=stack.env, capture_output=True, text=True, cwd=REPO, check=True).stdout.split()[0]
+        key = subprocess.run(
+            CLI + ["keys", "create", "--user", "bench"],
+            env=stack.env,
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            check=True,
+        ).stdout.split()[0]
         system = ("You are a personal agent. Follow the user's instructions carefully. " * 200)[: args.system_chars]
         bench = Bench(stack, key, model, args.tokens, system)
         results = asyncio.run(measure(bench, args.turns))
     finally:
         stack.stop()
-    print(f"tiny Qwen3, {args.tokens} tokens/turn greedy, system prompt {args.system_chars} chars, learning {'on' if args.with_learning else 'off'}, cpu cores: {os.cpu_count()}")
-    print(f"{'':<14}{'endpoint p50':>14}{'engine p50':>12}{'added p50':>11}{'endpoint p99':>14}{'engine p99':>12}{'added p99':>11}")
+    print(
+        f"tiny Qwen3, {args.tokens} tokens/turn greedy, system prompt {args.system_chars} chars, learning {'on' if args.with_learning else 'off'}, cpu cores: {os.cpu_count()}"
+    )
+    print(
+        f"{'':<14}{'endpoint p50':>14}{'engine p50':>12}{'added p50':>11}{'endpoint p99':>14}{'engine p99':>12}{'added p99':>11}"
+    )
     for label, (endpoint, direct) in results.items():
-        e50, d50, e99, d99 = (pct(endpoint, 0.5) * 1000, pct(direct, 0.5) * 1000, pct(endpoint, 0.99) * 1000, pct(direct, 0.99) * 1000)
-        print(f"{label:<14}{e50:>12.1f}ms{d50:>10.1f}ms{e50 - d50:>9.1f}ms{e99:>12.1f}ms{d99:>10.1f}ms{e99 - d99:>9.1f}ms   (n={len(endpoint)}, mean added {statistics.mean(endpoint) * 1000 - statistics.mean(direct) * 1000:.1f} ms)")
+        e50, d50, e99, d99 = (
+            pct(endpoint, 0.5) * 1000,
+            pct(direct, 0.5) * 1000,
+            pct(endpoint, 0.99) * 1000,
+            pct(direct, 0.99) * 1000,
+        )
+        print(
+            f"{label:<14}{e50:>12.1f}ms{d50:>10.1f}ms{e50 - d50:>9.1f}ms{e99:>12.1f}ms{d99:>10.1f}ms{e99 - d99:>9.1f}ms   (n={len(endpoint)}, mean added {statistics.mean(endpoint) * 1000 - statistics.mean(direct) * 1000:.1f} ms)"
+        )
     print("targets: at most 50 ms added at p50 and 150 ms at p99")
 
 

@@ -27,10 +27,15 @@ from tests.helpers import CLI, REPO, free_port, wait_http  # noqa: E402
 
 
 async def burst(url: str, concurrency: int, tokens: int) -> tuple[int, float]:
-    body = {"sampling_params": {"max_new_tokens": tokens, "temperature": 1.0, "ignore_eos": True}, "return_logprob": True}
+    body = {
+        "sampling_params": {"max_new_tokens": tokens, "temperature": 1.0, "ignore_eos": True},
+        "return_logprob": True,
+    }
     async with httpx.AsyncClient(base_url=url, timeout=600) as http:
         started = time.perf_counter()
-        answers = await asyncio.gather(*(http.post("/generate", json=body | {"text": f"benchmark prompt number {i}"}) for i in range(concurrency)))
+        answers = await asyncio.gather(
+            *(http.post("/generate", json=body | {"text": f"benchmark prompt number {i}"}) for i in range(concurrency))
+        )
         took = time.perf_counter() - started
     for a in answers:
         a.raise_for_status()
@@ -62,8 +67,16 @@ def main() -> None:
 
         model = ensure_tiny_model(work / "tiny-qwen3")
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENCLAW_RL_")} | {"OPENCLAW_RL_DATA_DIR": str(work)}
-    proc = subprocess.Popen(CLI + ["engine", "--model", str(model), "--port", str(port)], env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENCLAW_RL_")} | {
+        "OPENCLAW_RL_DATA_DIR": str(work)
+    }
+    proc = subprocess.Popen(
+        CLI + ["engine", "--model", str(model), "--port", str(port)],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         url = f"http://127.0.0.1:{port}"
         wait_http(f"{url}/health", timeout=300, proc=proc)

@@ -36,7 +36,11 @@ from tests.learning.conftest import ScriptedJudge  # noqa: E402
 
 async def turn(http: httpx.AsyncClient, api: str, key: str, sid: str, messages: list[dict]) -> tuple[float, dict]:
     t = time.perf_counter()
-    r = await http.post(f"{api}/v1/chat/completions", json={"messages": messages, "max_tokens": 8}, headers={"Authorization": f"Bearer {key}", "X-Session-Id": sid})
+    r = await http.post(
+        f"{api}/v1/chat/completions",
+        json={"messages": messages, "max_tokens": 8},
+        headers={"Authorization": f"Bearer {key}", "X-Session-Id": sid},
+    )
     r.raise_for_status()
     return time.perf_counter() - t, r.json()["choices"][0]["message"]
 
@@ -69,20 +73,31 @@ async def run(stack: RunningStack, key: str, sessions: int, turns: int) -> dict:
     expected = sessions * (turns - 1)
     deadline = time.time() + 600
     while time.time() < deadline:
-        entries = [e for e in r.xrange("oc:records:personal:v0") if b"judge-bench-" in e[1][b"id"] and int(e[0].split(b"-")[0]) / 1000 >= started]
+        entries = [
+            e
+            for e in r.xrange("oc:records:personal:v0")
+            if b"judge-bench-" in e[1][b"id"] and int(e[0].split(b"-")[0]) / 1000 >= started
+        ]
         if len(entries) >= expected:
             break
         time.sleep(0.5)
     stamps = sorted(int(e[0].split(b"-")[0]) / 1000 for e in entries)
     span = stamps[-1] - stamps[0] if len(stamps) > 1 else float("nan")
     return {
-        "judged": len(entries), "rate": (len(entries) - 1) / span, "idle_p50": statistics.median(idle) * 1000,
-        "busy_p50": statistics.median(busy) * 1000, "backlog": f"{backlog_before}->{backlog_after}",
+        "judged": len(entries),
+        "rate": (len(entries) - 1) / span,
+        "idle_p50": statistics.median(idle) * 1000,
+        "busy_p50": statistics.median(busy) * 1000,
+        "backlog": f"{backlog_before}->{backlog_after}",
     }
 
 
 def expected_left(r: redis.Redis, started: float, expected: int) -> int:
-    done = [e for e in r.xrange("oc:records:personal:v0") if b"judge-bench-" in e[1][b"id"] and int(e[0].split(b"-")[0]) / 1000 >= started]
+    done = [
+        e
+        for e in r.xrange("oc:records:personal:v0")
+        if b"judge-bench-" in e[1][b"id"] and int(e[0].split(b"-")[0]) / 1000 >= started
+    ]
     return expected - len(done)
 
 
@@ -97,19 +112,45 @@ def main() -> None:
 
     model = ensure_tiny_model(work / "tiny-qwen3")
     results = {}
-    with ScriptedJudge(["The reply shows satisfaction. \\boxed{1} [HINT_START]Answer in one short sentence.[HINT_END]"], delays={"": args.judge_latency_ms / 1000}) as server:
-        for name, extra in (("heuristic", {}), (f"llm (scripted, {args.judge_latency_ms:.0f} ms)", {"OPENCLAW_RL_LEARNING__JUDGE": json.dumps({"type": "llm", "url": server.url})})):
-            env = stack_env(work / f"data-{len(results)}", model_path=model) | extra | {"OPENCLAW_RL_TRAINING__AUTO_START": "false"}
+    with ScriptedJudge(
+        ["The reply shows satisfaction. \\boxed{1} [HINT_START]Answer in one short sentence.[HINT_END]"],
+        delays={"": args.judge_latency_ms / 1000},
+    ) as server:
+        for name, extra in (
+            ("heuristic", {}),
+            (
+                f"llm (scripted, {args.judge_latency_ms:.0f} ms)",
+                {"OPENCLAW_RL_LEARNING__JUDGE": json.dumps({"type": "llm", "url": server.url})},
+            ),
+        ):
+            env = (
+                stack_env(work / f"data-{len(results)}", model_path=model)
+                | extra
+                | {"OPENCLAW_RL_TRAINING__AUTO_START": "false"}
+            )
             stack = RunningStack(env).start()
             try:
-                key = subprocess.run(CLI + ["keys", "create", "--user", "bench"], env=env, capture_output=True, text=True, cwd=REPO, check=True).stdout.split()[0]
+                key = subprocess.run(
+                    CLI + ["keys", "create", "--user", "bench"],
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    cwd=REPO,
+                    check=True,
+                ).stdout.split()[0]
                 results[name] = asyncio.run(run(stack, key, args.sessions, args.turns))
             finally:
                 stack.stop()
-    print(f"{args.sessions} sessions x {args.turns} turns (combined method, 1 PRM + 1 hint vote per turn), tiny model, cpu cores: {os.cpu_count()}")
-    print(f"{'judge':<30}{'judged':>7}{'turns/s':>9}{'chat p50 idle':>15}{'while judging':>15}   turns left to judge during it")
+    print(
+        f"{args.sessions} sessions x {args.turns} turns (combined method, 1 PRM + 1 hint vote per turn), tiny model, cpu cores: {os.cpu_count()}"
+    )
+    print(
+        f"{'judge':<30}{'judged':>7}{'turns/s':>9}{'chat p50 idle':>15}{'while judging':>15}   turns left to judge during it"
+    )
     for name, r in results.items():
-        print(f"{name:<30}{r['judged']:>7}{r['rate']:>9.2f}{r['idle_p50']:>13.1f}ms{r['busy_p50']:>13.1f}ms   {r['backlog']}")
+        print(
+            f"{name:<30}{r['judged']:>7}{r['rate']:>9.2f}{r['idle_p50']:>13.1f}ms{r['busy_p50']:>13.1f}ms   {r['backlog']}"
+        )
 
 
 if __name__ == "__main__":

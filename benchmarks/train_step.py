@@ -34,9 +34,31 @@ def batch(n: int, prompt: int, response: int, vocab: int) -> list[TrainingSample
     out = []
     for i in range(n):
         ids = torch.randint(0, vocab, (prompt + response,), generator=g).tolist()
-        meta = SampleMeta(sample_id=f"b#{i}", source="bench", method="binary", user_id="u", session_id="s", turn_id=str(i), turn_index=i,
-                          policy_version="0", temperature=1.0, reward=1.0, loss_mask=1, use_teacher=False, reason="bench", judge=JudgeSummary(judge="none"))
-        out.append(TrainingSample(meta=meta, prompt_ids=ids[:prompt], response_ids=ids[prompt:], rollout_logprobs=[-10.0] * response, advantages=[1.0 if i % 2 else -1.0] * response))
+        meta = SampleMeta(
+            sample_id=f"b#{i}",
+            source="bench",
+            method="binary",
+            user_id="u",
+            session_id="s",
+            turn_id=str(i),
+            turn_index=i,
+            policy_version="0",
+            temperature=1.0,
+            reward=1.0,
+            loss_mask=1,
+            use_teacher=False,
+            reason="bench",
+            judge=JudgeSummary(judge="none"),
+        )
+        out.append(
+            TrainingSample(
+                meta=meta,
+                prompt_ids=ids[:prompt],
+                response_ids=ids[prompt:],
+                rollout_logprobs=[-10.0] * response,
+                advantages=[1.0 if i % 2 else -1.0] * response,
+            )
+        )
     return out
 
 
@@ -90,7 +112,9 @@ def main() -> None:
         plain_step(plain, opt, samples)
         times["plain"].append(time.perf_counter() - t)
     tr, pl = statistics.median(times["trainer"]), statistics.median(times["plain"])
-    print(f"{args.backend} backend, {args.samples} samples x ({args.prompt} + {args.response}) tokens, model {model_path.name}, cpu cores: {os.cpu_count()}, torch threads: {torch.get_num_threads()}")
+    print(
+        f"{args.backend} backend, {args.samples} samples x ({args.prompt} + {args.response}) tokens, model {model_path.name}, cpu cores: {os.cpu_count()}, torch threads: {torch.get_num_threads()}"
+    )
     print(f"trainer: {tokens / tr:8.0f} tokens/s  ({tr * 1000:.0f} ms/step)")
     print(f"plain:   {tokens / pl:8.0f} tokens/s  ({pl * 1000:.0f} ms/step)")
     print(f"trainer overhead: {(tr / pl - 1) * 100:+.1f}% (target: under 5%)")

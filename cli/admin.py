@@ -43,7 +43,9 @@ async def keys_command(args: argparse.Namespace, settings: Settings) -> int:
         print(f"openclaw-rl: {exc}")
         return 2
     except (RedisConnectionError, OSError) as exc:
-        print(f"openclaw-rl: cannot reach Redis at {settings.redis.target()}: {exc}. Is the stack up (`openclaw-rl up`)?")
+        print(
+            f"openclaw-rl: cannot reach Redis at {settings.redis.target()}: {exc}. Is the stack up (`openclaw-rl up`)?"
+        )
         return 1
     finally:
         await redis.aclose()
@@ -55,7 +57,9 @@ async def _client(settings: Settings):
     try:
         return await connect(settings.temporal)
     except RuntimeError as exc:
-        raise SystemExit(f"openclaw-rl: cannot reach Temporal at {settings.temporal.target()}: {exc}. Is the stack up (`openclaw-rl up`)?") from None
+        raise SystemExit(
+            f"openclaw-rl: cannot reach Temporal at {settings.temporal.target()}: {exc}. Is the stack up (`openclaw-rl up`)?"
+        ) from None
 
 
 async def sessions_command(args: argparse.Namespace, settings: Settings) -> int:
@@ -69,7 +73,9 @@ async def sessions_command(args: argparse.Namespace, settings: Settings) -> int:
     print(f"{'SESSION':<40}{'USER':<20}{'STATUS':<12}{'STARTED (UTC)':<18}POLICY")
     for s in sessions:
         started = f"{s.started_at:%Y-%m-%d %H:%M}" if s.started_at else "-"
-        print(f"{s.session_id[:38]:<40}{s.user_id[:18]:<20}{s.status:<12}{started:<18}{s.policy_version if s.policy_version is not None else '-'}")
+        print(
+            f"{s.session_id[:38]:<40}{s.user_id[:18]:<20}{s.status:<12}{started:<18}{s.policy_version if s.policy_version is not None else '-'}"
+        )
     return 0
 
 
@@ -81,19 +87,28 @@ async def turns_command(args: argparse.Namespace, settings: Settings) -> int:
     try:
         log = await session_turns(client, redis, args.user, args.session_id, args.offset, args.limit)
     except SessionNotFound:
-        print(f"openclaw-rl: no session {args.session_id!r} for user {args.user!r} (see `openclaw-rl sessions --user {args.user}`)")
+        print(
+            f"openclaw-rl: no session {args.session_id!r} for user {args.user!r} (see `openclaw-rl sessions --user {args.user}`)"
+        )
         return 1
     finally:
         await redis.aclose()
     if args.json:
         print(log.model_dump_json(indent=2))
         return 0
-    print(f"session {log.session_id} ({log.workflow_id}): {log.status}, {log.total} turns" + (f", ended: {log.closed_reason}" if log.closed_reason else ""))
+    print(
+        f"session {log.session_id} ({log.workflow_id}): {log.status}, {log.total} turns"
+        + (f", ended: {log.closed_reason}" if log.closed_reason else "")
+    )
     for t in log.turns:
         kind = t.turn_type.value + (f"/{t.side_kind}" if t.side_kind else "")
-        print(f"\n#{t.index} {kind} {t.received_at:%Y-%m-%d %H:%M:%S} policy v{t.weight_version or '?'} {t.status} {t.prompt_tokens}+{t.completion_tokens} tokens, {t.finish_reason or '-'}")
+        print(
+            f"\n#{t.index} {kind} {t.received_at:%Y-%m-%d %H:%M:%S} policy v{t.weight_version or '?'} {t.status} {t.prompt_tokens}+{t.completion_tokens} tokens, {t.finish_reason or '-'}"
+        )
         print(f"  prompt:   {_one_line(t.prompt_summary)}")
-        reply = _one_line(t.response_summary) + "".join(f" [tool_call {c.name}({_one_line(c.arguments, 60)})]" for c in t.tool_calls)
+        reply = _one_line(t.response_summary) + "".join(
+            f" [tool_call {c.name}({_one_line(c.arguments, 60)})]" for c in t.tool_calls
+        )
         print(f"  response: {reply}")
         if t.next_state is not None:
             print(f"  next:     ({t.next_state.role}) {_one_line(t.next_state.summary)}")
@@ -103,7 +118,11 @@ async def turns_command(args: argparse.Namespace, settings: Settings) -> int:
             j, r = t.judgement.judge, t.judgement.result
             votes = ", ".join("-" if v is None else f"{v:+d}" for v in j.prm_votes) or "none"
             line = f"  judged:   {j.judge} votes [{votes}] -> {j.eval_score if j.eval_score is not None else '-'}"
-            line += f"; sample: reward {r.reward:+.1f}, mask {r.loss_mask}, advantage mean {r.advantage_mean:+.3f} [{r.advantage_min:+.3f}, {r.advantage_max:+.3f}] ({r.reason})" if r.published else f"; no sample ({'duplicate' if r.duplicate else r.reason})"
+            line += (
+                f"; sample: reward {r.reward:+.1f}, mask {r.loss_mask}, advantage mean {r.advantage_mean:+.3f} [{r.advantage_min:+.3f}, {r.advantage_max:+.3f}] ({r.reason})"
+                if r.published
+                else f"; no sample ({'duplicate' if r.duplicate else r.reason})"
+            )
             print(line)
             if j.hint:
                 print(f"  hint:     {_one_line(j.hint)}")
@@ -139,14 +158,20 @@ async def train_command(args: argparse.Namespace, settings: Settings) -> int:
                 print(s.model_dump_json(indent=2))
                 return 0
             state = "paused" if s.paused else "running"
-            print(f"{wf_id}: {state}, policy version {s.version}, {s.steps} steps, {s.samples_trained} samples trained, {s.samples_dropped_stale} dropped as stale")
-            print(f"next batch: {_bar(s.waiting_samples, s.batch_size)} {s.waiting_samples}/{s.batch_size} samples; {s.backlog} more waiting in the streams")
+            print(
+                f"{wf_id}: {state}, policy version {s.version}, {s.steps} steps, {s.samples_trained} samples trained, {s.samples_dropped_stale} dropped as stale"
+            )
+            print(
+                f"next batch: {_bar(s.waiting_samples, s.batch_size)} {s.waiting_samples}/{s.batch_size} samples; {s.backlog} more waiting in the streams"
+            )
             if s.recent_losses:
                 print("recent losses: " + " ".join(f"{x:+.4f}" for x in s.recent_losses[-8:]))
             m = s.last_metrics
             if m:
-                print(f"last step: loss {m.loss:+.4f}, clip fraction {m.clip_fraction:.3f}, approx KL {m.approx_kl:.2e}, mean advantage {m.mean_advantage:+.3f}, "
-                      f"log-prob gap {m.logprob_gap:.2e}, grad norm {m.grad_norm:.3f}, {m.tokens_per_s:.0f} tokens/s")
+                print(
+                    f"last step: loss {m.loss:+.4f}, clip fraction {m.clip_fraction:.3f}, approx KL {m.approx_kl:.2e}, mean advantage {m.mean_advantage:+.3f}, "
+                    f"log-prob gap {m.logprob_gap:.2e}, grad norm {m.grad_norm:.3f}, {m.tokens_per_s:.0f} tokens/s"
+                )
         elif args.train_command == "pause":
             await handle.signal(TrainingWorkflow.pause)
             print("pausing after the current step")
@@ -157,7 +182,10 @@ async def train_command(args: argparse.Namespace, settings: Settings) -> int:
             await handle.signal(TrainingWorkflow.set_batch_size, BatchSize(batch_size=args.n))
             print(f"batch size {args.n} from the next step on")
         elif args.train_command == "checkpoint":
-            print(f"saving version under {args.label or 'policy-<version>'} (after the step in progress, if any)...", flush=True)
+            print(
+                f"saving version under {args.label or 'policy-<version>'} (after the step in progress, if any)...",
+                flush=True,
+            )
             saved = await handle.execute_update(TrainingWorkflow.checkpoint, CheckpointRequest(label=args.label))
             print(f"saved policy version {saved.version} as {saved.label}: {saved.path}")
         return 0

@@ -87,11 +87,20 @@ def cmd_train(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="openclaw-rl", description="OpenClaw-RL on Temporal: agents that improve by being used.")
+    parser = argparse.ArgumentParser(
+        prog="openclaw-rl", description="OpenClaw-RL on Temporal: agents that improve by being used."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("up", help="start and supervise the whole local stack (Ctrl-C stops it)").set_defaults(func=cmd_up, exits_hard=True)
+    sub.add_parser("up", help="start and supervise the whole local stack (Ctrl-C stops it)").set_defaults(
+        func=cmd_up, exits_hard=True
+    )
     eng = sub.add_parser("engine", help="serve a model behind SGLang's HTTP API (the embedded policy engine)")
-    eng.add_argument("--model", type=Path, default=None, help="local Hugging Face checkpoint (default: engine.model_path, else the built-in tiny Qwen3)")
+    eng.add_argument(
+        "--model",
+        type=Path,
+        default=None,
+        help="local Hugging Face checkpoint (default: engine.model_path, else the built-in tiny Qwen3)",
+    )
     eng.add_argument("--port", type=int, default=None, help="port (default: engine.port)")
     eng.add_argument("--weight-version", default="0", help="version label of the initial weights")
     eng.set_defaults(func=cmd_engine, exits_hard=False)
@@ -133,7 +142,9 @@ def build_parser() -> argparse.ArgumentParser:
     bs = trs.add_parser("batch-size", help="samples per step from the next step on")
     bs.add_argument("n", type=int)
     tr.set_defaults(func=cmd_train, exits_hard=True)
-    sub.add_parser("config", help="print the effective settings (secrets masked)").set_defaults(func=cmd_config, exits_hard=False)
+    sub.add_parser("config", help="print the effective settings (secrets masked)").set_defaults(
+        func=cmd_config, exits_hard=False
+    )
     return parser
 
 

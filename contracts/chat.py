@@ -24,7 +24,11 @@ class ToolCall(BaseModel):
     """JSON text of the arguments, as OpenAI's `function.arguments` carries it."""
 
     def to_openai(self, index: int | None = None) -> dict[str, Any]:
-        out: dict[str, Any] = {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+        out: dict[str, Any] = {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
         if index is not None:
             out["index"] = index
         return out
@@ -67,7 +71,9 @@ class GenerateOutput(BaseModel):
 
 
 GENERATE = ActivityDef(
-    "generate", GenerateInput, GenerateOutput,
+    "generate",
+    GenerateInput,
+    GenerateOutput,
     retry=Retry(
         initial_interval=timedelta(milliseconds=200),
         maximum_interval=timedelta(seconds=5),

@@ -34,7 +34,11 @@ class ProbeResult(BaseModel):
 
 
 PING = ActivityDef(
-    "ping", PingInput, PoolPong,
+    "ping",
+    PingInput,
+    PoolPong,
     schedule_to_close=timedelta(seconds=30),
-    retry=Retry(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=2), maximum_attempts=20),
+    retry=Retry(
+        initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=2), maximum_attempts=20
+    ),
 )

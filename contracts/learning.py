@@ -158,7 +158,9 @@ def sample_id(session_key: str, turn_index: int) -> str:
 
 
 _VOTE_RETRY = Retry(
-    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10), maximum_attempts=3,
+    initial_interval=timedelta(seconds=1),
+    maximum_interval=timedelta(seconds=10),
+    maximum_attempts=3,
     non_retryable=(ErrorType.TURN_DATA_MISSING,),
 )
 # Vote and teacher timeouts are `learning.vote_timeout_s`, passed by the workflow at the call.
@@ -169,10 +171,14 @@ HINT_VOTE = ActivityDef("hint", VoteInput, VoteResult, retry=_VOTE_RETRY)
 TEACHER_LOGPROBS = ActivityDef("teacher_logprobs", TeacherInput, TeacherResult, retry=_VOTE_RETRY)
 """The response scored under the hint-enhanced context (policy pool)."""
 PUBLISH_SAMPLE = ActivityDef(
-    "publish_sample", PublishInput, PublishResult,
+    "publish_sample",
+    PublishInput,
+    PublishResult,
     start_to_close=timedelta(seconds=60),
     retry=Retry(
-        initial_interval=timedelta(milliseconds=500), maximum_interval=timedelta(seconds=10), maximum_attempts=10,
+        initial_interval=timedelta(milliseconds=500),
+        maximum_interval=timedelta(seconds=10),
+        maximum_attempts=10,
         non_retryable=(ErrorType.TURN_DATA_MISSING,),
     ),
 )

@@ -137,7 +137,9 @@ class ArchiveTurnsInput(BaseModel):
 
 
 ARCHIVE_TURNS = ActivityDef(
-    "archive_turns", ArchiveTurnsInput, None,
+    "archive_turns",
+    ArchiveTurnsInput,
+    None,
     start_to_close=timedelta(seconds=30),
     retry=Retry(maximum_interval=timedelta(seconds=10)),
 )

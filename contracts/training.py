@@ -170,15 +170,23 @@ CLAIM_BATCH = ActivityDef("claim_batch", ClaimInput, ClaimResult, heartbeat=time
 """Start-to-close is the claim's wait plus CLAIM_SLACK."""
 CLAIM_SLACK = timedelta(seconds=60)
 TRAIN_STEP = ActivityDef(
-    "train_step", TrainInput, StepSummary,
+    "train_step",
+    TrainInput,
+    StepSummary,
     retry=Retry(maximum_interval=timedelta(seconds=30), non_retryable=(ErrorType.SAMPLE_MISSING,)),
 )
-PUBLISH_WEIGHTS = ActivityDef("publish_weights", PublishWeightsInput, list[str], start_to_close=timedelta(minutes=10), retry=_KEEP_TRYING)
+PUBLISH_WEIGHTS = ActivityDef(
+    "publish_weights", PublishWeightsInput, list[str], start_to_close=timedelta(minutes=10), retry=_KEEP_TRYING
+)
 """Every policy server loads the checkpoint; returns the servers' messages."""
 EXPORT_CHECKPOINT = ActivityDef(
-    "export_checkpoint", ExportInput, SavedCheckpoint,
+    "export_checkpoint",
+    ExportInput,
+    SavedCheckpoint,
     start_to_close=timedelta(minutes=30),
-    retry=Retry(maximum_interval=timedelta(seconds=30), non_retryable=(ErrorType.LABEL_TAKEN, ErrorType.CHECKPOINT_MISSING)),
+    retry=Retry(
+        maximum_interval=timedelta(seconds=30), non_retryable=(ErrorType.LABEL_TAKEN, ErrorType.CHECKPOINT_MISSING)
+    ),
 )
 ACK_BATCH = ActivityDef("ack_batch", AckInput, int, start_to_close=timedelta(seconds=60))
 """Returns how many entries were acknowledged."""

@@ -23,7 +23,9 @@ def prepare_model(settings: Settings, model_path: Path | None = None) -> Path:
     return ensure_tiny_model(settings.tiny_model_dir)
 
 
-def serve_engine(settings: Settings, model_path: Path | None = None, port: int | None = None, weight_version: str = "0") -> None:
+def serve_engine(
+    settings: Settings, model_path: Path | None = None, port: int | None = None, weight_version: str = "0"
+) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a hub: checkpoints are local paths
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     import torch

@@ -47,7 +47,9 @@ class LoadedModel:
         return (cfg.model_type, self.vocab_size, cfg.hidden_size, cfg.num_hidden_layers)
 
 
-def load_model(path: Path, device: str = "auto", dtype: str = "auto", weight_version: str = "0", tokenizer: object | None = None) -> LoadedModel:
+def load_model(
+    path: Path, device: str = "auto", dtype: str = "auto", weight_version: str = "0", tokenizer: object | None = None
+) -> LoadedModel:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = Path(path).expanduser().absolute()
@@ -68,7 +70,11 @@ def load_model(path: Path, device: str = "auto", dtype: str = "auto", weight_ver
         raise ModelLoadError(f"cannot load checkpoint at {path}: {exc}") from exc
     model.to(dev).eval()
     eos: set[int] = set()
-    for source in (model.generation_config.eos_token_id, model.config.eos_token_id, getattr(tokenizer, "eos_token_id", None)):
+    for source in (
+        model.generation_config.eos_token_id,
+        model.config.eos_token_id,
+        getattr(tokenizer, "eos_token_id", None),
+    ):
         if isinstance(source, int):
             eos.add(source)
         elif isinstance(source, (list, tuple)):
@@ -272,7 +278,11 @@ class DecodeBatch:
         lm, rows = self.lm, self.rows
         tokens = _sample(self.next_logits, rows, self.generator)
         score_temps = torch.tensor([scoring_temperature(r.params.temperature) for r in rows], device=lm.device)
-        step_lps = token_logprobs(self.next_logits, tokens, score_temps).tolist() if any(r.item.return_logprob for r in rows) else None
+        step_lps = (
+            token_logprobs(self.next_logits, tokens, score_temps).tolist()
+            if any(r.item.return_logprob for r in rows)
+            else None
+        )
         for i, row in enumerate(rows):
             tok = int(tokens[i])
             row.out.append(tok)
@@ -280,7 +290,9 @@ class DecodeBatch:
                 row.out_lps.append((step_lps[i], tok, None))
                 if row.item.top_logprobs_num:
                     temp = scoring_temperature(row.params.temperature)
-                    row.out_tops.append(_tops(torch.log_softmax(self.next_logits[i].float() / temp, dim=-1), row.item.top_logprobs_num))
+                    row.out_tops.append(
+                        _tops(torch.log_softmax(self.next_logits[i].float() / temp, dim=-1), row.item.top_logprobs_num)
+                    )
             if tok in row.stop_ids:
                 row.finish = FinishReason(type="stop", matched=tok)
             elif row.stops:
@@ -289,7 +301,11 @@ class DecodeBatch:
                 row.finish = FinishReason(type="length", length=row.params.max_new_tokens)
             if row.item.on_progress is not None and not row.done:  # the final answer is delivered separately
                 row.item.on_progress(_result(lm, row, self.inputs[i], self.prompt_lens[i], self.starts[i], final=False))
-        finished = [(r.item, _result(lm, r, self.inputs[i], self.prompt_lens[i], self.starts[i], final=True)) for i, r in enumerate(rows) if r.done]
+        finished = [
+            (r.item, _result(lm, r, self.inputs[i], self.prompt_lens[i], self.starts[i], final=True))
+            for i, r in enumerate(rows)
+            if r.done
+        ]
         keep = [i for i, r in enumerate(rows) if not r.done]
         if not keep:
             self.__init__(lm, self.generator)  # empty: drop the cache
@@ -301,7 +317,9 @@ class DecodeBatch:
             for name in ("rows", "inputs", "prompt_lens", "starts"):
                 values = getattr(self, name)
                 setattr(self, name, [values[i] for i in keep])
-        self.mask = torch.cat([self.mask, torch.ones((len(keep), 1), dtype=self.mask.dtype, device=self.mask.device)], dim=1)
+        self.mask = torch.cat(
+            [self.mask, torch.ones((len(keep), 1), dtype=self.mask.dtype, device=self.mask.device)], dim=1
+        )
         self.last_pos = self.last_pos + 1
         padded = bool((self.mask == 0).any())
         hidden = lm.model.get_decoder()(

@@ -84,7 +84,9 @@ class Scheduler:
         if pending is not None:
             new, done = pending
             old, self.model = self.model, new
-            log.info("weights swapped", old_version=old.weight_version, new_version=new.weight_version, path=str(new.path))
+            log.info(
+                "weights swapped", old_version=old.weight_version, new_version=new.weight_version, path=str(new.path)
+            )
             del old
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()

@@ -46,10 +46,15 @@ def _fill_token_text(meta: dict, tokenizer: Any) -> None:
             meta[key] = [(lp, tok, tokenizer.decode([tok])) for lp, tok, _ in meta[key]]
     for key in ("output_top_logprobs", "input_top_logprobs"):
         if meta.get(key):
-            meta[key] = [None if tops is None else [(lp, tok, tokenizer.decode([tok])) for lp, tok, _ in tops] for tops in meta[key]]
+            meta[key] = [
+                None if tops is None else [(lp, tok, tokenizer.decode([tok])) for lp, tok, _ in tops]
+                for tops in meta[key]
+            ]
 
 
-def create_engine_app(scheduler: Scheduler, *, max_total_tokens: int, device: str = "auto", dtype: str = "auto") -> FastAPI:
+def create_engine_app(
+    scheduler: Scheduler, *, max_total_tokens: int, device: str = "auto", dtype: str = "auto"
+) -> FastAPI:
     app = FastAPI(title="openclaw-rl embedded engine (SGLang API)", docs_url=None, redoc_url=None)
     update_lock = asyncio.Lock()
 
@@ -110,7 +115,10 @@ def create_engine_app(scheduler: Scheduler, *, max_total_tokens: int, device: st
     @app.get("/health_generate")
     async def health_generate() -> Any:
         lm = scheduler.model
-        probe = WorkItem(input_ids=[lm.tokenizer.encode("ok", add_special_tokens=False)[0]], params=SamplingParams(max_new_tokens=1, temperature=0))
+        probe = WorkItem(
+            input_ids=[lm.tokenizer.encode("ok", add_special_tokens=False)[0]],
+            params=SamplingParams(max_new_tokens=1, temperature=0),
+        )
         try:
             await asyncio.wait_for(scheduler.submit([probe]), timeout=60)
         except Exception as exc:  # any failure means the engine cannot generate
@@ -175,7 +183,9 @@ def create_engine_app(scheduler: Scheduler, *, max_total_tokens: int, device: st
             await scheduler.swap(new)
             took = time.perf_counter() - started
             return JSONResponse(
-                UpdateWeightsResult(success=True, message=f"Succeeded to update model weights (version {version}, {took:.2f}s).").model_dump()
+                UpdateWeightsResult(
+                    success=True, message=f"Succeeded to update model weights (version {version}, {took:.2f}s)."
+                ).model_dump()
             )
 
     return app
@@ -200,7 +210,9 @@ def _describe(exc: ValidationError) -> str:
     """Readable validation errors: drop union-branch names and the 'wrong branch' noise."""
     parts: list[str] = []
     for e in exc.errors():
-        loc = ".".join(str(x) for x in e["loc"] if not (isinstance(x, str) and (x[:1].isupper() or x.startswith("list["))))
+        loc = ".".join(
+            str(x) for x in e["loc"] if not (isinstance(x, str) and (x[:1].isupper() or x.startswith("list[")))
+        )
         msg = f"{loc or 'body'}: {e['msg']}"
         if msg not in parts:
             parts.append(msg)

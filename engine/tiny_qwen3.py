@@ -27,15 +27,32 @@ QWEN_PATTERN = (
 # Qwen3's added tokens, in id order from 151643; (text, special). Tool and think
 # markers are not "special" so they survive skip_special_tokens, as in Qwen3.
 QWEN3_ADDED_TOKENS: tuple[tuple[str, bool], ...] = (
-    ("<|endoftext|>", True), ("<|im_start|>", True), ("<|im_end|>", True),
-    ("<|object_ref_start|>", True), ("<|object_ref_end|>", True), ("<|box_start|>", True),
-    ("<|box_end|>", True), ("<|quad_start|>", True), ("<|quad_end|>", True),
-    ("<|vision_start|>", True), ("<|vision_end|>", True), ("<|vision_pad|>", True),
-    ("<|image_pad|>", True), ("<|video_pad|>", True), ("<tool_call>", False),
-    ("</tool_call>", False), ("<|fim_prefix|>", False), ("<|fim_middle|>", False),
-    ("<|fim_suffix|>", False), ("<|fim_pad|>", False), ("<|repo_name|>", False),
-    ("<|file_sep|>", False), ("<tool_response>", False), ("</tool_response>", False),
-    ("<think>", False), ("</think>", False),
+    ("<|endoftext|>", True),
+    ("<|im_start|>", True),
+    ("<|im_end|>", True),
+    ("<|object_ref_start|>", True),
+    ("<|object_ref_end|>", True),
+    ("<|box_start|>", True),
+    ("<|box_end|>", True),
+    ("<|quad_start|>", True),
+    ("<|quad_end|>", True),
+    ("<|vision_start|>", True),
+    ("<|vision_end|>", True),
+    ("<|vision_pad|>", True),
+    ("<|image_pad|>", True),
+    ("<|video_pad|>", True),
+    ("<tool_call>", False),
+    ("</tool_call>", False),
+    ("<|fim_prefix|>", False),
+    ("<|fim_middle|>", False),
+    ("<|fim_suffix|>", False),
+    ("<|fim_pad|>", False),
+    ("<|repo_name|>", False),
+    ("<|file_sep|>", False),
+    ("<tool_response>", False),
+    ("</tool_response>", False),
+    ("<think>", False),
+    ("</think>", False),
 )
 FIRST_ADDED_ID = 151643
 VOCAB_SIZE = 151936  # Qwen3's embedding rows (padded past the last added token)
@@ -45,7 +62,9 @@ FORMAT_VERSION = 1  # bump when the recipe changes so old data dirs rebuild
 
 def _bytes_to_unicode() -> dict[int, str]:
     """GPT-2's reversible byte -> printable-character map used by byte-level BPE."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    printable = (
+        list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    )
     chars = printable[:]
     extra = 0
     for b in range(256):
@@ -90,9 +109,7 @@ def build_tokenizer_json() -> str:
         if len(tok) < 2:
             continue
         splits = [
-            (ranks[tok[:i]], ranks[tok[i:]], i)
-            for i in range(1, len(tok))
-            if tok[:i] in ranks and tok[i:] in ranks
+            (ranks[tok[:i]], ranks[tok[i:]], i) for i in range(1, len(tok)) if tok[:i] in ranks and tok[i:] in ranks
         ]
         for left_rank, right_rank, i in sorted(splits):
             merges.append((rank, left_rank, right_rank, as_str(tok[:i]), as_str(tok[i:])))
@@ -114,8 +131,12 @@ def build_tokenizer_json() -> str:
 def _tokenizer_config(chat_template: str) -> dict:
     added = {
         str(FIRST_ADDED_ID + i): {
-            "content": text, "lstrip": False, "normalized": False, "rstrip": False,
-            "single_word": False, "special": special,
+            "content": text,
+            "lstrip": False,
+            "normalized": False,
+            "rstrip": False,
+            "single_word": False,
+            "special": special,
         }
         for i, (text, special) in enumerate(QWEN3_ADDED_TOKENS)
     }

@@ -13,13 +13,21 @@ import re
 
 from judges.base import JudgeContext
 
-_POSITIVE = re.compile(r"\b(thanks|thank you|thx|great|perfect|awesome|exactly|nice|well done|works( now)?|that'?s right|correct|love it)\b", re.I)
+_POSITIVE = re.compile(
+    r"\b(thanks|thank you|thx|great|perfect|awesome|exactly|nice|well done|works( now)?|that'?s right|correct|love it)\b",
+    re.I,
+)
 _NEGATIVE = re.compile(
     r"\b(wrong|incorrect|not what i|don'?t|do not|doesn'?t work|didn'?t|stop|try again|you should|should have|instead|that'?s not|no,|not correct|mistake|fix (it|this)|please (use|make|do|don'?t)|never|always)\b",
     re.I,
 )
-_CORRECTIVE = re.compile(r"\b(should|instead|don'?t|do not|please|use|make sure|always|never|must|need to|rather)\b", re.I)
-_TOOL_ERROR = re.compile(r"(traceback \(most recent call last\)|\w*(error|exception)\b|\bfailed\b|not found|permission denied|no such file|command not found|timed out)", re.I)
+_CORRECTIVE = re.compile(
+    r"\b(should|instead|don'?t|do not|please|use|make sure|always|never|must|need to|rather)\b", re.I
+)
+_TOOL_ERROR = re.compile(
+    r"(traceback \(most recent call last\)|\w*(error|exception)\b|\bfailed\b|not found|permission denied|no such file|command not found|timed out)",
+    re.I,
+)
 _EXIT_CODE = re.compile(r"exit(?:ed with)?(?: code| status)?[:= ]+(-?\d+)", re.I)
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
 
@@ -60,7 +68,9 @@ class HeuristicJudge:
             lines = [ln.strip() for ln in ctx.next_state.splitlines() if not ln.lower().startswith("traceback")]
             errors = [ln for ln in lines if _TOOL_ERROR.search(ln)] or [ln for ln in lines if _EXIT_CODE.search(ln)]
             line = errors[-1] if errors else ctx.next_state.strip()[:200]
-            hint = f"The tool call failed with: {line[:200]}. Check the arguments and the environment before calling it."
+            hint = (
+                f"The tool call failed with: {line[:200]}. Check the arguments and the environment before calling it."
+            )
         else:
             sentences = [s.strip() for s in _SENTENCE.findall(ctx.next_state) if s.strip()]
             corrective = [s for s in sentences if _CORRECTIVE.search(s) or _NEGATIVE.search(s)]

@@ -20,9 +20,13 @@ class LlmJudge:
         self.urls = [cfg.url.rstrip("/")] if cfg.url else settings.policy_urls()
         # The embedded engine speaks only SGLang's native API.
         self.api = "native" if (cfg.url is None and settings.embedded_engine) else cfg.api
-        headers = {"Authorization": f"Bearer {cfg.api_key.get_secret_value()}"} if cfg.api_key.get_secret_value() else {}
+        headers = (
+            {"Authorization": f"Bearer {cfg.api_key.get_secret_value()}"} if cfg.api_key.get_secret_value() else {}
+        )
         self.http = httpx.AsyncClient(timeout=cfg.timeout_s, headers=headers)
-        self.native = PolicyClient(self.urls, request_timeout_s=cfg.timeout_s, max_attempts=1) if self.api == "native" else None
+        self.native = (
+            PolicyClient(self.urls, request_timeout_s=cfg.timeout_s, max_attempts=1) if self.api == "native" else None
+        )
         self.tokenizer_path = str(cfg.tokenizer_path or settings.tokenizer_path())
 
     async def prm(self, ctx: JudgeContext) -> str:
@@ -34,9 +38,17 @@ class LlmJudge:
     async def _complete(self, msgs: list[dict], max_tokens: int) -> str:
         if self.native is not None:
             ids = renderer_for(self.tokenizer_path).render(msgs)
-            gen = await self.native.generate(ids, SamplingParams(temperature=self.cfg.temperature, max_new_tokens=max_tokens), return_logprob=False)
+            gen = await self.native.generate(
+                ids, SamplingParams(temperature=self.cfg.temperature, max_new_tokens=max_tokens), return_logprob=False
+            )
             return gen.text
-        body = {"model": self.cfg.model, "messages": msgs, "temperature": self.cfg.temperature, "max_tokens": max_tokens, "stream": False}
+        body = {
+            "model": self.cfg.model,
+            "messages": msgs,
+            "temperature": self.cfg.temperature,
+            "max_tokens": max_tokens,
+            "stream": False,
+        }
         try:
             resp = await self.http.post(f"{self.urls[0]}/v1/chat/completions", json=body)
         except httpx.HTTPError as exc:

@@ -1,9 +1,9 @@
 """The checkpoint layout on disk, in one place: folder names, the version label file, atomic writes, pruning.
 
-    checkpoints/policy-<v>/            a servable Hugging Face checkpoint per trained version
-        openclaw-rl-version.json       its weight version, step, backend and step summary
-    checkpoints/saved/<label>/         a copy kept on request, never pruned
-        openclaw-rl-saved.json         which version it is
+checkpoints/policy-<v>/            a servable Hugging Face checkpoint per trained version
+    openclaw-rl-version.json       its weight version, step, backend and step summary
+checkpoints/saved/<label>/         a copy kept on request, never pruned
+    openclaw-rl-saved.json         which version it is
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def prune_versions(root: Path, newest: int, keep: int) -> list[Path]:
     removed = []
     for folder in Path(root).glob(f"{_PREFIX}*"):
         try:
-            v = int(folder.name[len(_PREFIX):])
+            v = int(folder.name[len(_PREFIX) :])
         except ValueError:
             continue
         if v <= newest - keep:

@@ -334,7 +334,9 @@ class Settings(BaseSettings):
 
     def policy_urls(self) -> list[str]:
         """Policy servers activities talk to: configured SGLang URLs, or the embedded engine."""
-        return [u.rstrip("/") for u in self.policy.server_urls] or [f"http://{_connect_host(self.engine.host)}:{self.engine.port}"]
+        return [u.rstrip("/") for u in self.policy.server_urls] or [
+            f"http://{_connect_host(self.engine.host)}:{self.engine.port}"
+        ]
 
     @property
     def embedded_engine(self) -> bool:

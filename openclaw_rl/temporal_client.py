@@ -19,5 +19,7 @@ async def ensure_search_attributes(client: Client, namespace: str) -> list[str]:
     existing = await client.operator_service.list_search_attributes(ListSearchAttributesRequest(namespace=namespace))
     missing = {k: v for k, v in SEARCH_ATTRIBUTES.items() if k not in existing.custom_attributes}
     if missing:
-        await client.operator_service.add_search_attributes(AddSearchAttributesRequest(namespace=namespace, search_attributes=missing))
+        await client.operator_service.add_search_attributes(
+            AddSearchAttributesRequest(namespace=namespace, search_attributes=missing)
+        )
     return sorted(missing)

@@ -21,12 +21,25 @@ class ChatRenderer:
         if not getattr(self.tokenizer, "chat_template", None):
             raise ValueError(f"the tokenizer at {self.path} has no chat template")
 
-    def render_text(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, *, add_generation_prompt: bool = True, **template_kwargs: Any) -> str:
+    def render_text(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        *,
+        add_generation_prompt: bool = True,
+        **template_kwargs: Any,
+    ) -> str:
         return self.tokenizer.apply_chat_template(
-            messages, tools=tools or None, tokenize=False, add_generation_prompt=add_generation_prompt, **template_kwargs
+            messages,
+            tools=tools or None,
+            tokenize=False,
+            add_generation_prompt=add_generation_prompt,
+            **template_kwargs,
         )
 
-    def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, **template_kwargs: Any) -> list[int]:
+    def render(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, **template_kwargs: Any
+    ) -> list[int]:
         return self.encode(self.render_text(messages, tools, **template_kwargs))
 
     def encode(self, text: str) -> list[int]:

@@ -29,7 +29,7 @@ class ParsedCompletion(BaseModel):
 def split_reasoning(text: str) -> tuple[str | None, str]:
     if THINK_CLOSE not in text:
         if text.lstrip().startswith(THINK_OPEN):  # cut off while still thinking
-            return text.lstrip()[len(THINK_OPEN):].strip("\n"), ""
+            return text.lstrip()[len(THINK_OPEN) :].strip("\n"), ""
         return None, text
     head, _, tail = text.partition(THINK_CLOSE)
     reasoning = head.split(THINK_OPEN, 1)[-1].strip("\n")
@@ -87,14 +87,14 @@ class StreamingSplitter:
     def _split_partial(self, text: str) -> tuple[str | None, str]:
         stripped = text.lstrip()
         if stripped.startswith(THINK_OPEN) and THINK_CLOSE not in text:
-            return _hold_partial_tag(stripped[len(THINK_OPEN):].lstrip("\n"), (THINK_CLOSE,)), ""
+            return _hold_partial_tag(stripped[len(THINK_OPEN) :].lstrip("\n"), (THINK_CLOSE,)), ""
         if not stripped or THINK_OPEN.startswith(stripped):
             return None, ""  # might be the start of <think>
         return split_reasoning(text)
 
     def _advance(self, reasoning: str, content: str) -> tuple[str, str]:
-        r_delta = reasoning[len(self.sent_reasoning):] if reasoning.startswith(self.sent_reasoning) else ""
-        c_delta = content[len(self.sent_content):] if content.startswith(self.sent_content) else ""
+        r_delta = reasoning[len(self.sent_reasoning) :] if reasoning.startswith(self.sent_reasoning) else ""
+        c_delta = content[len(self.sent_content) :] if content.startswith(self.sent_content) else ""
         self.sent_reasoning += r_delta
         self.sent_content += c_delta
         return r_delta, c_delta

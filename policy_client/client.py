@@ -117,12 +117,16 @@ class PolicyClient:
         await self.aclose()
 
     # ---- generation ------------------------------------------------------
-    async def generate(self, input_ids: list[int], sampling: SamplingParams, *, return_logprob: bool = True) -> Generation:
+    async def generate(
+        self, input_ids: list[int], sampling: SamplingParams, *, return_logprob: bool = True
+    ) -> Generation:
         body = _generate_body(input_ids, sampling, return_logprob)
         raw, url = await self._call("POST", "/generate", body)
         return Generation.from_wire(GenerateResponse.model_validate(raw), url)
 
-    async def generate_stream(self, input_ids: list[int], sampling: SamplingParams, *, return_logprob: bool = True) -> AsyncIterator[Generation]:
+    async def generate_stream(
+        self, input_ids: list[int], sampling: SamplingParams, *, return_logprob: bool = True
+    ) -> AsyncIterator[Generation]:
         """Cumulative snapshots as tokens are produced; the last one carries finish_reason.
 
         A connection that breaks before the first snapshot is retried like `generate`;
@@ -172,10 +176,14 @@ class PolicyClient:
         return values[-expected:]
 
     # ---- control plane ---------------------------------------------------
-    async def update_weights_from_disk(self, model_path: str, weight_version: str | None = None) -> list[UpdateWeightsResult]:
+    async def update_weights_from_disk(
+        self, model_path: str, weight_version: str | None = None
+    ) -> list[UpdateWeightsResult]:
         """Ask every server to load `model_path`; raises if any refuses (it keeps its old weights)."""
         body = {"model_path": model_path, "weight_version": weight_version, "abort_all_requests": False}
-        results = await asyncio.gather(*(self._call("POST", "/update_weights_from_disk", body, only=u) for u in self.urls))
+        results = await asyncio.gather(
+            *(self._call("POST", "/update_weights_from_disk", body, only=u) for u in self.urls)
+        )
         out = [UpdateWeightsResult.model_validate(raw) for raw, _ in results]
         return out
 
@@ -202,7 +210,9 @@ class PolicyClient:
     def _pick(self) -> str:
         return self.urls[next(self._next)]
 
-    async def _call(self, method: str, path: str, body: dict | None, *, only: str | None = None, expect_json: bool = True) -> tuple[Any, str]:
+    async def _call(
+        self, method: str, path: str, body: dict | None, *, only: str | None = None, expect_json: bool = True
+    ) -> tuple[Any, str]:
         attempt = 0
         while True:
             url = only or self._pick()

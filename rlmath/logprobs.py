@@ -30,7 +30,9 @@ def _scaled(logits: torch.Tensor, temperature: float | torch.Tensor) -> torch.Te
     return scaled
 
 
-def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: float | torch.Tensor = 1.0) -> torch.Tensor:
+def token_logprobs(
+    logits: torch.Tensor, targets: torch.Tensor, temperature: float | torch.Tensor = 1.0
+) -> torch.Tensor:
     """Log-probs of `targets` under logits scaled by temperature.
 
     logits: [..., V] float; targets: [...] long; temperature: scalar or [...] (per row).

@@ -103,7 +103,14 @@ class Dispatch:
     reason: str = ""
 
 
-def dispatch(method: Method, *, has_next_state: bool, eval_score: int | None, hint: str | None, session_has_effective_sample: bool) -> Dispatch | None:
+def dispatch(
+    method: Method,
+    *,
+    has_next_state: bool,
+    eval_score: int | None,
+    hint: str | None,
+    session_has_effective_sample: bool,
+) -> Dispatch | None:
     """The reference's per-turn rules. None: the turn yields no sample.
 
     binary:   no next state -> reward 0, loss mask 0 (submitted, never learned from);

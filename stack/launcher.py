@@ -59,11 +59,19 @@ class Stack:
         seen: dict[int, str] = {}
         for name, host, port, hint in ports:
             if port in seen:
-                raise StackError(f"{name} and {seen[port]} are both configured on port {port}; set {hint} to another port")
+                raise StackError(
+                    f"{name} and {seen[port]} are both configured on port {port}; set {hint} to another port"
+                )
             seen[port] = name
             check_port_free(name, host, port, hint)
-        if s.engine.model_path is not None and s.embedded_engine and not (s.served_model_path() / "config.json").is_file():
-            raise StackError(f"engine.model_path {s.served_model_path()} is not a Hugging Face checkpoint folder (no config.json)")
+        if (
+            s.engine.model_path is not None
+            and s.embedded_engine
+            and not (s.served_model_path() / "config.json").is_file()
+        ):
+            raise StackError(
+                f"engine.model_path {s.served_model_path()} is not a Hugging Face checkpoint folder (no config.json)"
+            )
         from trainers import backend_missing
 
         if why := backend_missing(s.training.backend):
@@ -198,7 +206,14 @@ class Stack:
         lines.append(f"  {'logs':<12} {self.settings.logs_dir}")
         lines.append(f"  {'learning':<12} {self.settings.learning.method}, judge: {_judge_line(self.settings)}")
         tr = self.settings.training
-        lines.append(f"  {'training':<12} " + (f"training/{self.settings.api.model_name}, {tr.backend} backend, a step per {tr.batch_size} samples" if tr.auto_start else "not started (training.auto_start = false)"))
+        lines.append(
+            f"  {'training':<12} "
+            + (
+                f"training/{self.settings.api.model_name}, {tr.backend} backend, a step per {tr.batch_size} samples"
+                if tr.auto_start
+                else "not started (training.auto_start = false)"
+            )
+        )
         lines.append("Press Ctrl-C to stop.")
         print("\n".join(lines), flush=True)
 
@@ -206,7 +221,11 @@ class Stack:
 def _judge_line(settings: Settings) -> str:
     judge = settings.judge()
     if judge.type == "heuristic":
-        why = "configured" if settings.learning.judge is not None else "the policy is the built-in tiny model; an LLM judge over its noise yields no signal"
+        why = (
+            "configured"
+            if settings.learning.judge is not None
+            else "the policy is the built-in tiny model; an LLM judge over its noise yields no signal"
+        )
         return f"heuristic ({why})"
     where = judge.url or "the policy servers"
     return f"llm at {where}"

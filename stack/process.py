@@ -80,14 +80,18 @@ class ManagedProcess:
         deadline = time.monotonic() + self.spec.ready_timeout_s
         while time.monotonic() < deadline:
             if not self.running():
-                raise ServiceFailed(f"{self.spec.name} exited with code {self.proc.returncode if self.proc else '?'} while starting; last lines of {self.log_path}:\n{self.tail()}")
+                raise ServiceFailed(
+                    f"{self.spec.name} exited with code {self.proc.returncode if self.proc else '?'} while starting; last lines of {self.log_path}:\n{self.tail()}"
+                )
             try:
                 if await self.spec.ready():
                     return
             except Exception:  # not ready yet: connection refused and the like
                 pass
             await asyncio.sleep(0.25)
-        raise ServiceFailed(f"{self.spec.name} was not ready after {self.spec.ready_timeout_s:.0f}s; see {self.log_path}:\n{self.tail()}")
+        raise ServiceFailed(
+            f"{self.spec.name} was not ready after {self.spec.ready_timeout_s:.0f}s; see {self.log_path}:\n{self.tail()}"
+        )
 
     async def stop(self) -> None:
         if not self.running():

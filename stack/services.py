@@ -36,12 +36,19 @@ def temporal_service(settings: Settings) -> ServiceSpec:
     t = settings.temporal
     settings.temporal_db.parent.mkdir(parents=True, exist_ok=True)
     argv = [
-        str(find_temporal_binary()), "server", "start-dev",
-        "--db-filename", str(settings.temporal_db),
-        "--ip", LOOPBACK,
-        "--port", str(t.port),
-        "--namespace", t.namespace,
-        "--log-level", "warn",
+        str(find_temporal_binary()),
+        "server",
+        "start-dev",
+        "--db-filename",
+        str(settings.temporal_db),
+        "--ip",
+        LOOPBACK,
+        "--port",
+        str(t.port),
+        "--namespace",
+        t.namespace,
+        "--log-level",
+        "warn",
     ]
     for key, value in DEV_SERVER_DYNAMIC_CONFIG.items():
         argv += ["--dynamic-config-value", f"{key}={value}"]
@@ -61,13 +68,20 @@ def valkey_service(settings: Settings) -> ServiceSpec:
     settings.redis_dir.mkdir(parents=True, exist_ok=True)
     argv = [
         str(find_valkey_binary()),
-        "--bind", LOOPBACK,
-        "--port", str(r.port),
-        "--dir", str(settings.redis_dir),
-        "--appendonly", "yes",
-        "--appendfsync", r.appendfsync,
-        "--save", "",  # the append-only file is the persistence; no RDB snapshots
-        "--protected-mode", "yes",
+        "--bind",
+        LOOPBACK,
+        "--port",
+        str(r.port),
+        "--dir",
+        str(settings.redis_dir),
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        r.appendfsync,
+        "--save",
+        "",  # the append-only file is the persistence; no RDB snapshots
+        "--protected-mode",
+        "yes",
     ]
 
     async def ready() -> bool:
@@ -83,7 +97,9 @@ def valkey_service(settings: Settings) -> ServiceSpec:
 def engine_service(settings: Settings) -> ServiceSpec:
     e = settings.engine
     # First run builds the tiny model (~15 s); a real checkpoint may take minutes to load.
-    return ServiceSpec("engine", PYTHON_CLI + ["engine"], _http_ok(f"http://{LOOPBACK}:{e.port}/health"), ready_timeout_s=900)
+    return ServiceSpec(
+        "engine", PYTHON_CLI + ["engine"], _http_ok(f"http://{LOOPBACK}:{e.port}/health"), ready_timeout_s=900
+    )
 
 
 def worker_service(pool: Pool) -> ServiceSpec:
@@ -94,4 +110,6 @@ def worker_service(pool: Pool) -> ServiceSpec:
 
 
 def api_service(settings: Settings) -> ServiceSpec:
-    return ServiceSpec("api", PYTHON_CLI + ["api"], _http_ok(f"http://{LOOPBACK}:{settings.api.port}/healthz"), ready_timeout_s=60)
+    return ServiceSpec(
+        "api", PYTHON_CLI + ["api"], _http_ok(f"http://{LOOPBACK}:{settings.api.port}/healthz"), ready_timeout_s=60
+    )

@@ -24,7 +24,13 @@ def start_engine(model: Path, data_dir: Path, **env_extra: str) -> tuple[subproc
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENCLAW_RL_")}
     env.update(OPENCLAW_RL_DATA_DIR=str(data_dir), OPENCLAW_RL_ENGINE__TORCH_THREADS="1", **env_extra)
     log = open(data_dir / f"engine-{port}.log", "wb")
-    proc = subprocess.Popen(CLI + ["engine", "--model", str(model), "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+    proc = subprocess.Popen(
+        CLI + ["engine", "--model", str(model), "--port", str(port)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=REPO,
+    )
     url = f"http://127.0.0.1:{port}"
     wait_http(f"{url}/health", timeout=120, proc=proc)
     return proc, url

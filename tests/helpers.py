@@ -39,7 +39,11 @@ def wait_http(url: str, timeout: float = 120.0, proc: subprocess.Popen | None = 
 
 def stack_env(data_dir: Path, model_path: Path | None = None) -> dict[str, str]:
     """Environment for a stack on fresh random ports, isolated in `data_dir`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENCLAW_RL_") and k not in ("TEMPORAL_ADDRESS", "REDIS_URL")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("OPENCLAW_RL_") and k not in ("TEMPORAL_ADDRESS", "REDIS_URL")
+    }
     env.update(
         OPENCLAW_RL_DATA_DIR=str(data_dir),
         OPENCLAW_RL_API__PORT=str(free_port()),

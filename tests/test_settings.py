@@ -36,7 +36,7 @@ def test_env_and_conventional_names_override(monkeypatch, tmp_path):
 
 def test_toml_file_is_read_and_env_wins(monkeypatch, tmp_path):
     cfg = tmp_path / "openclaw-rl.toml"
-    cfg.write_text('[api]\nport = 9100\n[engine]\nmax_batch_size = 8\n')
+    cfg.write_text("[api]\nport = 9100\n[engine]\nmax_batch_size = 8\n")
     monkeypatch.setenv("OPENCLAW_RL_CONFIG", str(cfg))
     monkeypatch.setenv("OPENCLAW_RL_ENGINE__MAX_BATCH_SIZE", "2")
     s = load_settings()

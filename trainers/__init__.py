@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import importlib.util
 
-BACKENDS = {"torch": ("trainers.torch_trainer", "TorchTrainer"), "megatron": ("trainers.megatron_trainer", "MegatronTrainer")}
+BACKENDS = {
+    "torch": ("trainers.torch_trainer", "TorchTrainer"),
+    "megatron": ("trainers.megatron_trainer", "MegatronTrainer"),
+}
 
 
 def backend_missing(name: str) -> str | None:

@@ -23,7 +23,16 @@ from openclaw_rl.samples import TrainingSample
 from rlmath.logprobs import scoring_temperature, token_entropy, token_logprobs
 from rlmath.loss import LossConfig, LossParts, policy_loss
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json", "vocab.json", "merges.txt", "generation_config.json", "openclaw-rl-tiny.json")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "chat_template.jinja",
+    "special_tokens_map.json",
+    "vocab.json",
+    "merges.txt",
+    "generation_config.json",
+    "openclaw-rl-tiny.json",
+)
 STATE_FILE = "trainer_state.pt"
 ENTROPY_SAMPLE = 16
 """Positions per micro-batch the entropy metric is estimated from when the loss has no entropy term."""
@@ -109,7 +118,9 @@ class PolicyTrainer(ABC):
     step: int
 
     def make_optimizer(self) -> torch.optim.Optimizer:
-        return torch.optim.AdamW(self.model.parameters(), lr=self.cfg.lr, weight_decay=self.cfg.weight_decay, betas=self.cfg.betas)
+        return torch.optim.AdamW(
+            self.model.parameters(), lr=self.cfg.lr, weight_decay=self.cfg.weight_decay, betas=self.cfg.betas
+        )
 
     # ---- what a backend provides ---------------------------------------------------
     @abstractmethod
@@ -120,7 +131,9 @@ class PolicyTrainer(ABC):
         """[B, R] right-padded log-probs of each sample's response tokens under `model`, at its sampling temperature."""
         return self._scored(group, *self.response_logits(model, group))[0]
 
-    def _scored(self, group: list[TrainingSample], logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None, tuple[float, int]]:
+    def _scored(
+        self, group: list[TrainingSample], logits: torch.Tensor, targets: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor | None, tuple[float, int]]:
         """Log-probs [B, R]; the entropy [B, R] when the loss uses it (with its gradient); and (sum, count) of an entropy estimate.
 
         Without an entropy term the entropy is only a metric, and a full pass over [N, V] would cost as
@@ -143,6 +156,7 @@ class PolicyTrainer(ABC):
             temp = temperature[pick] if isinstance(temperature, torch.Tensor) else temperature
             h = token_entropy(logits.detach()[pick], temp)
         return out, None, (float(h.sum()), int(h.numel()))
+
     @abstractmethod
     def write_weights(self, folder: Path) -> None:
         """Write the current weights into `folder` as a Hugging Face checkpoint (weights and config.json)."""
@@ -154,11 +168,15 @@ class PolicyTrainer(ABC):
         """A Hugging Face checkpoint the policy servers can load, labelled with its version, plus optimizer state."""
         with atomic_dir(Path(folder)) as tmp:
             self.write_weights(tmp)
-            for name in TOKENIZER_FILES:  # each checkpoint is servable alone: tokenizer and chat template travel with it
+            for (
+                name
+            ) in TOKENIZER_FILES:  # each checkpoint is servable alone: tokenizer and chat template travel with it
                 if (self.source / name).is_file() and not (tmp / name).exists():
                     shutil.copy2(self.source / name, tmp / name)
             torch.save(self.optimizer_state(), tmp / STATE_FILE)
-            write_version_info(tmp, {"weight_version": version, "step": self.step, "backend": self.backend, **(extra or {})})
+            write_version_info(
+                tmp, {"weight_version": version, "step": self.step, "backend": self.backend, **(extra or {})}
+            )
         return Path(folder)
 
     @classmethod
@@ -191,7 +209,9 @@ class PolicyTrainer(ABC):
         self.opt.step()
         self.step += 1
         took = time.perf_counter() - started
-        return totals.metrics(self.step, len(samples), grad_norm, sum(len(s.prompt_ids) + len(s.response_ids) for s in samples) / took)
+        return totals.metrics(
+            self.step, len(samples), grad_norm, sum(len(s.prompt_ids) + len(s.response_ids) for s in samples) / took
+        )
 
     def response_logprobs(self, sample: TrainingSample) -> list[float]:
         """The current weights' log-probs of one sample's response (no gradient)."""
@@ -222,7 +242,9 @@ class PolicyTrainer(ABC):
             self.step = int(state["step"])
 
 
-def response_rows(group: list[TrainingSample], device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | float]:
+def response_rows(
+    group: list[TrainingSample], device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | float]:
     """Where each response token is predicted: (batch row, position of the predicting hidden state, response index, temperature).
 
     Response token j of a sample with a p-token prompt is predicted by the hidden state at p + j - 1.

@@ -36,11 +36,15 @@ class DenseArch(BaseModel):
     def from_hf_config(cls, cfg: dict) -> "DenseArch":
         kind = cfg.get("model_type")
         if kind not in SUPPORTED:
-            raise ValueError(f"the megatron backend converts {', '.join(SUPPORTED)} checkpoints, not {kind!r}; use training.backend=torch")
+            raise ValueError(
+                f"the megatron backend converts {', '.join(SUPPORTED)} checkpoints, not {kind!r}; use training.backend=torch"
+            )
         heads = cfg["num_attention_heads"]
         rope = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}  # newer transformers nest rope_theta here
         if rope.get("rope_type", rope.get("type", "default")) != "default":
-            raise ValueError(f"the megatron backend supports plain RoPE, not {rope.get('rope_type') or rope.get('type')!r} scaling; use training.backend=torch")
+            raise ValueError(
+                f"the megatron backend supports plain RoPE, not {rope.get('rope_type') or rope.get('type')!r} scaling; use training.backend=torch"
+            )
         return cls(
             model_type=kind,
             vocab_size=cfg["vocab_size"],
@@ -76,37 +80,53 @@ def _split_qkv(a: DenseArch, qkv: torch.Tensor) -> tuple[torch.Tensor, torch.Ten
 
 
 def hf_to_mcore(a: DenseArch, hf: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    out = {"embedding.word_embeddings.weight": hf["model.embed_tokens.weight"], "decoder.final_layernorm.weight": hf["model.norm.weight"]}
+    out = {
+        "embedding.word_embeddings.weight": hf["model.embed_tokens.weight"],
+        "decoder.final_layernorm.weight": hf["model.norm.weight"],
+    }
     if not a.tie_word_embeddings:
         out["output_layer.weight"] = hf["lm_head.weight"]
     for i in range(a.num_layers):
         h, m = f"model.layers.{i}.", f"decoder.layers.{i}."
         att = h + "self_attn."
         out[m + "input_layernorm.weight"] = hf[h + "input_layernorm.weight"]
-        out[m + "self_attention.linear_qkv.weight"] = _group_qkv(a, hf[att + "q_proj.weight"], hf[att + "k_proj.weight"], hf[att + "v_proj.weight"])
+        out[m + "self_attention.linear_qkv.weight"] = _group_qkv(
+            a, hf[att + "q_proj.weight"], hf[att + "k_proj.weight"], hf[att + "v_proj.weight"]
+        )
         if a.qkv_bias:
-            out[m + "self_attention.linear_qkv.bias"] = _group_qkv(a, hf[att + "q_proj.bias"], hf[att + "k_proj.bias"], hf[att + "v_proj.bias"])
+            out[m + "self_attention.linear_qkv.bias"] = _group_qkv(
+                a, hf[att + "q_proj.bias"], hf[att + "k_proj.bias"], hf[att + "v_proj.bias"]
+            )
         if a.qk_norm:
             out[m + "self_attention.q_layernorm.weight"] = hf[att + "q_norm.weight"]
             out[m + "self_attention.k_layernorm.weight"] = hf[att + "k_norm.weight"]
         out[m + "self_attention.linear_proj.weight"] = hf[att + "o_proj.weight"]
         out[m + "pre_mlp_layernorm.weight"] = hf[h + "post_attention_layernorm.weight"]
-        out[m + "mlp.linear_fc1.weight"] = torch.cat([hf[h + "mlp.gate_proj.weight"], hf[h + "mlp.up_proj.weight"]], dim=0)
+        out[m + "mlp.linear_fc1.weight"] = torch.cat(
+            [hf[h + "mlp.gate_proj.weight"], hf[h + "mlp.up_proj.weight"]], dim=0
+        )
         out[m + "mlp.linear_fc2.weight"] = hf[h + "mlp.down_proj.weight"]
     return out
 
 
 def mcore_to_hf(a: DenseArch, mc: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    out = {"model.embed_tokens.weight": mc["embedding.word_embeddings.weight"], "model.norm.weight": mc["decoder.final_layernorm.weight"]}
+    out = {
+        "model.embed_tokens.weight": mc["embedding.word_embeddings.weight"],
+        "model.norm.weight": mc["decoder.final_layernorm.weight"],
+    }
     if not a.tie_word_embeddings:
         out["lm_head.weight"] = mc["output_layer.weight"]
     for i in range(a.num_layers):
         h, m = f"model.layers.{i}.", f"decoder.layers.{i}."
         att = h + "self_attn."
         out[h + "input_layernorm.weight"] = mc[m + "input_layernorm.weight"]
-        out[att + "q_proj.weight"], out[att + "k_proj.weight"], out[att + "v_proj.weight"] = _split_qkv(a, mc[m + "self_attention.linear_qkv.weight"])
+        out[att + "q_proj.weight"], out[att + "k_proj.weight"], out[att + "v_proj.weight"] = _split_qkv(
+            a, mc[m + "self_attention.linear_qkv.weight"]
+        )
         if a.qkv_bias:
-            out[att + "q_proj.bias"], out[att + "k_proj.bias"], out[att + "v_proj.bias"] = _split_qkv(a, mc[m + "self_attention.linear_qkv.bias"])
+            out[att + "q_proj.bias"], out[att + "k_proj.bias"], out[att + "v_proj.bias"] = _split_qkv(
+                a, mc[m + "self_attention.linear_qkv.bias"]
+            )
         if a.qk_norm:
             out[att + "q_norm.weight"] = mc[m + "self_attention.q_layernorm.weight"]
             out[att + "k_norm.weight"] = mc[m + "self_attention.k_layernorm.weight"]

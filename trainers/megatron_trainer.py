@@ -87,18 +87,37 @@ def build_gpt(arch: DenseArch, device: torch.device):
     from megatron.core.transformer.transformer_config import TransformerConfig
 
     config = TransformerConfig(
-        num_layers=arch.num_layers, hidden_size=arch.hidden_size, ffn_hidden_size=arch.intermediate_size,
-        num_attention_heads=arch.num_heads, num_query_groups=arch.num_kv_heads, kv_channels=arch.head_dim,
-        normalization="RMSNorm", layernorm_epsilon=arch.rms_norm_eps, qk_layernorm=arch.qk_norm, add_qkv_bias=arch.qkv_bias,
-        gated_linear_unit=True, activation_func=F.silu, add_bias_linear=False, hidden_dropout=0.0, attention_dropout=0.0,
-        params_dtype=torch.float32, use_cpu_initialization=True, bias_dropout_fusion=False, apply_rope_fusion=False,
-        masked_softmax_fusion=False, persist_layer_norm=False, gradient_accumulation_fusion=False,
+        num_layers=arch.num_layers,
+        hidden_size=arch.hidden_size,
+        ffn_hidden_size=arch.intermediate_size,
+        num_attention_heads=arch.num_heads,
+        num_query_groups=arch.num_kv_heads,
+        kv_channels=arch.head_dim,
+        normalization="RMSNorm",
+        layernorm_epsilon=arch.rms_norm_eps,
+        qk_layernorm=arch.qk_norm,
+        add_qkv_bias=arch.qkv_bias,
+        gated_linear_unit=True,
+        activation_func=F.silu,
+        add_bias_linear=False,
+        hidden_dropout=0.0,
+        attention_dropout=0.0,
+        params_dtype=torch.float32,
+        use_cpu_initialization=True,
+        bias_dropout_fusion=False,
+        apply_rope_fusion=False,
+        masked_softmax_fusion=False,
+        persist_layer_norm=False,
+        gradient_accumulation_fusion=False,
     )
     model = GPTModel(
         config,
         transformer_layer_spec=get_gpt_layer_local_spec(qk_layernorm=arch.qk_norm, normalization="RMSNorm"),
-        vocab_size=arch.vocab_size, max_sequence_length=arch.max_position_embeddings,
-        position_embedding_type="rope", rotary_base=int(arch.rope_theta), share_embeddings_and_output_weights=arch.tie_word_embeddings,
+        vocab_size=arch.vocab_size,
+        max_sequence_length=arch.max_position_embeddings,
+        position_embedding_type="rope",
+        rotary_base=int(arch.rope_theta),
+        share_embeddings_and_output_weights=arch.tie_word_embeddings,
     )
     if device.type == "cpu":
         _keep_rope_on_cpu(model.rotary_pos_emb)
@@ -128,11 +147,15 @@ class MegatronTrainer(PolicyTrainer):
         ensure_model_parallel(self.device, cfg.seed)
         self.arch = DenseArch.from_hf_config(json.loads((self.source / "config.json").read_text()))
         self.model = build_gpt(self.arch, self.device)
-        state = {k: v.to(self.device, torch.float32) for k, v in hf_to_mcore(self.arch, load_hf_weights(self.source)).items()}
+        state = {
+            k: v.to(self.device, torch.float32) for k, v in hf_to_mcore(self.arch, load_hf_weights(self.source)).items()
+        }
         missing, unexpected = self.model.load_state_dict(state, strict=False)
         missing = [k for k in missing if not k.endswith("_extra_state")]
         if missing or unexpected:
-            raise ValueError(f"checkpoint {self.source} does not fit the megatron model: missing {missing[:5]}, unexpected {unexpected[:5]}")
+            raise ValueError(
+                f"checkpoint {self.source} does not fit the megatron model: missing {missing[:5]}, unexpected {unexpected[:5]}"
+            )
         self.model.train()
         self.ref = copy.deepcopy(self.model).eval().requires_grad_(False) if cfg.loss.kl_coef else None
         if self.ref is not None and self.device.type == "cpu":
@@ -146,9 +169,13 @@ class MegatronTrainer(PolicyTrainer):
         ids = ids.to(self.device)
         batch, width = ids.shape
         positions = torch.arange(width, device=self.device).unsqueeze(0).expand(batch, width)
-        causal = torch.triu(torch.ones((1, 1, width, width), dtype=torch.bool, device=self.device), diagonal=1)  # True = masked
+        causal = torch.triu(
+            torch.ones((1, 1, width, width), dtype=torch.bool, device=self.device), diagonal=1
+        )  # True = masked
         embedded = model.embedding(input_ids=ids, position_ids=positions)  # [W, B, H]
-        hidden = model.decoder(hidden_states=embedded, attention_mask=causal, rotary_pos_emb=model.rotary_pos_emb(width))  # [W, B, H]
+        hidden = model.decoder(
+            hidden_states=embedded, attention_mask=causal, rotary_pos_emb=model.rotary_pos_emb(width)
+        )  # [W, B, H]
         b, t, _, _ = response_rows(group, self.device)
         weight = model.shared_embedding_or_output_weight() if self.arch.tie_word_embeddings else None
         logits, _ = model.output_layer(hidden[t, b].unsqueeze(1), weight=weight)  # [N, 1, V]

@@ -44,7 +44,9 @@ class TorchTrainer(PolicyTrainer):
         """Only response positions are projected: the prompt's logits would be [B, W, V] (gigabytes at 150k vocabulary) for nothing."""
         ids, attn, padded = padded_ids(group)
         ids, attn = ids.to(self.device), attn.to(self.device)
-        hidden = model.get_decoder()(input_ids=ids, attention_mask=attn if padded else None).last_hidden_state  # [B, W, H]
+        hidden = model.get_decoder()(
+            input_ids=ids, attention_mask=attn if padded else None
+        ).last_hidden_state  # [B, W, H]
         b, t, _, _ = response_rows(group, self.device)
         return model.get_output_embeddings()(hidden[b, t]), ids[b, t + 1]
 

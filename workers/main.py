@@ -33,7 +33,13 @@ async def run_worker(settings: Settings, pool: Pool) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    log.info("worker polling", pool=pool.value, task_queue=queue, workflows=len(parts.workflows), activities=len(parts.activities))
+    log.info(
+        "worker polling",
+        pool=pool.value,
+        task_queue=queue,
+        workflows=len(parts.workflows),
+        activities=len(parts.activities),
+    )
     try:
         async with worker:
             await stop.wait()

@@ -44,6 +44,12 @@ def components_for(pool: Pool, settings: Settings) -> PoolComponents:
         parts.closers.append(learning.aclose)
     elif pool is Pool.TRAINER:
         training = TrainingActivities(settings)
-        parts.activities += [training.claim_batch, training.train_step, training.publish_weights, training.export_checkpoint, training.ack_batch]
+        parts.activities += [
+            training.claim_batch,
+            training.train_step,
+            training.publish_weights,
+            training.export_checkpoint,
+            training.ack_batch,
+        ]
         parts.closers.append(training.aclose)
     return parts

@@ -62,7 +62,9 @@ class JudgeTurnWorkflow:
             hint=hint,
             hint_votes=len(hints),
             failed_votes=sum(v is None for v in prm + hints),
-            representative=representative(scores, [v.raw if v else "" for v in prm], eval_score) if prm and eval_score is not None else None,
+            representative=representative(scores, [v.raw if v else "" for v in prm], eval_score)
+            if prm and eval_score is not None
+            else None,
         )
         teacher = None
         if hint is not None:

@@ -76,7 +76,9 @@ class SessionWorkflow:
                 self.closed_reason = "idle"
                 break
             try:
-                await workflow.wait_condition(lambda: self.closed_reason is not None or self._should_roll(), timeout=max(left, 1.0))
+                await workflow.wait_condition(
+                    lambda: self.closed_reason is not None or self._should_roll(), timeout=max(left, 1.0)
+                )
             except asyncio.TimeoutError:
                 continue
         await workflow.wait_condition(workflow.all_handlers_finished)
@@ -105,7 +107,9 @@ class SessionWorkflow:
     @turn.validator
     def _accept_turn(self, req: TurnRequest) -> None:
         if self.closed_reason is not None:
-            raise ApplicationError(f"session ended ({self.closed_reason})", type=ErrorType.SESSION_CLOSED, non_retryable=True)
+            raise ApplicationError(
+                f"session ended ({self.closed_reason})", type=ErrorType.SESSION_CLOSED, non_retryable=True
+            )
         if self.rolling:
             raise ApplicationError("session is continuing as new", type=ErrorType.SESSION_ROLLING, non_retryable=True)
 
@@ -141,12 +145,18 @@ class SessionWorkflow:
             rec.status, rec.finished_at = "failed", workflow.now()
             cause = exc.cause if isinstance(exc.cause, ApplicationError) else None
             rec.error = clip(cause.message if cause else str(exc))
-            raise ApplicationError(rec.error, type=cause.type if cause else ErrorType.POLICY_UNAVAILABLE, non_retryable=True) from exc
+            raise ApplicationError(
+                rec.error, type=cause.type if cause else ErrorType.POLICY_UNAVAILABLE, non_retryable=True
+            ) from exc
         rec.status, rec.finished_at = "done", workflow.now()
         rec.response_summary = clip(out.content)
         rec.reasoning_summary = clip(out.reasoning) if out.reasoning else None
         rec.tool_calls = [ToolCall(id=c.id, name=c.name, arguments=clip(c.arguments)) for c in out.tool_calls]
-        rec.finish_reason, rec.prompt_tokens, rec.completion_tokens = out.finish_reason, out.prompt_tokens, out.completion_tokens
+        rec.finish_reason, rec.prompt_tokens, rec.completion_tokens = (
+            out.finish_reason,
+            out.prompt_tokens,
+            out.completion_tokens,
+        )
         rec.weight_version, rec.attempts = out.weight_version, out.attempt
         if main:
             rec.next_state_status = "pending"
@@ -155,7 +165,9 @@ class SessionWorkflow:
         return TurnResult(turn_index=rec.index, turn_id=rec.turn_id, output=out)
 
     def _pair_pending(self, next_state: NextState | None) -> None:
-        pending = next((r for r in reversed(self.state.turns) if r.turn_type is TurnType.MAIN and r.status == "done"), None)
+        pending = next(
+            (r for r in reversed(self.state.turns) if r.turn_type is TurnType.MAIN and r.status == "done"), None
+        )
         if pending is None or pending.next_state_status != "pending" or next_state is None:
             return
         pending.next_state = next_state
@@ -210,7 +222,9 @@ class SessionWorkflow:
             self.closed_reason = req.reason
 
     def _should_roll(self) -> bool:
-        return self.in_flight == 0 and (len(self.state.turns) >= self.config.turns_per_run or workflow.info().is_continue_as_new_suggested())
+        return self.in_flight == 0 and (
+            len(self.state.turns) >= self.config.turns_per_run or workflow.info().is_continue_as_new_suggested()
+        )
 
     async def _continue_as_new(self, inp: SessionInput) -> None:
         self.rolling = True
@@ -224,7 +238,11 @@ class SessionWorkflow:
                 break
         done, kept = self.state.turns[:keep_from], self.state.turns[keep_from:]
         if done:
-            seg = ArchivedSegment(key=redis_keys.turn_log_segment(workflow.info().workflow_id, done[0].index), first_index=done[0].index, count=len(done))
+            seg = ArchivedSegment(
+                key=redis_keys.turn_log_segment(workflow.info().workflow_id, done[0].index),
+                first_index=done[0].index,
+                count=len(done),
+            )
             await execute(
                 ARCHIVE_TURNS,
                 ArchiveTurnsInput(key=seg.key, records=[r.model_dump(mode="json") for r in done]),
@@ -233,7 +251,9 @@ class SessionWorkflow:
             self.state.archived.append(seg)
         self.state.turns = kept
         self.state.runs += 1
-        workflow.continue_as_new(SessionInput(user_id=inp.user_id, session_id=inp.session_id, config=self.config, state=self.state))
+        workflow.continue_as_new(
+            SessionInput(user_id=inp.user_id, session_id=inp.session_id, config=self.config, state=self.state)
+        )
 
     # ---- audit ------------------------------------------------------------
     @workflow.query
@@ -242,7 +262,13 @@ class SessionWorkflow:
         lo, hi = page.offset, page.offset + page.limit
         segs = [s for s in self.state.archived if s.first_index < hi and s.first_index + s.count > lo]
         live = [r for r in self.state.turns if lo <= r.index < hi]
-        return TurnsPageResult(total=self.state.next_index, archived=segs, turns=live, closed_reason=self.closed_reason, runs=self.state.runs)
+        return TurnsPageResult(
+            total=self.state.next_index,
+            archived=segs,
+            turns=live,
+            closed_reason=self.closed_reason,
+            runs=self.state.runs,
+        )
 
     @workflow.query
     def summary(self) -> SessionSummary:

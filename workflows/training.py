@@ -69,7 +69,12 @@ class TrainingWorkflow:
             consumer = f"trainer-{self.policy}"
             claim: ClaimResult = await execute(
                 CLAIM_BATCH,
-                ClaimInput(consumer=consumer, batch_size=self.config.batch_size, source_weights=self.config.source_weights, wait_s=self.config.wait_s),
+                ClaimInput(
+                    consumer=consumer,
+                    batch_size=self.config.batch_size,
+                    source_weights=self.config.source_weights,
+                    wait_s=self.config.wait_s,
+                ),
                 task_queue=q,
                 start_to_close=timedelta(seconds=self.config.wait_s) + CLAIM_SLACK,
             )
@@ -81,7 +86,11 @@ class TrainingWorkflow:
                 async with self._busy:
                     await self._step(claim)
                 steps_this_run += 1
-            if steps_this_run >= self.config.steps_per_run or claims >= CLAIMS_PER_RUN or workflow.info().is_continue_as_new_suggested():
+            if (
+                steps_this_run >= self.config.steps_per_run
+                or claims >= CLAIMS_PER_RUN
+                or workflow.info().is_continue_as_new_suggested()
+            ):
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(TrainingInput(policy=self.policy, config=self.config, state=self.state))
 
@@ -97,7 +106,12 @@ class TrainingWorkflow:
         )
         # Runs started before all-stale batches were skipped published them; replaying those must still do so.
         if summary.trained or not workflow.patched("skip-publish-of-all-stale-batch"):
-            await execute(PUBLISH_WEIGHTS, PublishWeightsInput(checkpoint=summary.checkpoint, version=summary.version), task_queue=q, heartbeat=beat)
+            await execute(
+                PUBLISH_WEIGHTS,
+                PublishWeightsInput(checkpoint=summary.checkpoint, version=summary.version),
+                task_queue=q,
+                heartbeat=beat,
+            )
         await execute(ACK_BATCH, AckInput(ids=claim.ids), task_queue=q)
         self.waiting = 0
         self.state.samples_dropped_stale += summary.dropped_stale
@@ -107,7 +121,9 @@ class TrainingWorkflow:
         self.state.steps += 1
         self.state.samples_trained += summary.trained
         self.state.last = summary
-        self.state.recent_losses = (self.state.recent_losses + [summary.metrics.loss if summary.metrics else 0.0])[-KEEP_LOSSES:]
+        self.state.recent_losses = (self.state.recent_losses + [summary.metrics.loss if summary.metrics else 0.0])[
+            -KEEP_LOSSES:
+        ]
         workflow.upsert_search_attributes([POLICY_VERSION.value_set(summary.version)])
         self._show_progress()
 
@@ -149,7 +165,9 @@ class TrainingWorkflow:
     @checkpoint.validator
     def _check_label(self, req: CheckpointRequest) -> None:
         if req.label is not None and not CHECKPOINT_LABEL.match(req.label):
-            raise ValueError(f"checkpoint label {req.label!r}: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
+            raise ValueError(
+                f"checkpoint label {req.label!r}: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+            )
 
     @workflow.query
     def status(self) -> TrainingStatus:

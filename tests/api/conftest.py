@@ -9,7 +9,9 @@ from tests.helpers import CLI, REPO, RunningStack, stack_env
 
 
 def create_key(stack: RunningStack, user: str) -> str:
-    out = subprocess.run(CLI + ["keys", "create", "--user", user], env=stack.env, capture_output=True, text=True, cwd=REPO, timeout=60)
+    out = subprocess.run(
+        CLI + ["keys", "create", "--user", user], env=stack.env, capture_output=True, text=True, cwd=REPO, timeout=60
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     return out.stdout.split()[0]
 

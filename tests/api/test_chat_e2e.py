@@ -18,8 +18,22 @@ pytestmark = pytest.mark.timeout(300)
 
 SYSTEM = "You are a helpful agent. Keep answers short."
 TOOLS = [
-    {"type": "function", "function": {"name": "read", "description": "Read a file", "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}},
-    {"type": "function", "function": {"name": "exec", "description": "Run a command", "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "read",
+            "description": "Read a file",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "exec",
+            "description": "Run a command",
+            "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}},
+        },
+    },
 ]
 INTERNAL = "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>\ncurrent time: 12:00\n<<<END_OPENCLAW_INTERNAL_CONTEXT>>>"
 
@@ -34,17 +48,36 @@ def client(stack, key: str) -> openai.OpenAI:
 
 
 def turns(stack, key: str, session_id: str, **params) -> httpx.Response:
-    return httpx.get(f"{stack.api}/v1/sessions/{session_id}/turns", params=params, headers={"Authorization": f"Bearer {key}"}, timeout=30)
+    return httpx.get(
+        f"{stack.api}/v1/sessions/{session_id}/turns",
+        params=params,
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=30,
+    )
 
 
-def ask(c: openai.OpenAI, messages: list[dict], *, stream: bool, headers: dict | None = None, **kw) -> tuple[dict, dict]:
+def ask(
+    c: openai.OpenAI, messages: list[dict], *, stream: bool, headers: dict | None = None, **kw
+) -> tuple[dict, dict]:
     """One chat turn; returns (assistant message as the client would resend it, usage)."""
     if not stream:
         r = c.chat.completions.create(model="policy", messages=messages, tools=TOOLS, extra_headers=headers or {}, **kw)
         msg = r.choices[0].message
-        return {"role": "assistant", "content": msg.content, **({"tool_calls": [t.model_dump() for t in msg.tool_calls]} if msg.tool_calls else {})}, r.usage.model_dump()
+        return {
+            "role": "assistant",
+            "content": msg.content,
+            **({"tool_calls": [t.model_dump() for t in msg.tool_calls]} if msg.tool_calls else {}),
+        }, r.usage.model_dump()
     content, usage, finish = "", None, None
-    for ch in c.chat.completions.create(model="policy", messages=messages, tools=TOOLS, stream=True, stream_options={"include_usage": True}, extra_headers=headers or {}, **kw):
+    for ch in c.chat.completions.create(
+        model="policy",
+        messages=messages,
+        tools=TOOLS,
+        stream=True,
+        stream_options={"include_usage": True},
+        extra_headers=headers or {},
+        **kw,
+    ):
         if ch.usage is not None:
             usage = ch.usage.model_dump()
         for choice in ch.choices:
@@ -62,7 +95,9 @@ def test_three_sessions_streaming_and_not_with_tool_history(chat_stack, alice):
     # Runtime line (plus its internal-context message), and the stock affinity header.
     sessions = {
         f"ref-{tag}": dict(headers={"X-Session-Id": f"ref-{tag}", "X-Turn-Type": "main"}, runtime=None),
-        f"stock-{tag}": dict(headers={}, runtime=f"Runtime: agent=main | session=agent:main:x | sessionId=stock-{tag} | model=policy"),
+        f"stock-{tag}": dict(
+            headers={}, runtime=f"Runtime: agent=main | session=agent:main:x | sessionId=stock-{tag} | model=policy"
+        ),
         f"aff-{tag}": dict(headers={"session_id": f"aff-{tag}:2", "x-session-affinity": f"aff-{tag}:2"}, runtime=None),
     }
     sent: dict[str, list[list[dict]]] = {sid: [] for sid in sessions}
@@ -79,7 +114,17 @@ def test_three_sessions_streaming_and_not_with_tool_history(chat_stack, alice):
             history = history + [reply]
             if t == 0:  # a tool round trip in the history: assistant tool call (content null) + tool result
                 history += [
-                    {"role": "assistant", "content": None, "tool_calls": [{"id": "call_a_3", "type": "function", "function": {"name": "read", "arguments": json.dumps({"path": "notes.txt"})}}]},
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {
+                                "id": "call_a_3",
+                                "type": "function",
+                                "function": {"name": "read", "arguments": json.dumps({"path": "notes.txt"})},
+                            }
+                        ],
+                    },
                     {"role": "tool", "tool_call_id": "call_a_3", "content": f"notes of {sid}"},
                 ]
             else:
@@ -116,15 +161,26 @@ async def _load(url: str, turn_id: str):
 
 def test_request_without_hints_is_linked_by_history_prefix(chat_stack, alice):
     c = client(chat_stack, alice)
-    opening = [{"role": "system", "content": f"prefix test {uuid.uuid4().hex}"}, {"role": "user", "content": "first question"}]
-    r1 = c.chat.completions.with_raw_response.create(model="policy", messages=opening + [{"role": "user", "content": INTERNAL}], max_tokens=8)
+    opening = [
+        {"role": "system", "content": f"prefix test {uuid.uuid4().hex}"},
+        {"role": "user", "content": "first question"},
+    ]
+    r1 = c.chat.completions.with_raw_response.create(
+        model="policy", messages=opening + [{"role": "user", "content": INTERNAL}], max_tokens=8
+    )
     sid = r1.headers["x-session-id"]
     msg = r1.parse().choices[0].message
     # The client resends the reply verbatim, drops the old internal context and adds a fresh one.
-    follow = opening + [{"role": "assistant", "content": msg.content}, {"role": "user", "content": "second question"}, {"role": "user", "content": INTERNAL}]
+    follow = opening + [
+        {"role": "assistant", "content": msg.content},
+        {"role": "user", "content": "second question"},
+        {"role": "user", "content": INTERNAL},
+    ]
     r2 = c.chat.completions.with_raw_response.create(model="policy", messages=follow, max_tokens=8, stream=False)
     assert r2.headers["x-session-id"] == sid
-    unrelated = c.chat.completions.with_raw_response.create(model="policy", messages=[{"role": "user", "content": "a new chat"}], max_tokens=4)
+    unrelated = c.chat.completions.with_raw_response.create(
+        model="policy", messages=[{"role": "user", "content": "a new chat"}], max_tokens=4
+    )
     assert unrelated.headers["x-session-id"] != sid
     log = turns(chat_stack, alice, sid).json()
     assert log["total"] == 2
@@ -138,7 +194,10 @@ def test_side_calls_are_recorded_but_never_pair(chat_stack, alice):
     h = {"X-Session-Id": sid}
     base = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "do the thing"}]
     reply, _ = ask(c, base, stream=False, headers=h, max_tokens=6)
-    summary = [{"role": "system", "content": "You are a context summarization assistant. Summarize."}, {"role": "user", "content": "long history"}]
+    summary = [
+        {"role": "system", "content": "You are a context summarization assistant. Summarize."},
+        {"role": "user", "content": "long history"},
+    ]
     c.chat.completions.create(model="policy", messages=summary, max_completion_tokens=6, extra_headers=h)
     ask(c, base + [reply, {"role": "user", "content": "thanks, next"}], stream=True, headers=h, max_tokens=6)
     log = turns(chat_stack, alice, sid).json()
@@ -153,7 +212,9 @@ def test_session_done_ends_the_workflow_and_a_new_request_starts_a_new_run(chat_
     sid = f"done-{uuid.uuid4().hex[:8]}"
     msgs = [{"role": "user", "content": "bye"}]
     c.chat.completions.create(model="policy", messages=msgs, max_tokens=4, extra_headers={"X-Session-Id": sid})
-    c.chat.completions.create(model="policy", messages=msgs, max_tokens=4, extra_headers={"X-Session-Id": sid, "X-Session-Done": "true"})
+    c.chat.completions.create(
+        model="policy", messages=msgs, max_tokens=4, extra_headers={"X-Session-Id": sid, "X-Session-Done": "true"}
+    )
     log = _wait_status(chat_stack, alice, sid, "completed")
     assert log["closed_reason"] == "client"
     assert log["turns"][0]["next_state_status"] == "paired"
@@ -204,16 +265,30 @@ def test_requests_keep_being_served_during_a_weight_update(chat_stack, alice):
     model_path = chat_stack.env["OPENCLAW_RL_ENGINE__MODEL_PATH"]
 
     def one(i: int) -> str | None:
-        r = c.chat.completions.create(model="policy", messages=[{"role": "user", "content": f"q{i}"}], max_tokens=24, extra_headers={"X-Session-Id": f"{sid}-{i}"})
+        r = c.chat.completions.create(
+            model="policy",
+            messages=[{"role": "user", "content": f"q{i}"}],
+            max_tokens=24,
+            extra_headers={"X-Session-Id": f"{sid}-{i}"},
+        )
         return r.system_fingerprint
 
     with ThreadPoolExecutor(8) as pool:
         futures = [pool.submit(one, i) for i in range(8)]
-        update = httpx.post(f"{chat_stack.engine}/update_weights_from_disk", json={"model_path": model_path, "weight_version": "7"}, timeout=120)
+        update = httpx.post(
+            f"{chat_stack.engine}/update_weights_from_disk",
+            json={"model_path": model_path, "weight_version": "7"},
+            timeout=120,
+        )
         versions = [f.result() for f in futures]
     assert update.status_code == 200 and update.json()["success"], update.text
     assert set(versions) <= {"0", "7"}
-    after = c.chat.completions.create(model="policy", messages=[{"role": "user", "content": "after"}], max_tokens=4, extra_headers={"X-Session-Id": sid})
+    after = c.chat.completions.create(
+        model="policy",
+        messages=[{"role": "user", "content": "after"}],
+        max_tokens=4,
+        extra_headers={"X-Session-Id": sid},
+    )
     assert after.system_fingerprint == "7"
     log = turns(chat_stack, alice, sid).json()
     assert log["turns"][0]["weight_version"] == "7"
@@ -221,7 +296,9 @@ def test_requests_keep_being_served_during_a_weight_update(chat_stack, alice):
 
     deadline = time.monotonic() + 15  # visibility is eventually consistent
     while True:
-        sessions = httpx.get(f"{chat_stack.api}/v1/sessions", headers={"Authorization": f"Bearer {alice}"}).json()["data"]
+        sessions = httpx.get(f"{chat_stack.api}/v1/sessions", headers={"Authorization": f"Bearer {alice}"}).json()[
+            "data"
+        ]
         version = next((s["policy_version"] for s in sessions if s["session_id"] == sid), None)
         if version == 7 or time.monotonic() > deadline:
             break

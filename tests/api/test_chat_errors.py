@@ -48,7 +48,13 @@ def recorded_requests(stack) -> int:
         ("temperature out of range", {**GOOD, "temperature": 7}, None, 422, "temperature"),
         ("n above one", {**GOOD, "n": 3}, None, 422, "n=1"),
         ("max_tokens zero", {**GOOD, "max_tokens": 0}, None, 422, "max_tokens"),
-        ("image part", {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}, None, 422, "messages"),
+        (
+            "image part",
+            {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
+            None,
+            422,
+            "messages",
+        ),
         ("body over the limit", {"messages": [{"role": "user", "content": "x" * 300_000}]}, None, 413, "limit"),
     ],
 )
@@ -64,7 +70,12 @@ def test_bad_requests_get_a_reason_and_record_nothing(chat_stack, keys, case, bo
 
 
 def test_prompt_longer_than_the_context_is_a_400(chat_stack, keys):
-    r = post(chat_stack, keys["carol"], {"messages": [{"role": "user", "content": "word " * 40000}]}, headers={"X-Session-Id": "too-long"})
+    r = post(
+        chat_stack,
+        keys["carol"],
+        {"messages": [{"role": "user", "content": "word " * 40000}]},
+        headers={"X-Session-Id": "too-long"},
+    )
     assert r.status_code == 400, r.text
     assert r.json()["error"]["code"] == "context_length_exceeded"
     assert post(chat_stack, keys["carol"], GOOD).status_code == 200
@@ -89,15 +100,23 @@ def test_sessions_are_scoped_by_user(chat_stack, keys):
     sid = "shared-name"
     for user in ("bob", "carol"):
         assert post(chat_stack, keys[user], GOOD, headers={"X-Session-Id": sid}).status_code == 200
-    bob_turns = httpx.get(f"{chat_stack.api}/v1/sessions/{sid}/turns", headers={"Authorization": f"Bearer {keys['bob']}"}).json()
+    bob_turns = httpx.get(
+        f"{chat_stack.api}/v1/sessions/{sid}/turns", headers={"Authorization": f"Bearer {keys['bob']}"}
+    ).json()
     assert bob_turns["total"] == 1  # carol's turn went to carol's own session
-    r = httpx.get(f"{chat_stack.api}/v1/sessions/never-created/turns", headers={"Authorization": f"Bearer {keys['carol']}"})
+    r = httpx.get(
+        f"{chat_stack.api}/v1/sessions/never-created/turns", headers={"Authorization": f"Bearer {keys['carol']}"}
+    )
     assert r.status_code == 404
     bob_only = "bob-private"
     post(chat_stack, keys["bob"], GOOD, headers={"X-Session-Id": bob_only})
-    r = httpx.get(f"{chat_stack.api}/v1/sessions/{bob_only}/turns", headers={"Authorization": f"Bearer {keys['carol']}"})
+    r = httpx.get(
+        f"{chat_stack.api}/v1/sessions/{bob_only}/turns", headers={"Authorization": f"Bearer {keys['carol']}"}
+    )
     assert r.status_code == 404 and r.json()["error"]["code"] == "session_not_found"
-    carol_sessions = httpx.get(f"{chat_stack.api}/v1/sessions", headers={"Authorization": f"Bearer {keys['carol']}"}).json()["data"]
+    carol_sessions = httpx.get(
+        f"{chat_stack.api}/v1/sessions", headers={"Authorization": f"Bearer {keys['carol']}"}
+    ).json()["data"]
     assert carol_sessions and all(s["user_id"] == "carol" for s in carol_sessions)
     assert bob_only not in {s["session_id"] for s in carol_sessions}
 

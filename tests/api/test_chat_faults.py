@@ -22,7 +22,9 @@ pytestmark = pytest.mark.timeout(400)
 
 @pytest.fixture(scope="module")
 def fault_stack(tiny_model, tmp_path_factory):
-    env = chat_stack_env(tmp_path_factory.mktemp("faults") / "data", tiny_model, OPENCLAW_RL_SESSION__GENERATE_HEARTBEAT_S="3")
+    env = chat_stack_env(
+        tmp_path_factory.mktemp("faults") / "data", tiny_model, OPENCLAW_RL_SESSION__GENERATE_HEARTBEAT_S="3"
+    )
     stack = RunningStack(env).start()
     yield stack
     stack.stop()
@@ -49,7 +51,12 @@ def test_policy_worker_killed_mid_generation_turn_completes(fault_stack):
     old_pid = fault_stack.service_pid("worker-policy")
     streamed, killed = "", threading.Event()
     stream = c.chat.completions.create(
-        model="policy", messages=[{"role": "user", "content": "write a long story"}], max_tokens=1200, temperature=0.8, stream=True, extra_headers={"X-Session-Id": sid}
+        model="policy",
+        messages=[{"role": "user", "content": "write a long story"}],
+        max_tokens=1200,
+        temperature=0.8,
+        stream=True,
+        extra_headers={"X-Session-Id": sid},
     )
     finish = None
     for ch in stream:
@@ -82,7 +89,10 @@ def test_temporal_restart_mid_session_loses_nothing(fault_stack):
     history = [{"role": "user", "content": "turn 0"}]
     for t in range(2):
         r = c.chat.completions.create(model="policy", messages=history, max_tokens=6, extra_headers=h)
-        history += [{"role": "assistant", "content": r.choices[0].message.content}, {"role": "user", "content": f"turn {t + 1}"}]
+        history += [
+            {"role": "assistant", "content": r.choices[0].message.content},
+            {"role": "user", "content": f"turn {t + 1}"},
+        ]
     old = fault_stack.service_pid("temporal")
     os.kill(old, signal.SIGKILL)
     # The next turn is sent while Temporal is down: the API waits for it to come back.

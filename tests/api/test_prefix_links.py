@@ -7,7 +7,17 @@ def test_digest_survives_what_clients_change_when_resending():
     sent = [
         {"role": "system", "content": "sys"},
         {"role": "user", "content": "q"},
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_a_3", "type": "function", "function": {"name": "read", "arguments": '{"path": "x", "n": 1}'}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_a_3",
+                    "type": "function",
+                    "function": {"name": "read", "arguments": '{"path": "x", "n": 1}'},
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": "call_a_3", "content": "out"},
         {"role": "assistant", "content": "done "},
     ]
@@ -15,7 +25,13 @@ def test_digest_survives_what_clients_change_when_resending():
         {"role": "system", "content": "sys"},
         {"role": "user", "content": "q"},
         {"role": "user", "content": f"{MARK} time"},  # internal context comes and goes
-        {"role": "assistant", "content": "", "tool_calls": [{"id": "calla3", "type": "function", "function": {"name": "read", "arguments": '{"n": 1, "path": "x"}'}}]},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": "calla3", "type": "function", "function": {"name": "read", "arguments": '{"n": 1, "path": "x"}'}}
+            ],
+        },
         {"role": "tool", "tool_call_id": "calla3", "content": "out"},
         {"role": "assistant", "content": "done"},
         {"role": "user", "content": "next"},

@@ -15,7 +15,12 @@ STOCK_BODY = {
 
 def test_stock_client_without_headers_is_a_main_turn_of_its_runtime_session():
     ident = resolve_identity({"User-Agent": "OpenAI/JS 7.1.0"}, STOCK_BODY)
-    assert (ident.session_id, ident.source, ident.turn_type, ident.session_done) == ("8f2c-41aa", "runtime-line", TurnType.MAIN, False)
+    assert (ident.session_id, ident.source, ident.turn_type, ident.session_done) == (
+        "8f2c-41aa",
+        "runtime-line",
+        TurnType.MAIN,
+        False,
+    )
 
 
 def test_affinity_header_and_prompt_cache_key_drop_the_compaction_suffix():
@@ -28,9 +33,20 @@ def test_affinity_header_and_prompt_cache_key_drop_the_compaction_suffix():
 def test_reference_headers_win_and_body_fields_follow():
     headers = {"X-Session-Id": "ref-1", "X-Turn-Type": "side", "X-Session-Done": "yes", "session_id": "other:1"}
     ident = resolve_identity(headers, STOCK_BODY | {"session_id": "body-1"})
-    assert (ident.session_id, ident.source, ident.turn_type, ident.side_kind, ident.session_done) == ("ref-1", "x-session-id", TurnType.SIDE, "explicit", True)
+    assert (ident.session_id, ident.source, ident.turn_type, ident.side_kind, ident.session_done) == (
+        "ref-1",
+        "x-session-id",
+        TurnType.SIDE,
+        "explicit",
+        True,
+    )
     ident = resolve_identity({}, STOCK_BODY | {"session_id": "body-1", "turn_type": "main", "session_done": "0"})
-    assert (ident.session_id, ident.source, ident.turn_type, ident.session_done) == ("body-1", "body", TurnType.MAIN, False)
+    assert (ident.session_id, ident.source, ident.turn_type, ident.session_done) == (
+        "body-1",
+        "body",
+        TurnType.MAIN,
+        False,
+    )
 
 
 def test_side_calls_are_recognised_by_their_system_prompt():
@@ -38,7 +54,10 @@ def test_side_calls_are_recognised_by_their_system_prompt():
         return {"messages": [{"role": "system", "content": text}, {"role": "user", "content": "..."}]}
 
     assert resolve_identity({}, with_system("... Pre-compaction memory flush ...")).side_kind == "memory_flush"
-    assert resolve_identity({}, with_system("You are a context summarization assistant.")).side_kind == "compaction_summary"
+    assert (
+        resolve_identity({}, with_system("You are a context summarization assistant.")).side_kind
+        == "compaction_summary"
+    )
     assert resolve_identity({}, with_system("Write an Activity recap of")).turn_type == TurnType.SIDE
     # an explicit main header overrides the markers; rules are configurable
     assert resolve_identity({"X-Turn-Type": "main"}, with_system("Write an Activity recap")).turn_type == TurnType.MAIN

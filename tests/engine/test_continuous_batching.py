@@ -10,7 +10,11 @@ import pytest
 
 
 def greedy(text: str, n: int) -> dict:
-    return {"text": text, "return_logprob": True, "sampling_params": {"max_new_tokens": n, "temperature": 0, "ignore_eos": True}}
+    return {
+        "text": text,
+        "return_logprob": True,
+        "sampling_params": {"max_new_tokens": n, "temperature": 0, "ignore_eos": True},
+    }
 
 
 async def _timed(http: httpx.AsyncClient, body: dict, delay: float = 0.0) -> tuple[dict, float]:
@@ -28,7 +32,9 @@ def test_a_short_request_joins_a_long_one_and_finishes_first(engine_url):
         async with httpx.AsyncClient(base_url=engine_url, timeout=300) as http:
             alone_short, _ = await _timed(http, short_body)
             alone_long, _ = await _timed(http, long_body)
-            (together_long, t_long), (together_short, t_short) = await asyncio.gather(_timed(http, long_body), _timed(http, short_body, delay=0.3))
+            (together_long, t_long), (together_short, t_short) = await asyncio.gather(
+                _timed(http, long_body), _timed(http, short_body, delay=0.3)
+            )
             return alone_short, alone_long, together_long, together_short, t_long, t_short
 
     alone_short, alone_long, together_long, together_short, t_long, t_short = asyncio.run(scenario())

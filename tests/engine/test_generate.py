@@ -42,7 +42,10 @@ def test_generate_single_without_logprobs(engine_url):
 def test_generate_with_logprobs_matches_forward_pass(engine_url, hf):
     model, tok = hf
     prompt = tok.encode("The quick brown fox")
-    body = post(engine_url, {"input_ids": prompt, "sampling_params": {"max_new_tokens": 12, "temperature": 0.8}, "return_logprob": True}).json()
+    body = post(
+        engine_url,
+        {"input_ids": prompt, "sampling_params": {"max_new_tokens": 12, "temperature": 0.8}, "return_logprob": True},
+    ).json()
     entries = body["meta_info"]["output_token_logprobs"]
     assert [e[1] for e in entries] == body["output_ids"]
     want = direct_logprobs(model, prompt + body["output_ids"], temperature=0.8)[len(prompt) - 1 :]
@@ -55,7 +58,11 @@ def test_batched_requests_each_keep_their_own_params(engine_url):
         engine_url,
         {
             "text": ["one", "two three", "four five six"],
-            "sampling_params": [{"max_new_tokens": 2, "temperature": 0}, {"max_new_tokens": 5}, {"max_new_tokens": 9, "temperature": 0}],
+            "sampling_params": [
+                {"max_new_tokens": 2, "temperature": 0},
+                {"max_new_tokens": 5},
+                {"max_new_tokens": 9, "temperature": 0},
+            ],
             "return_logprob": [True, False, True],
         },
     )
@@ -64,16 +71,28 @@ def test_batched_requests_each_keep_their_own_params(engine_url):
     assert [len(b["output_ids"]) for b in bodies] == [2, 5, 9]
     assert "output_token_logprobs" in bodies[0]["meta_info"] and "output_token_logprobs" not in bodies[1]["meta_info"]
     # batching must not change a greedy answer: compare with the same prompt alone
-    alone = post(engine_url, {"text": "four five six", "sampling_params": {"max_new_tokens": 9, "temperature": 0}}).json()
+    alone = post(
+        engine_url, {"text": "four five six", "sampling_params": {"max_new_tokens": 9, "temperature": 0}}
+    ).json()
     assert alone["output_ids"] == bodies[2]["output_ids"]
 
 
 def test_input_logprobs_of_forced_response_equal_forward_pass(engine_url, hf):
     model, tok = hf
-    prompt = tok.apply_chat_template([{"role": "user", "content": "What is 2+2?"}], tokenize=False, add_generation_prompt=True)
+    prompt = tok.apply_chat_template(
+        [{"role": "user", "content": "What is 2+2?"}], tokenize=False, add_generation_prompt=True
+    )
     ids = tok.encode(prompt) + tok.encode("It is 4, of course.<|im_end|>")
     start = len(tok.encode(prompt))
-    r = post(engine_url, {"input_ids": ids, "sampling_params": {"max_new_tokens": 0}, "return_logprob": True, "logprob_start_len": start})
+    r = post(
+        engine_url,
+        {
+            "input_ids": ids,
+            "sampling_params": {"max_new_tokens": 0},
+            "return_logprob": True,
+            "logprob_start_len": start,
+        },
+    )
     meta = r.json()["meta_info"]
     assert r.json()["output_ids"] == [] and meta["finish_reason"] == {"type": "length", "length": 0}
     entries = meta["input_token_logprobs"]
@@ -81,12 +100,28 @@ def test_input_logprobs_of_forced_response_equal_forward_pass(engine_url, hf):
     want = direct_logprobs(model, ids)[start - 1 :]
     assert torch.allclose(torch.tensor([e[0] for e in entries]), want, atol=1e-4)
     # from position 0 the first token has no log-prob, as in SGLang
-    first = post(engine_url, {"input_ids": ids[:5], "sampling_params": {"max_new_tokens": 0}, "return_logprob": True, "logprob_start_len": 0}).json()
+    first = post(
+        engine_url,
+        {
+            "input_ids": ids[:5],
+            "sampling_params": {"max_new_tokens": 0},
+            "return_logprob": True,
+            "logprob_start_len": 0,
+        },
+    ).json()
     assert first["meta_info"]["input_token_logprobs"][0][0] is None
 
 
 def test_top_logprobs(engine_url):
-    body = post(engine_url, {"text": "a b", "sampling_params": {"max_new_tokens": 3, "temperature": 0}, "return_logprob": True, "top_logprobs_num": 4}).json()
+    body = post(
+        engine_url,
+        {
+            "text": "a b",
+            "sampling_params": {"max_new_tokens": 3, "temperature": 0},
+            "return_logprob": True,
+            "top_logprobs_num": 4,
+        },
+    ).json()
     tops = body["meta_info"]["output_top_logprobs"]
     assert len(tops) == 3 and all(len(t) == 4 for t in tops)
     # greedy: the chosen token is the most likely one
@@ -95,7 +130,16 @@ def test_top_logprobs(engine_url):
 
 def test_return_text_in_logprobs_names_each_token(engine_url, hf):
     _, tok = hf
-    body = post(engine_url, {"text": "a b", "sampling_params": {"max_new_tokens": 3}, "return_logprob": True, "return_text_in_logprobs": True, "logprob_start_len": 0}).json()
+    body = post(
+        engine_url,
+        {
+            "text": "a b",
+            "sampling_params": {"max_new_tokens": 3},
+            "return_logprob": True,
+            "return_text_in_logprobs": True,
+            "logprob_start_len": 0,
+        },
+    ).json()
     entries = body["meta_info"]["output_token_logprobs"]
     assert [e[2] for e in entries] == [tok.decode([t]) for t in body["output_ids"]]
     assert [e[2] for e in body["meta_info"]["input_token_logprobs"]] == ["a", " b"]
@@ -106,10 +150,18 @@ def test_stop_string_trims_text_and_reports_match(engine_url):
     text = free["text"]
     stop = text[len(text) // 2 : len(text) // 2 + 2]
     assert stop.strip(), f"need a visible stop string in {text!r}"
-    cut = post(engine_url, {"text": "count", "sampling_params": {"max_new_tokens": 8, "temperature": 0, "stop": [stop]}}).json()
+    cut = post(
+        engine_url, {"text": "count", "sampling_params": {"max_new_tokens": 8, "temperature": 0, "stop": [stop]}}
+    ).json()
     assert cut["meta_info"]["finish_reason"] == {"type": "stop", "matched": stop}
     assert cut["text"] == text[: text.find(stop)]
-    kept = post(engine_url, {"text": "count", "sampling_params": {"max_new_tokens": 8, "temperature": 0, "stop": stop, "no_stop_trim": True}}).json()
+    kept = post(
+        engine_url,
+        {
+            "text": "count",
+            "sampling_params": {"max_new_tokens": 8, "temperature": 0, "stop": stop, "no_stop_trim": True},
+        },
+    ).json()
     assert kept["text"] == text[: text.find(stop) + len(stop)]
 
 
@@ -117,14 +169,22 @@ def test_stop_token_ids_end_generation(engine_url):
     free = post(engine_url, {"text": "count", "sampling_params": {"max_new_tokens": 8, "temperature": 0}}).json()
     third = free["output_ids"][2]
     first_hit = free["output_ids"].index(third)
-    r = post(engine_url, {"text": "count", "sampling_params": {"max_new_tokens": 8, "temperature": 0, "stop_token_ids": [third]}}).json()
+    r = post(
+        engine_url,
+        {"text": "count", "sampling_params": {"max_new_tokens": 8, "temperature": 0, "stop_token_ids": [third]}},
+    ).json()
     assert r["output_ids"] == free["output_ids"][: first_hit + 1]
     assert r["meta_info"]["finish_reason"] == {"type": "stop", "matched": third}
 
 
 def test_streaming_ends_with_the_full_answer(engine_url):
     snapshots = []
-    with httpx.stream("POST", f"{engine_url}/generate", json={"text": "stream me", "stream": True, "sampling_params": {"max_new_tokens": 6, "temperature": 0}}, timeout=60) as r:
+    with httpx.stream(
+        "POST",
+        f"{engine_url}/generate",
+        json={"text": "stream me", "stream": True, "sampling_params": {"max_new_tokens": 6, "temperature": 0}},
+        timeout=60,
+    ) as r:
         assert r.status_code == 200
         lines = [line[5:].strip() for line in r.iter_lines() if line.startswith("data:")]
     assert lines[-1] == "[DONE]"

@@ -11,7 +11,12 @@ import torch
 
 from tests.conftest import start_engine
 
-FIXED = {"text": "a fixed prompt for comparing weights", "sampling_params": {"max_new_tokens": 0}, "return_logprob": True, "logprob_start_len": 1}
+FIXED = {
+    "text": "a fixed prompt for comparing weights",
+    "sampling_params": {"max_new_tokens": 0},
+    "return_logprob": True,
+    "logprob_start_len": 1,
+}
 
 
 @pytest.fixture()
@@ -46,11 +51,16 @@ async def test_update_changes_logprobs_while_concurrent_requests_succeed(updatab
 
         async def chat(i: int) -> httpx.Response:
             await asyncio.sleep(0.02 * i)  # spread arrivals across the update
-            return await http.post("/generate", json={"text": f"request {i}", "sampling_params": {"max_new_tokens": 24}, "return_logprob": True})
+            return await http.post(
+                "/generate",
+                json={"text": f"request {i}", "sampling_params": {"max_new_tokens": 24}, "return_logprob": True},
+            )
 
         requests = [asyncio.create_task(chat(i)) for i in range(20)]
         await asyncio.sleep(0.1)
-        update = await http.post("/update_weights_from_disk", json={"model_path": str(perturbed_checkpoint), "weight_version": "1"})
+        update = await http.post(
+            "/update_weights_from_disk", json={"model_path": str(perturbed_checkpoint), "weight_version": "1"}
+        )
         responses = await asyncio.gather(*requests)
 
         assert update.status_code == 200 and update.json()["success"] is True, update.text

@@ -8,7 +8,9 @@ from rlmath.signals import parse_boxed, parse_hint_vote
 
 
 def ctx(next_state: str, role: str = "user", previous: str = "") -> JudgeContext:
-    return JudgeContext(response="Here is the answer.", next_state_role=role, next_state=next_state, previous_user=previous)
+    return JudgeContext(
+        response="Here is the answer.", next_state_role=role, next_state=next_state, previous_user=previous
+    )
 
 
 @pytest.mark.parametrize(
@@ -36,5 +38,7 @@ def test_hint_is_the_corrective_sentence():
     vote = parse_hint_vote(raw)
     assert vote.score == 1 and vote.hint == "You should cite the source next time."
     assert parse_hint_vote(asyncio.run(HeuristicJudge().hint(ctx("thanks!")))).score == -1
-    tool = parse_hint_vote(asyncio.run(HeuristicJudge().hint(ctx("Traceback (most recent call last):\nValueError: boom", role="tool"))))
+    tool = parse_hint_vote(
+        asyncio.run(HeuristicJudge().hint(ctx("Traceback (most recent call last):\nValueError: boom", role="tool")))
+    )
     assert tool.score == 1 and "ValueError: boom" in tool.hint

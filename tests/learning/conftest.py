@@ -39,7 +39,10 @@ class ScriptedJudge:
                     await asyncio.sleep(delay)
             text = self.answers[(len(self.requests) - 1) % len(self.answers)]
             return {
-                "id": f"cmpl-{len(self.requests)}", "object": "chat.completion", "created": int(time.time()), "model": body.get("model", "judge"),
+                "id": f"cmpl-{len(self.requests)}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body.get("model", "judge"),
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
                 "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
             }
@@ -65,7 +68,12 @@ class ScriptedJudge:
 
 
 def chat(stack: RunningStack, key: str, sid: str, messages: list[dict], max_tokens: int = 8) -> dict:
-    r = httpx.post(f"{stack.api}/v1/chat/completions", json={"messages": messages, "max_tokens": max_tokens}, headers={"Authorization": f"Bearer {key}", "X-Session-Id": sid}, timeout=120)
+    r = httpx.post(
+        f"{stack.api}/v1/chat/completions",
+        json={"messages": messages, "max_tokens": max_tokens},
+        headers={"Authorization": f"Bearer {key}", "X-Session-Id": sid},
+        timeout=120,
+    )
     assert r.status_code == 200, r.text
     return r.json()["choices"][0]["message"]
 
@@ -73,7 +81,9 @@ def chat(stack: RunningStack, key: str, sid: str, messages: list[dict], max_toke
 def wait_judged(stack: RunningStack, key: str, sid: str, indices: list[int], timeout: float = 90.0) -> list[dict]:
     deadline = time.monotonic() + timeout
     while True:
-        log = httpx.get(f"{stack.api}/v1/sessions/{sid}/turns", headers={"Authorization": f"Bearer {key}"}, timeout=30).json()
+        log = httpx.get(
+            f"{stack.api}/v1/sessions/{sid}/turns", headers={"Authorization": f"Bearer {key}"}, timeout=30
+        ).json()
         turns = {t["index"]: t for t in log["turns"]}
         if all(turns.get(i, {}).get("judgement") for i in indices):
             return [turns[i] for i in sorted(turns)]

@@ -32,7 +32,11 @@ def test_corrections_and_thanks_become_the_expected_samples(heuristic_stack, tin
         history = history + [{"role": "assistant", "content": reply["content"]}]
         if nxt == "tool":
             history += [
-                {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "exec", "arguments": "{}"}}]},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "exec", "arguments": "{}"}}],
+                },
                 {"role": "tool", "tool_call_id": "c1", "content": tool_error},
             ]
         else:
@@ -40,7 +44,14 @@ def test_corrections_and_thanks_become_the_expected_samples(heuristic_stack, tin
     chat(stack, key, sid, history)
 
     turns = wait_judged(stack, key, sid, [0, 1, 2, 3])
-    judged = [(t["judgement"]["judge"]["eval_score"], t["judgement"]["result"]["published"], t["judgement"]["result"]["reward"]) for t in turns[:4]]
+    judged = [
+        (
+            t["judgement"]["judge"]["eval_score"],
+            t["judgement"]["result"]["published"],
+            t["judgement"]["result"]["reward"],
+        )
+        for t in turns[:4]
+    ]
     assert judged == [(-1, True, -1.0), (1, True, 1.0), (-1, True, -1.0), (0, False, None)]
     assert turns[0]["judgement"]["judge"]["hint"] == "That's wrong, you should write it in French instead."
     assert "ValueError: boom" in turns[2]["judgement"]["judge"]["hint"]
@@ -80,7 +91,9 @@ def test_corrections_and_thanks_become_the_expected_samples(heuristic_stack, tin
     assert torch.allclose(direct, torch.tensor(first.teacher_logprobs), atol=1e-4)
 
     # Records: one line per judged turn, kept under the policy version.
-    lines = [json.loads(x) for x in (stack.data_dir / "records" / "policy-0" / "personal.jsonl").read_text().splitlines()]
+    lines = [
+        json.loads(x) for x in (stack.data_dir / "records" / "policy-0" / "personal.jsonl").read_text().splitlines()
+    ]
     mine = [x for x in lines if x["session_id"] == sid]
     assert sorted(x["turn_index"] for x in mine) == [0, 1, 2, 3]
     assert r.xlen("oc:records:personal:v0") >= 4
@@ -95,7 +108,9 @@ def test_an_idle_session_ends_and_closes_its_last_turn(heuristic_stack):
     chat(heuristic_stack, key, "idle", [{"role": "user", "content": "hi"}])
     deadline = time.monotonic() + 40  # idle timeout is 8 s in this stack
     while True:
-        log = httpx.get(f"{heuristic_stack.api}/v1/sessions/idle/turns", headers={"Authorization": f"Bearer {key}"}).json()
+        log = httpx.get(
+            f"{heuristic_stack.api}/v1/sessions/idle/turns", headers={"Authorization": f"Bearer {key}"}
+        ).json()
         if log["status"] == "completed" or time.monotonic() > deadline:
             break
         time.sleep(0.5)

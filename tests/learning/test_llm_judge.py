@@ -59,7 +59,12 @@ def test_m_votes_are_issued_aggregated_and_recorded(llm_stack, judge_server):
     assert "boxed{1}" in j["judge"]["representative"]
     sent = judge_server.requests[before:]
     assert len(sent) == 3  # binary RL: m = 3 votes, each its own call
-    assert all(r["messages"][0]["content"] == PRM_SYSTEM and "great, thanks" in r["messages"][1]["content"] and r["temperature"] == 0.6 for r in sent)
+    assert all(
+        r["messages"][0]["content"] == PRM_SYSTEM
+        and "great, thanks" in r["messages"][1]["content"]
+        and r["temperature"] == 0.6
+        for r in sent
+    )
     assert [s.meta.reward for s in samples_of(llm_stack, "session/ivan/votes")] == [1.0]
 
 
@@ -79,7 +84,12 @@ def test_killing_the_judge_worker_mid_vote_loses_nothing_and_duplicates_nothing(
     before = len(judge_server.requests)
     history = [{"role": "user", "content": "hello"}]
     reply = chat(llm_stack, key, "kill", history)
-    chat(llm_stack, key, "kill", history + [{"role": "assistant", "content": reply["content"]}, {"role": "user", "content": "SLOW thanks"}])
+    chat(
+        llm_stack,
+        key,
+        "kill",
+        history + [{"role": "assistant", "content": reply["content"]}, {"role": "user", "content": "SLOW thanks"}],
+    )
     deadline = time.monotonic() + 30
     while len(judge_server.requests) == before and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -88,5 +98,9 @@ def test_killing_the_judge_worker_mid_vote_loses_nothing_and_duplicates_nothing(
     turn = wait_judged(llm_stack, key, "kill", [0], timeout=120)[0]
     assert turn["judgement"]["result"]["published"] is True
     assert len(samples_of(llm_stack, "session/kate/kill")) == 1
-    records = [f for _, f in redis.Redis.from_url(llm_stack.redis).xrange("oc:records:personal:v0") if f[b"id"] == b"session/kate/kill#0"]
+    records = [
+        f
+        for _, f in redis.Redis.from_url(llm_stack.redis).xrange("oc:records:personal:v0")
+        if f[b"id"] == b"session/kate/kill#0"
+    ]
     assert len(records) == 1

@@ -40,7 +40,15 @@ async def test_stream_ends_with_the_non_streamed_answer(client):
 async def test_score_equals_the_engines_input_logprobs(client, engine_url):
     ids = [9707, 1879, 11, 1246, 525, 498, 30]
     scores = await client.score(ids, start=3)
-    raw = httpx.post(f"{engine_url}/generate", json={"input_ids": ids, "sampling_params": {"max_new_tokens": 0}, "return_logprob": True, "logprob_start_len": 3}).json()
+    raw = httpx.post(
+        f"{engine_url}/generate",
+        json={
+            "input_ids": ids,
+            "sampling_params": {"max_new_tokens": 0},
+            "return_logprob": True,
+            "logprob_start_len": 3,
+        },
+    ).json()
     assert scores == [e[0] for e in raw["meta_info"]["input_token_logprobs"]]
     assert len(scores) == 4
 
@@ -60,7 +68,9 @@ async def test_model_info_and_health(client, tiny_model):
 
 
 def _replaying(handler) -> PolicyClient:
-    return PolicyClient(["http://sglang-gpu:30000"], transport=httpx.MockTransport(handler), max_attempts=3, backoff_s=0.0)
+    return PolicyClient(
+        ["http://sglang-gpu:30000"], transport=httpx.MockTransport(handler), max_attempts=3, backoff_s=0.0
+    )
 
 
 async def test_parses_a_recorded_sglang_answer():
@@ -71,7 +81,9 @@ async def test_parses_a_recorded_sglang_answer():
         return httpx.Response(200, json=FIXTURE)
 
     async with _replaying(handler) as c:
-        gen = await c.generate([1, 2, 3], SamplingParams(max_new_tokens=64, temperature=0.6, top_p=0.95, stop=["</answer>"]))
+        gen = await c.generate(
+            [1, 2, 3], SamplingParams(max_new_tokens=64, temperature=0.6, top_p=0.95, stop=["</answer>"])
+        )
     assert gen.output_ids == FIXTURE["output_ids"]
     assert gen.output_logprobs == [e[0] for e in FIXTURE["meta_info"]["output_token_logprobs"]]
     assert gen.finish_reason.type == "stop" and gen.finish_reason.matched == 151645
@@ -114,7 +126,14 @@ async def test_400_is_not_retried():
 
     def handler(request: httpx.Request) -> httpx.Response:
         calls["n"] += 1
-        return httpx.Response(400, json={"error": {"message": "The input (40000 tokens) is longer than the model's context length (32768 tokens)."}})
+        return httpx.Response(
+            400,
+            json={
+                "error": {
+                    "message": "The input (40000 tokens) is longer than the model's context length (32768 tokens)."
+                }
+            },
+        )
 
     async with _replaying(handler) as c:
         with pytest.raises(PolicyRequestError, match="context length"):
@@ -127,7 +146,9 @@ async def test_update_goes_to_every_server():
 
     def handler(request: httpx.Request) -> httpx.Response:
         hits.append(f"{request.url.host}{request.url.path}")
-        return httpx.Response(200, json={"success": True, "message": "Succeeded to update model weights.", "num_paused_requests": 0})
+        return httpx.Response(
+            200, json={"success": True, "message": "Succeeded to update model weights.", "num_paused_requests": 0}
+        )
 
     c = PolicyClient(["http://gpu-a:30000", "http://gpu-b:30000"], transport=httpx.MockTransport(handler))
     async with c:

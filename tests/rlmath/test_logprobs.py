@@ -17,7 +17,9 @@ def test_temperature_scales_logits_and_greedy_scores_at_one():
     half = token_logprobs(logits, torch.tensor([1]), 0.5)  # logits become [0, 4]
     assert torch.allclose(half, torch.tensor([4.0 - math.log(1 + math.exp(4.0))]))
     assert scoring_temperature(0.0) == 1.0
-    assert torch.allclose(token_logprobs(logits, torch.tensor([1]), 0.0), token_logprobs(logits, torch.tensor([1]), 1.0))
+    assert torch.allclose(
+        token_logprobs(logits, torch.tensor([1]), 0.0), token_logprobs(logits, torch.tensor([1]), 1.0)
+    )
 
 
 def test_per_row_temperature_tensor():

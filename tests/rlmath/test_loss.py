@@ -84,7 +84,9 @@ def test_metrics():
 )
 def test_truncated_importance_sampling_by_hand(rollout_lp, weight, truncated):
     new = torch.tensor([[-1.0]], requires_grad=True)
-    parts = policy_loss(new, torch.tensor([[rollout_lp]]), torch.tensor([[1.0]]), torch.ones(1, 1), LossConfig(tis_cap=2.0))
+    parts = policy_loss(
+        new, torch.tensor([[rollout_lp]]), torch.tensor([[1.0]]), torch.ones(1, 1), LossConfig(tis_cap=2.0)
+    )
     parts.loss.backward()
     # the ratio is taken against the trainer's own log-prob (1 here): no clipping, a weighted plain gradient
     assert float(parts.loss.detach()) == pytest.approx(-weight)

@@ -65,7 +65,12 @@ def test_hint_parsing_and_selection():
 
 
 def test_teacher_messages():
-    msgs = [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}, {"role": "tool", "tool_call_id": "1", "content": "t"}]
+    msgs = [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "a"},
+        {"role": "tool", "tool_call_id": "1", "content": "t"},
+    ]
     out = teacher_messages(msgs, "do X")
     assert out[1]["content"] == "q\n\n[user's hint / instruction]\ndo X"
     assert msgs[1]["content"] == "q"  # the input is not modified
@@ -102,7 +107,10 @@ def test_advantages_by_hand():
     ],
 )
 def test_combined_dispatch_table(hint, score, expected):
-    assert dispatch(Method.COMBINED, has_next_state=True, eval_score=score, hint=hint, session_has_effective_sample=True) == expected
+    assert (
+        dispatch(Method.COMBINED, has_next_state=True, eval_score=score, hint=hint, session_has_effective_sample=True)
+        == expected
+    )
 
 
 def test_binary_and_opd_dispatch_and_the_at_least_one_rule():
@@ -117,4 +125,7 @@ def test_binary_and_opd_dispatch_and_the_at_least_one_rule():
     assert dispatch(o, has_next_state=True, eval_score=None, hint="h", session_has_effective_sample=True).use_teacher
     assert dispatch(o, has_next_state=True, eval_score=1, hint=None, session_has_effective_sample=False) is None
     assert dispatch(o, has_next_state=False, eval_score=None, hint=None, session_has_effective_sample=False) is None
-    assert dispatch(Method.COMBINED, has_next_state=False, eval_score=None, hint=None, session_has_effective_sample=False) is None
+    assert (
+        dispatch(Method.COMBINED, has_next_state=False, eval_score=None, hint=None, session_has_effective_sample=False)
+        is None
+    )

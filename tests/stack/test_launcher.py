@@ -44,7 +44,12 @@ def test_up_from_empty_dir_and_down_cleanly_twice(tmp_path):
 
         async def start_one():
             client = await _client(stack)
-            await client.execute_workflow(StackProbeWorkflow.run, ProbeInput(task_queues=_queues()), id=workflow_id, task_queue=_queues()["workflow"])
+            await client.execute_workflow(
+                StackProbeWorkflow.run,
+                ProbeInput(task_queues=_queues()),
+                id=workflow_id,
+                task_queue=_queues()["workflow"],
+            )
 
         asyncio.run(start_one())
         redis.Redis.from_url(stack.redis).xadd("persist-check", {"n": "1"})
@@ -93,7 +98,9 @@ def test_workflow_survives_a_temporal_restart(shared_stack):
         os.kill(old, signal.SIGKILL)
         await asyncio.to_thread(stack.wait_restarted, "temporal", old)
         fresh = await _client(stack)  # a new connection, as any client after an outage
-        result = await asyncio.wait_for(fresh.get_workflow_handle(handle.id, result_type=ProbeResult).result(), timeout=120)
+        result = await asyncio.wait_for(
+            fresh.get_workflow_handle(handle.id, result_type=ProbeResult).result(), timeout=120
+        )
         return result
 
     result = asyncio.run(scenario())
@@ -135,7 +142,10 @@ def test_taken_port_is_a_one_line_error(tmp_path):
         s.listen()
         res = _up_fails(env)
     assert res.returncode == 1
-    assert f"port {env['OPENCLAW_RL_API__PORT']} (API) is already in use; stop what holds it or set OPENCLAW_RL_API__PORT" in res.stderr
+    assert (
+        f"port {env['OPENCLAW_RL_API__PORT']} (API) is already in use; stop what holds it or set OPENCLAW_RL_API__PORT"
+        in res.stderr
+    )
 
 
 def test_unusable_data_dir_is_a_clear_error(tmp_path):
@@ -162,7 +172,10 @@ def test_config_prints_effective_settings_with_secrets_masked(tmp_path):
     import json
 
     cfg = json.loads(res.stdout)
-    assert cfg["api"]["port"] == int(env["OPENCLAW_RL_API__PORT"]) and cfg["redis"]["url"] == "redis://**********@db:6379/0"
+    assert (
+        cfg["api"]["port"] == int(env["OPENCLAW_RL_API__PORT"])
+        and cfg["redis"]["url"] == "redis://**********@db:6379/0"
+    )
 
 
 def test_invalid_setting_is_a_cli_message(tmp_path):

@@ -23,10 +23,28 @@ from trainers.megatron_trainer import MegatronTrainer, load_hf_weights  # noqa: 
 
 def sample(prompt: list[int], response: list[int], temperature: float, advantage: float) -> TrainingSample:
     meta = SampleMeta(
-        sample_id=f"s#{len(prompt)}", source="personal", method="binary", user_id="u", session_id="s", turn_id="t", turn_index=0,
-        policy_version="0", temperature=temperature, reward=advantage, loss_mask=1, use_teacher=False, reason="test", judge=JudgeSummary(judge="test"),
+        sample_id=f"s#{len(prompt)}",
+        source="personal",
+        method="binary",
+        user_id="u",
+        session_id="s",
+        turn_id="t",
+        turn_index=0,
+        policy_version="0",
+        temperature=temperature,
+        reward=advantage,
+        loss_mask=1,
+        use_teacher=False,
+        reason="test",
+        judge=JudgeSummary(judge="test"),
     )
-    return TrainingSample(meta=meta, prompt_ids=prompt, response_ids=response, rollout_logprobs=[-11.5] * len(response), advantages=[advantage] * len(response))
+    return TrainingSample(
+        meta=meta,
+        prompt_ids=prompt,
+        response_ids=response,
+        rollout_logprobs=[-11.5] * len(response),
+        advantages=[advantage] * len(response),
+    )
 
 
 BATCH = [  # different lengths (padding), temperatures and advantage signs
@@ -46,7 +64,9 @@ def test_weight_layout_round_trips_exactly(tiny_model):
 def test_unsupported_architectures_get_a_clear_error():
     with pytest.raises(ValueError, match="not 'mixtral'"):
         DenseArch.from_hf_config({"model_type": "mixtral"})
-    base = json.loads('{"model_type": "qwen3", "num_attention_heads": 4, "hidden_size": 64, "intermediate_size": 8, "num_hidden_layers": 1, "vocab_size": 8}')
+    base = json.loads(
+        '{"model_type": "qwen3", "num_attention_heads": 4, "hidden_size": 64, "intermediate_size": 8, "num_hidden_layers": 1, "vocab_size": 8}'
+    )
     with pytest.raises(ValueError, match="plain RoPE"):
         DenseArch.from_hf_config(base | {"rope_parameters": {"rope_type": "yarn", "rope_theta": 1e6}})
 

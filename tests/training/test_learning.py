@@ -65,14 +65,19 @@ class Habit:
         return any(a == b for a, b in zip(ids, ids[1:]))
 
     def prompt(self, question: str) -> str:
-        return self.tok.apply_chat_template([{"role": "user", "content": question}], tokenize=False, add_generation_prompt=True)
+        return self.tok.apply_chat_template(
+            [{"role": "user", "content": question}], tokenize=False, add_generation_prompt=True
+        )
 
 
 def habit_rate(stack: RunningStack, habit: Habit, round_: str) -> tuple[float, int]:
     """The habit's rate on fresh one-turn prompts, sampled by the engine itself (no chat, no judging)."""
 
     def one(i: int) -> bool:
-        body = {"text": habit.prompt(f"Tell me about {round_} subject number {i}."), "sampling_params": {"max_new_tokens": 8, "temperature": TEMPERATURE}}
+        body = {
+            "text": habit.prompt(f"Tell me about {round_} subject number {i}."),
+            "sampling_params": {"max_new_tokens": 8, "temperature": TEMPERATURE},
+        }
         r = httpx.post(f"{stack.engine}/generate", json=body, timeout=120)
         r.raise_for_status()
         return habit.repeats(r.json()["text"])
@@ -141,7 +146,12 @@ def test_users_correcting_a_habit_make_the_policy_drop_it(learning_stack, tiny_m
     pooled = (before * n + after * m) / (n + m)
     z = (before - after) / math.sqrt(pooled * (1 - pooled) * (1 / n + 1 / m))
     online = {v: [b for ver, b in seen if ver == v] for v in {ver for ver, _ in seen}}
-    report = ", ".join(f"v{v}: {sum(b) / len(b):.2f} of {len(b)}" for v, b in sorted(online.items(), key=lambda kv: int(kv[0]) if kv[0].isdigit() else -1))
-    print(f"\nhabit rate before {before:.3f}, after {after:.3f} (n={n}, {m}), z={z:.1f}; steps {s['steps']}, trained {s['samples_trained']}, stale {s['samples_dropped_stale']}\nper serving version: {report}")
+    report = ", ".join(
+        f"v{v}: {sum(b) / len(b):.2f} of {len(b)}"
+        for v, b in sorted(online.items(), key=lambda kv: int(kv[0]) if kv[0].isdigit() else -1)
+    )
+    print(
+        f"\nhabit rate before {before:.3f}, after {after:.3f} (n={n}, {m}), z={z:.1f}; steps {s['steps']}, trained {s['samples_trained']}, stale {s['samples_dropped_stale']}\nper serving version: {report}"
+    )
     assert after <= before - 0.2, (before, after, report)
     assert z >= 4.0, (before, after, z)

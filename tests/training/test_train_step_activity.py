@@ -22,7 +22,10 @@ from tests.helpers import free_port
 @pytest.fixture
 def valkey(tmp_path):
     port = free_port()
-    proc = subprocess.Popen([str(find_valkey_binary()), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", str(tmp_path)], stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [str(find_valkey_binary()), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+    )
     client = redis.Redis(port=port)
     deadline = time.monotonic() + 20
     while True:
@@ -38,7 +41,9 @@ def valkey(tmp_path):
 
 
 def settings_for(tmp_path, port: int, tiny_model, **training) -> Settings:
-    return Settings(data_dir=tmp_path / "data", redis={"port": port}, engine={"model_path": str(tiny_model)}, training=training)
+    return Settings(
+        data_dir=tmp_path / "data", redis={"port": port}, engine={"model_path": str(tiny_model)}, training=training
+    )
 
 
 def publish(port: int, version: int, n: int, rollout_lp: float = -11.0) -> list[str]:
@@ -47,17 +52,37 @@ def publish(port: int, version: int, n: int, rollout_lp: float = -11.0) -> list[
     ids = []
     for i in range(n):
         meta = SampleMeta(
-            sample_id=f"session/u/s#{version}.{i}", source="personal", method="binary", user_id="u", session_id="s", turn_id=f"t{version}.{i}",
-            turn_index=i, policy_version=str(version), temperature=1.0, reward=1.0, loss_mask=1, use_teacher=False, reason="test", judge=JudgeSummary(judge="test"),
+            sample_id=f"session/u/s#{version}.{i}",
+            source="personal",
+            method="binary",
+            user_id="u",
+            session_id="s",
+            turn_id=f"t{version}.{i}",
+            turn_index=i,
+            policy_version=str(version),
+            temperature=1.0,
+            reward=1.0,
+            loss_mask=1,
+            use_teacher=False,
+            reason="test",
+            judge=JudgeSummary(judge="test"),
         )
-        s = TrainingSample(meta=meta, prompt_ids=[151644, 872, 198, 9707 + i], response_ids=[3838, 374, 264, 1273], rollout_logprobs=[rollout_lp] * 4, advantages=[1.0] * 4)
+        s = TrainingSample(
+            meta=meta,
+            prompt_ids=[151644, 872, 198, 9707 + i],
+            response_ids=[3838, 374, 264, 1273],
+            rollout_logprobs=[rollout_lp] * 4,
+            advantages=[1.0] * 4,
+        )
         ids.append(r.xadd(redis_keys.sample_stream("personal"), encode_sample(s)).decode())
     return ids
 
 
 async def claim_and_train(acts: TrainingActivities, batch: int, version: int, max_staleness: int):
     env = ActivityEnvironment()
-    claim = await env.run(acts.claim_batch, ClaimInput(consumer="t", batch_size=batch, source_weights={"personal": 1.0}, wait_s=1.0))
+    claim = await env.run(
+        acts.claim_batch, ClaimInput(consumer="t", batch_size=batch, source_weights={"personal": 1.0}, wait_s=1.0)
+    )
     assert claim.count == batch
     return await env.run(acts.train_step, TrainInput(ids=claim.ids, version=version, max_staleness=max_staleness))
 
@@ -81,7 +106,9 @@ async def test_an_all_stale_batch_is_counted_without_a_new_version(tmp_path, val
 
 
 @pytest.mark.parametrize("tis_cap, expect", [(None, 1.0), (2.0, "below 1")])
-async def test_truncated_importance_sampling_weighs_tokens_by_trainer_over_rollout(tmp_path, valkey, tiny_model, tis_cap, expect):
+async def test_truncated_importance_sampling_weighs_tokens_by_trainer_over_rollout(
+    tmp_path, valkey, tiny_model, tis_cap, expect
+):
     # the tiny model gives each token about log(1/152k) = -11.9; the rollout said -11: the trainer likes them less
     publish(valkey, 0, 4, rollout_lp=-11.0)
     acts = TrainingActivities(settings_for(tmp_path, valkey, tiny_model, tis_cap=tis_cap))
@@ -93,7 +120,9 @@ async def test_truncated_importance_sampling_weighs_tokens_by_trainer_over_rollo
         assert m.clip_fraction == 0.0  # the ratio is against the trainer's own log-probs
 
 
-async def test_the_megatron_backend_trains_from_the_stream_and_writes_a_servable_checkpoint(tmp_path, valkey, tiny_model):
+async def test_the_megatron_backend_trains_from_the_stream_and_writes_a_servable_checkpoint(
+    tmp_path, valkey, tiny_model
+):
     pytest.importorskip("megatron.core", reason="the megatron extra is not installed")
     import json
 
@@ -109,13 +138,14 @@ async def test_the_megatron_backend_trains_from_the_stream_and_writes_a_servable
 async def test_a_claim_reports_the_backlog_left_in_the_streams(tmp_path, valkey, tiny_model):
     publish(valkey, 0, 11)
     acts = TrainingActivities(settings_for(tmp_path, valkey, tiny_model))
-    claim = await ActivityEnvironment().run(acts.claim_batch, ClaimInput(consumer="t", batch_size=8, source_weights={"personal": 1.0}, wait_s=1.0))
+    claim = await ActivityEnvironment().run(
+        acts.claim_batch, ClaimInput(consumer="t", batch_size=8, source_weights={"personal": 1.0}, wait_s=1.0)
+    )
     assert claim.count == 8 and claim.backlog == 3
 
 
 async def test_export_is_idempotent_and_refuses_a_taken_label_or_a_missing_version(tmp_path, valkey, tiny_model):
     from temporalio.exceptions import ApplicationError
-
 
     acts = TrainingActivities(settings_for(tmp_path, valkey, tiny_model))
     env = ActivityEnvironment()

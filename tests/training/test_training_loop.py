@@ -17,7 +17,12 @@ from tests.learning.conftest import chat
 
 pytestmark = pytest.mark.timeout(400)
 
-FIXED = {"text": "A fixed prompt to watch the policy change", "return_logprob": True, "logprob_start_len": 0, "sampling_params": {"max_new_tokens": 1, "temperature": 1.0}}
+FIXED = {
+    "text": "A fixed prompt to watch the policy change",
+    "return_logprob": True,
+    "logprob_start_len": 0,
+    "sampling_params": {"max_new_tokens": 1, "temperature": 1.0},
+}
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +54,9 @@ def converse(stack, key: str, sid: str) -> None:
 
 
 def status(stack) -> dict:
-    out = subprocess.run(CLI + ["train", "status", "--json"], env=stack.env, capture_output=True, text=True, cwd=REPO, timeout=60)
+    out = subprocess.run(
+        CLI + ["train", "status", "--json"], env=stack.env, capture_output=True, text=True, cwd=REPO, timeout=60
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     return json.loads(out.stdout)
 
@@ -62,7 +69,9 @@ def ui_details(stack) -> str:
 
     async def read() -> str:
         client = await Client.connect(stack.temporal)
-        md = await client.get_workflow_handle("training/openclaw-rl-policy").query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
+        md = await client.get_workflow_handle("training/openclaw-rl-policy").query(
+            "__temporal_workflow_metadata", result_type=WorkflowMetadata
+        )
         return md.current_details
 
     return asyncio.run(read())
@@ -82,7 +91,12 @@ def test_sixteen_samples_make_a_step_and_the_engine_serves_it(loop_stack):
         k = create_key(stack, "max")
         i = 0
         while not stop.is_set():
-            r = httpx.post(f"{stack.api}/v1/chat/completions", json={"messages": [{"role": "user", "content": f"side question {i}"}], "max_tokens": 4}, headers={"Authorization": f"Bearer {k}", "X-Session-Id": f"bg-{i}"}, timeout=120)
+            r = httpx.post(
+                f"{stack.api}/v1/chat/completions",
+                json={"messages": [{"role": "user", "content": f"side question {i}"}], "max_tokens": 4},
+                headers={"Authorization": f"Bearer {k}", "X-Session-Id": f"bg-{i}"},
+                timeout=120,
+            )
             if r.status_code != 200:
                 failures.append(r.text)
             i += 1
@@ -104,7 +118,9 @@ def test_sixteen_samples_make_a_step_and_the_engine_serves_it(loop_stack):
     m = s["last_metrics"]
     assert m["tokens"] > 0 and m["logprob_gap"] < 1e-3  # trainer and engine agree on the rollout policy
     assert s["recent_losses"][-1] == pytest.approx(m["loss"]) and s["backlog"] >= 0
-    assert f"policy v{s['version']}" in ui_details(stack)  # what the Temporal UI shows as the workflow's current details
+    assert f"policy v{s['version']}" in ui_details(
+        stack
+    )  # what the Temporal UI shows as the workflow's current details
     after = httpx.post(f"{stack.engine}/generate", json=FIXED, timeout=60).json()
     assert after["meta_info"]["weight_version"] == str(s["version"])
     lp_before = [e[0] for e in before["meta_info"]["input_token_logprobs"][1:]]
@@ -118,7 +134,9 @@ def test_sixteen_samples_make_a_step_and_the_engine_serves_it(loop_stack):
     assert updates and updates[-1] == s["version"]
     deadline = time.monotonic() + 15
     while True:
-        card = httpx.get(f"{stack.api}/v1/models", headers={"Authorization": f"Bearer {key}"}, timeout=30).json()["data"][0]
+        card = httpx.get(f"{stack.api}/v1/models", headers={"Authorization": f"Bearer {key}"}, timeout=30).json()[
+            "data"
+        ][0]
         if card["policy_version"] == s["version"]:
             break
         assert time.monotonic() < deadline, card
@@ -161,12 +179,16 @@ def test_a_trainer_killed_mid_step_resumes_and_trains_every_entry_exactly_once(l
     assert end["version"] == start["version"] + 1 and end["steps"] == start["steps"] + 1
     assert end["samples_trained"] - start["samples_trained"] == 16  # the same batch once, not twice
     r = redis.Redis.from_url(stack.redis)
-    summary = json.loads((stack.data_dir / "checkpoints" / f"policy-{end['version']}" / "openclaw-rl-version.json").read_text())["summary"]
+    summary = json.loads(
+        (stack.data_dir / "checkpoints" / f"policy-{end['version']}" / "openclaw-rl-version.json").read_text()
+    )["summary"]
     assert summary["trained"] == 16
     # every acknowledged entry was trained in exactly one step: nothing of this batch is pending any more
     pending = r.xpending_range("oc:samples:personal", "oc-trainer", min="-", max="+", count=1000)
     assert len(pending) < 16
-    assert httpx.post(f"{stack.engine}/generate", json=FIXED, timeout=60).json()["meta_info"]["weight_version"] == str(end["version"])
+    assert httpx.post(f"{stack.engine}/generate", json=FIXED, timeout=60).json()["meta_info"]["weight_version"] == str(
+        end["version"]
+    )
 
 
 def test_redis_and_temporal_restarts_mid_run_lose_nothing_and_train_nothing_twice(loop_stack):
@@ -199,12 +221,16 @@ def test_redis_and_temporal_restarts_mid_run_lose_nothing_and_train_nothing_twic
 def test_a_checkpoint_on_request_is_saved_under_its_label_and_never_pruned(loop_stack):
     stack = loop_stack
     v = status(stack)["version"]
-    run = lambda *a: subprocess.run(CLI + ["train", *a], env=stack.env, capture_output=True, text=True, cwd=REPO, timeout=120)  # noqa: E731
+    run = lambda *a: subprocess.run(
+        CLI + ["train", *a], env=stack.env, capture_output=True, text=True, cwd=REPO, timeout=120
+    )  # noqa: E731
     out = run("checkpoint", "--label", "before-release")
     assert out.returncode == 0, out.stdout + out.stderr
     saved = stack.data_dir / "checkpoints" / "saved" / "before-release"
     assert f"saved policy version {v} as before-release" in out.stdout
-    assert (saved / "model.safetensors").is_file() and json.loads((saved / "openclaw-rl-saved.json").read_text())["version"] == v
+    assert (saved / "model.safetensors").is_file() and json.loads((saved / "openclaw-rl-saved.json").read_text())[
+        "version"
+    ] == v
     again = run("checkpoint", "--label", "before-release")  # the same version again: idempotent
     assert again.returncode == 0, again.stdout + again.stderr
     bad = run("checkpoint", "--label", "../escape")

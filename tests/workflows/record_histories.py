@@ -36,9 +36,6 @@ from contracts.training import (
     training_workflow_id,
 )
 from openclaw_rl.search_attributes import POLICY_VERSION
-from workflows.judge_turn import JudgeTurnWorkflow
-from workflows.session import SessionWorkflow
-from workflows.training import KEEP_LOSSES, TrainingWorkflow
 from tests.workflows.mocks import (
     JudgeActivities,
     SessionActivities,
@@ -57,6 +54,9 @@ from tests.workflows.mocks import (
     side_turn,
     training_input,
 )
+from workflows.judge_turn import JudgeTurnWorkflow
+from workflows.session import SessionWorkflow
+from workflows.training import KEEP_LOSSES, TrainingWorkflow
 
 HISTORIES = Path(__file__).resolve().parents[1] / "fixtures" / "histories"
 SESSION_ID = "replayed"
@@ -87,7 +87,9 @@ class TrainingWorkflowBeforePatch(TrainingWorkflow):
             task_queue=q,
             start_to_close_timeout=timedelta(seconds=self.config.step_timeout_s),
             heartbeat_timeout=timedelta(seconds=self.config.heartbeat_timeout_s),
-            retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30), non_retryable_error_types=["SampleMissing"]),
+            retry_policy=RetryPolicy(
+                maximum_interval=timedelta(seconds=30), non_retryable_error_types=["SampleMissing"]
+            ),
         )
         if self._publishes(summary):
             await workflow.execute_activity(
@@ -98,7 +100,9 @@ class TrainingWorkflowBeforePatch(TrainingWorkflow):
                 heartbeat_timeout=timedelta(seconds=self.config.heartbeat_timeout_s),
                 retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30)),
             )
-        await workflow.execute_activity("ack_batch", AckInput(ids=claim.ids), task_queue=q, start_to_close_timeout=timedelta(seconds=60))
+        await workflow.execute_activity(
+            "ack_batch", AckInput(ids=claim.ids), task_queue=q, start_to_close_timeout=timedelta(seconds=60)
+        )
         self.waiting = 0
         self.state.samples_dropped_stale += summary.dropped_stale
         if not summary.trained:
@@ -107,7 +111,9 @@ class TrainingWorkflowBeforePatch(TrainingWorkflow):
         self.state.steps += 1
         self.state.samples_trained += summary.trained
         self.state.last = summary
-        self.state.recent_losses = (self.state.recent_losses + [summary.metrics.loss if summary.metrics else 0.0])[-KEEP_LOSSES:]
+        self.state.recent_losses = (self.state.recent_losses + [summary.metrics.loss if summary.metrics else 0.0])[
+            -KEEP_LOSSES:
+        ]
         workflow.upsert_search_attributes([POLICY_VERSION.value_set(summary.version)])
         self._show_progress()
 
@@ -140,7 +146,12 @@ async def session_paired_and_rolled() -> None:
         inp = session_input(q, SESSION_ID, turns_per_run=3, learning=learning_plan(q))
         wf_id = session_workflow_id(inp.user_id, inp.session_id)
         session, judge = SessionActivities(), JudgeActivities()
-        async with Worker(env.client, task_queue=q, workflows=[SessionWorkflow, JudgeTurnWorkflow], activities=session.all() + judge.all()):
+        async with Worker(
+            env.client,
+            task_queue=q,
+            workflows=[SessionWorkflow, JudgeTurnWorkflow],
+            activities=session.all() + judge.all(),
+        ):
             handle = env.client.get_workflow_handle_for(SessionWorkflow.run, wf_id)
             await send_turn(env.client, inp, main_turn("t0"))
             run = (await handle.describe()).run_id
@@ -152,7 +163,9 @@ async def session_paired_and_rolled() -> None:
             await next_run(handle, run)
             await handle.signal(SessionWorkflow.end, EndSession())
             summary = await result_skipping_time(env, handle)
-            assert (summary.runs, summary.turns, summary.paired, summary.closed_reason) == (3, 5, 3, "requested"), summary
+            assert (summary.runs, summary.turns, summary.paired, summary.closed_reason) == (3, 5, 3, "requested"), (
+                summary
+            )
             for index in (0, 4):
                 await env.client.get_workflow_handle(judge_workflow_id(wf_id, index)).result()
             for n, run_id in enumerate(await run_ids(env.client, wf_id), start=1):
@@ -168,11 +181,18 @@ async def judge_turn_opd() -> None:
         session_key = session_workflow_id("tester", "opd")
         async with Worker(env.client, task_queue=q, workflows=[JudgeTurnWorkflow], activities=JudgeActivities().all()):
             inp = JudgeTurnInput(
-                plan=learning_plan(q, Method.OPD, prm_votes=0, hint_votes=2), session_key=session_key, user_id="tester", session_id="opd",
-                turn_id="t0", turn_index=0, policy_version="3",
+                plan=learning_plan(q, Method.OPD, prm_votes=0, hint_votes=2),
+                session_key=session_key,
+                user_id="tester",
+                session_id="opd",
+                turn_id="t0",
+                turn_index=0,
+                policy_version="3",
                 next_state=NextState(role="user", request_key=reply_to("t1").request_key, message_index=3),
             )
-            outcome = await env.client.execute_workflow(JudgeTurnWorkflow.run, inp, id=judge_workflow_id(session_key, 0), task_queue=q)
+            outcome = await env.client.execute_workflow(
+                JudgeTurnWorkflow.run, inp, id=judge_workflow_id(session_key, 0), task_queue=q
+            )
             assert outcome.teacher is not None and outcome.judge.hint, outcome
             await save(env.client, "judge_turn_opd", judge_workflow_id(session_key, 0))
 
@@ -188,7 +208,9 @@ async def training_steps() -> None:
         trainer = TrainerActivities(stale={"2-0", "2-1"})
         wf_id = training_workflow_id(TRAINING_POLICY)
         async with Worker(env.client, task_queue=q, workflows=[TrainingWorkflow], activities=trainer.all()):
-            handle: WorkflowHandle = await env.client.start_workflow(TrainingWorkflow.run, training_input(q), id=wf_id, task_queue=q)
+            handle: WorkflowHandle = await env.client.start_workflow(
+                TrainingWorkflow.run, training_input(q), id=wf_id, task_queue=q
+            )
             trainer.feed(batch("1-0", "1-1"))
             await wait_acked(trainer, 1)
             saved = await handle.execute_update(TrainingWorkflow.checkpoint, CheckpointRequest(label="first"))
@@ -211,8 +233,13 @@ async def training_steps() -> None:
             await wait_acked(trainer, 3)
             await eventually(lambda: len(trainer.claims) == 5, what="the claim after the last step")
             status = await handle.query(TrainingWorkflow.status)
-            assert (status.version, status.steps, status.samples_dropped_stale, status.batch_size) == (2, 2, 2, 3), status
-            assert trainer.published == [PublishWeightsInput(checkpoint="/ckpt/policy-1", version=1), PublishWeightsInput(checkpoint="/ckpt/policy-2", version=2)]
+            assert (status.version, status.steps, status.samples_dropped_stale, status.batch_size) == (2, 2, 2, 3), (
+                status
+            )
+            assert trainer.published == [
+                PublishWeightsInput(checkpoint="/ckpt/policy-1", version=1),
+                PublishWeightsInput(checkpoint="/ckpt/policy-2", version=2),
+            ]
             await handle.terminate("recorded")
             await save(env.client, "training_steps", wf_id)
 
@@ -224,7 +251,9 @@ async def training_all_stale_before_patch() -> None:
         trainer = TrainerActivities(stale={"1-0", "1-1"})
         wf_id = training_workflow_id(f"{TRAINING_POLICY}-before-patch")
         async with Worker(env.client, task_queue=q, workflows=[TrainingWorkflowBeforePatch], activities=trainer.all()):
-            handle = await env.client.start_workflow(TrainingWorkflowBeforePatch.run, training_input(q), id=wf_id, task_queue=q)
+            handle = await env.client.start_workflow(
+                TrainingWorkflowBeforePatch.run, training_input(q), id=wf_id, task_queue=q
+            )
             trainer.feed(batch("1-0", "1-1"))
             await wait_acked(trainer, 1)
             trainer.feed(batch("2-0", "2-1"))

@@ -18,10 +18,10 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from contracts.training import StepSummary, TrainingInput
+from tests.workflows.record_histories import HISTORIES, TrainingWorkflowBeforePatch
 from workflows.judge_turn import JudgeTurnWorkflow
 from workflows.session import SessionWorkflow
 from workflows.training import TrainingWorkflow
-from tests.workflows.record_histories import HISTORIES, TrainingWorkflowBeforePatch
 
 PATCH = "skip-publish-of-all-stale-batch"
 RECORDED = {
@@ -56,7 +56,10 @@ def load(path: Path) -> WorkflowHistory:
 
 
 def replayer(*workflows: type) -> Replayer:
-    return Replayer(workflows=list(workflows) or [SessionWorkflow, JudgeTurnWorkflow, TrainingWorkflow], data_converter=pydantic_data_converter)
+    return Replayer(
+        workflows=list(workflows) or [SessionWorkflow, JudgeTurnWorkflow, TrainingWorkflow],
+        data_converter=pydantic_data_converter,
+    )
 
 
 def steps(history: WorkflowHistory) -> list[str]:
@@ -101,7 +104,9 @@ async def test_history_before_the_patch_replays_on_the_old_branch():
 
 async def test_dropping_the_patch_guard_breaks_replay_of_the_old_history():
     with pytest.raises(workflow.NondeterminismError, match="'publish_weights' does not match .* 'ack_batch'"):
-        await replayer(TrainingWorkflowUnguarded).replay_workflow(load(HISTORIES / "training_all_stale_before_patch.json"))
+        await replayer(TrainingWorkflowUnguarded).replay_workflow(
+            load(HISTORIES / "training_all_stale_before_patch.json")
+        )
 
 
 async def test_old_code_cannot_replay_the_patched_history():

@@ -12,11 +12,9 @@ from temporalio.worker import Worker
 
 from api.session_gateway import session_workflow_id
 from contracts.chat import TurnType
-from contracts.learning import JudgeOutcome, NextState, judge_workflow_id
+from contracts.learning import JudgeOutcome, judge_workflow_id
 from contracts.session import EndSession, SessionSummary, TurnsPage
 from openclaw_rl import redis_keys
-from workflows.judge_turn import JudgeTurnWorkflow
-from workflows.session import SessionWorkflow
 from tests.workflows.mocks import (
     JudgeActivities,
     SessionActivities,
@@ -31,6 +29,8 @@ from tests.workflows.mocks import (
     session_input,
     side_turn,
 )
+from workflows.judge_turn import JudgeTurnWorkflow
+from workflows.session import SessionWorkflow
 
 pytestmark = pytest.mark.timeout(60)  # a server that stopped skipping time would otherwise wait out the 600 s default
 
@@ -63,7 +63,9 @@ async def test_main_turn_is_paired_by_the_next_main_turn_and_side_turns_are_not(
     wf_id = session_workflow_id(inp.user_id, inp.session_id)
     session, judge = SessionActivities(), JudgeActivities()
     ns = reply_to("t2")
-    async with Worker(env.client, task_queue=q, workflows=[SessionWorkflow, JudgeTurnWorkflow], activities=session.all() + judge.all()):
+    async with Worker(
+        env.client, task_queue=q, workflows=[SessionWorkflow, JudgeTurnWorkflow], activities=session.all() + judge.all()
+    ):
         first = await send_turn(env.client, inp, main_turn("t0"))
         side = await send_turn(env.client, inp, side_turn("t1"))
         second = await send_turn(env.client, inp, main_turn("t2", next_state=ns))
@@ -76,7 +78,12 @@ async def test_main_turn_is_paired_by_the_next_main_turn_and_side_turns_are_not(
         assert page.total == 3 and page.archived == []
         t0, t1, t2 = page.turns
         assert (t0.next_state_status, t0.next_state) == ("paired", ns)
-        assert (t1.turn_type, t1.side_kind, t1.next_state_status, t1.next_state) == (TurnType.SIDE, "memory_flush", "n/a", None)
+        assert (t1.turn_type, t1.side_kind, t1.next_state_status, t1.next_state) == (
+            TurnType.SIDE,
+            "memory_flush",
+            "n/a",
+            None,
+        )
         assert t2.next_state_status == "pending"
         assert t0.status == "done" and t0.response_summary == "reply to t0" and t0.weight_version == "3"
         assert t0.request_key == redis_keys.chat_request("t0") and t0.data_key == redis_keys.turn_data("t0")
@@ -105,7 +112,9 @@ async def test_continue_as_new_archives_finished_turns_and_carries_the_pending_o
     wf_id = session_workflow_id(inp.user_id, inp.session_id)
     session, judge = SessionActivities(), JudgeActivities()
     ns2, ns3 = reply_to("t2"), reply_to("t3", "no, the other file", message_index=5)
-    async with Worker(env.client, task_queue=q, workflows=[SessionWorkflow, JudgeTurnWorkflow], activities=session.all() + judge.all()):
+    async with Worker(
+        env.client, task_queue=q, workflows=[SessionWorkflow, JudgeTurnWorkflow], activities=session.all() + judge.all()
+    ):
         handle = env.client.get_workflow_handle_for(SessionWorkflow.run, wf_id)
         await send_turn(env.client, inp, main_turn("t0"))
         first_run = (await handle.describe()).run_id
@@ -116,7 +125,10 @@ async def test_continue_as_new_archives_finished_turns_and_carries_the_pending_o
         assert len(session.archived) == 1
         archived = session.archived[0]
         assert archived.key == redis_keys.turn_log_segment(wf_id, 0)
-        assert [(r["index"], r["turn_type"], r["next_state_status"]) for r in archived.records] == [(0, "main", "paired"), (1, "side", "n/a")]
+        assert [(r["index"], r["turn_type"], r["next_state_status"]) for r in archived.records] == [
+            (0, "main", "paired"),
+            (1, "side", "n/a"),
+        ]
 
         page = await handle.query(SessionWorkflow.turns, TurnsPage())
         assert [(s.first_index, s.count) for s in page.archived] == [(0, 2)]
@@ -133,7 +145,13 @@ async def test_continue_as_new_archives_finished_turns_and_carries_the_pending_o
 
         await handle.signal(SessionWorkflow.end, EndSession(reason="test"))
         summary = await result_skipping_time(env, handle)
-        assert (summary.runs, summary.turns, summary.main_turns, summary.paired, summary.closed_reason) == (2, 4, 3, 2, "test")
+        assert (summary.runs, summary.turns, summary.main_turns, summary.paired, summary.closed_reason) == (
+            2,
+            4,
+            3,
+            2,
+            "test",
+        )
         assert len(session.archived) == 1
 
 
@@ -142,7 +160,9 @@ async def test_idle_session_closes_and_submits_its_pending_turn_without_next_sta
     inp = session_input(q, "idle", idle_timeout_s=900, learning=learning_plan(q))
     wf_id = session_workflow_id(inp.user_id, inp.session_id)
     session, judge = SessionActivities(), JudgeActivities()
-    async with Worker(env.client, task_queue=q, workflows=[SessionWorkflow, JudgeTurnWorkflow], activities=session.all() + judge.all()):
+    async with Worker(
+        env.client, task_queue=q, workflows=[SessionWorkflow, JudgeTurnWorkflow], activities=session.all() + judge.all()
+    ):
         await send_turn(env.client, inp, main_turn("t0"))
         handle = env.client.get_workflow_handle_for(SessionWorkflow.run, wf_id)
         began = await env.get_current_time()

@@ -12,14 +12,16 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from contracts.training import AckInput, PublishWeightsInput, training_workflow_id
-from workflows.training import TrainingWorkflow
 from tests.workflows.mocks import TrainerActivities, batch, eventually, new_queue, training_input
+from workflows.training import TrainingWorkflow
 
 pytestmark = pytest.mark.timeout(60)  # a server that stopped skipping time would otherwise wait out the 600 s default
 
 
 async def start_training(env: WorkflowEnvironment, queue: str) -> WorkflowHandle:
-    return await env.client.start_workflow(TrainingWorkflow.run, training_input(queue), id=training_workflow_id(f"test-{uuid.uuid4()}"), task_queue=queue)
+    return await env.client.start_workflow(
+        TrainingWorkflow.run, training_input(queue), id=training_workflow_id(f"test-{uuid.uuid4()}"), task_queue=queue
+    )
 
 
 async def test_all_stale_batch_is_acknowledged_without_a_new_version(env: WorkflowEnvironment):
