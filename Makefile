@@ -20,6 +20,7 @@ up: install
 	$(VENV)/bin/openclaw-rl up
 
 test: install
+	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q
 
 bench: install

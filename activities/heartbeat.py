@@ -11,7 +11,8 @@ from temporalio import activity
 
 @contextlib.asynccontextmanager
 async def heartbeating(every_s: float) -> AsyncIterator[None]:
-    """Heartbeat every `every_s` while the body runs, so a dead or unheard attempt is noticed within the heartbeat timeout."""
+    """Heartbeat every `every_s` while the body runs, so a dead or unheard attempt is noticed within the
+    heartbeat timeout."""
 
     async def beat() -> None:
         while True:

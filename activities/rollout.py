@@ -109,7 +109,8 @@ class Rollout:
         limit = self._context_limit
         if used >= limit:
             raise ApplicationError(
-                f"the prompt is {used} tokens; the model's context is {limit} tokens. Shorten the history or start a new session.",
+                f"the prompt is {used} tokens; the model's context is {limit} tokens. "
+                "Shorten the history or start a new session.",
                 type=ErrorType.PROMPT_TOO_LONG,
                 non_retryable=True,
             )

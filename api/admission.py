@@ -16,7 +16,8 @@ class Admission:
         if self.in_flight[user_id] >= self.max_per_user:
             raise ApiError(
                 429,
-                f"{self.max_per_user} requests of user {user_id} are already in flight (api.max_inflight_per_user); retry when one finishes",
+                f"{self.max_per_user} requests of user {user_id} are already in flight (api.max_inflight_per_user); "
+                "retry when one finishes",
                 code="too_many_requests",
             )
         self.in_flight[user_id] += 1

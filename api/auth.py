@@ -19,7 +19,8 @@ async def authenticate(request: Request) -> Caller:
     if scheme.lower() != "bearer" or not token.strip():
         raise ApiError(
             401,
-            "missing bearer token: send `Authorization: Bearer <key>` (create one with `openclaw-rl keys create --user NAME`)",
+            "missing bearer token: send `Authorization: Bearer <key>` "
+            "(create one with `openclaw-rl keys create --user NAME`)",
             code="missing_api_key",
         )
     rec = await request.app.state.keys.lookup(token.strip())
@@ -28,7 +29,8 @@ async def authenticate(request: Request) -> Caller:
     if rec.revoked_at is not None:
         raise ApiError(
             403,
-            f"api key {rec.key_id} was revoked at {rec.revoked_at:%Y-%m-%d %H:%M} UTC; ask for a new one (`openclaw-rl keys create`)",
+            f"api key {rec.key_id} was revoked at {rec.revoked_at:%Y-%m-%d %H:%M} UTC; "
+            "ask for a new one (`openclaw-rl keys create`)",
             code="revoked_api_key",
         )
     return Caller(user_id=rec.user_id, key_id=rec.key_id)

@@ -43,7 +43,8 @@ class KeyStore:
     async def create(self, user_id: str) -> tuple[KeyRecord, str]:
         if not USER_ID.match(user_id):
             raise InvalidUserId(
-                f"user id {user_id!r} must be 1-64 characters of letters, digits, '_', '.', '@' or '-', starting with a letter or digit"
+                f"user id {user_id!r} must be 1-64 characters of letters, digits, '_', '.', '@' or '-', "
+                "starting with a letter or digit"
             )
         key_id = secrets.token_hex(6)
         key = f"ocrl-{key_id}-{secrets.token_urlsafe(24)}"

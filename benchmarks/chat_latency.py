@@ -117,7 +117,8 @@ def main() -> None:
     ap.add_argument(
         "--with-learning",
         action="store_true",
-        help="judge every paired turn meanwhile, as a deployment does (default: serving only, to isolate the turn's own overhead)",
+        help="judge every paired turn meanwhile, as a deployment does "
+        "(default: serving only, to isolate the turn's own overhead)",
     )
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="chat-bench-"))
@@ -143,10 +144,12 @@ def main() -> None:
     finally:
         stack.stop()
     print(
-        f"tiny Qwen3, {args.tokens} tokens/turn greedy, system prompt {args.system_chars} chars, learning {'on' if args.with_learning else 'off'}, cpu cores: {os.cpu_count()}"
+        f"tiny Qwen3, {args.tokens} tokens/turn greedy, system prompt {args.system_chars} chars, "
+        f"learning {'on' if args.with_learning else 'off'}, cpu cores: {os.cpu_count()}"
     )
     print(
-        f"{'':<14}{'endpoint p50':>14}{'engine p50':>12}{'added p50':>11}{'endpoint p99':>14}{'engine p99':>12}{'added p99':>11}"
+        f"{'':<14}{'endpoint p50':>14}{'engine p50':>12}{'added p50':>11}"
+        f"{'endpoint p99':>14}{'engine p99':>12}{'added p99':>11}"
     )
     for label, (endpoint, direct) in results.items():
         e50, d50, e99, d99 = (
@@ -156,7 +159,10 @@ def main() -> None:
             pct(direct, 0.99) * 1000,
         )
         print(
-            f"{label:<14}{e50:>12.1f}ms{d50:>10.1f}ms{e50 - d50:>9.1f}ms{e99:>12.1f}ms{d99:>10.1f}ms{e99 - d99:>9.1f}ms   (n={len(endpoint)}, mean added {statistics.mean(endpoint) * 1000 - statistics.mean(direct) * 1000:.1f} ms)"
+            f"{label:<14}{e50:>12.1f}ms{d50:>10.1f}ms{e50 - d50:>9.1f}ms"
+            f"{e99:>12.1f}ms{d99:>10.1f}ms{e99 - d99:>9.1f}ms   "
+            f"(n={len(endpoint)}, mean added "
+            f"{statistics.mean(endpoint) * 1000 - statistics.mean(direct) * 1000:.1f} ms)"
         )
     print("targets: at most 50 ms added at p50 and 150 ms at p99")
 

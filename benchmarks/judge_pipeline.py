@@ -142,14 +142,17 @@ def main() -> None:
             finally:
                 stack.stop()
     print(
-        f"{args.sessions} sessions x {args.turns} turns (combined method, 1 PRM + 1 hint vote per turn), tiny model, cpu cores: {os.cpu_count()}"
+        f"{args.sessions} sessions x {args.turns} turns (combined method, 1 PRM + 1 hint vote per turn), "
+        f"tiny model, cpu cores: {os.cpu_count()}"
     )
     print(
-        f"{'judge':<30}{'judged':>7}{'turns/s':>9}{'chat p50 idle':>15}{'while judging':>15}   turns left to judge during it"
+        f"{'judge':<30}{'judged':>7}{'turns/s':>9}{'chat p50 idle':>15}{'while judging':>15}"
+        "   turns left to judge during it"
     )
     for name, r in results.items():
         print(
-            f"{name:<30}{r['judged']:>7}{r['rate']:>9.2f}{r['idle_p50']:>13.1f}ms{r['busy_p50']:>13.1f}ms   {r['backlog']}"
+            f"{name:<30}{r['judged']:>7}{r['rate']:>9.2f}"
+            f"{r['idle_p50']:>13.1f}ms{r['busy_p50']:>13.1f}ms   {r['backlog']}"
         )
 
 

@@ -5,7 +5,8 @@ on the tiny Qwen3 model, or --model PATH), run one forward/backward over it, the
 same clipped-surrogate loss and an AdamW step with gradient clipping. The
 difference is the trainer's own bookkeeping (micro-batching, masks, metrics).
 
-    .venv/bin/python benchmarks/train_step.py [--backend torch|megatron] [--samples 16] [--prompt 256] [--response 64] [--rounds 5]
+    .venv/bin/python benchmarks/train_step.py [--backend torch|megatron] [--samples 16] [--prompt 256] \
+[--response 64] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -113,7 +114,8 @@ def main() -> None:
         times["plain"].append(time.perf_counter() - t)
     tr, pl = statistics.median(times["trainer"]), statistics.median(times["plain"])
     print(
-        f"{args.backend} backend, {args.samples} samples x ({args.prompt} + {args.response}) tokens, model {model_path.name}, cpu cores: {os.cpu_count()}, torch threads: {torch.get_num_threads()}"
+        f"{args.backend} backend, {args.samples} samples x ({args.prompt} + {args.response}) tokens, "
+        f"model {model_path.name}, cpu cores: {os.cpu_count()}, torch threads: {torch.get_num_threads()}"
     )
     print(f"trainer: {tokens / tr:8.0f} tokens/s  ({tr * 1000:.0f} ms/step)")
     print(f"plain:   {tokens / pl:8.0f} tokens/s  ({pl * 1000:.0f} ms/step)")

@@ -58,7 +58,8 @@ async def _client(settings: Settings):
         return await connect(settings.temporal)
     except RuntimeError as exc:
         raise SystemExit(
-            f"openclaw-rl: cannot reach Temporal at {settings.temporal.target()}: {exc}. Is the stack up (`openclaw-rl up`)?"
+            f"openclaw-rl: cannot reach Temporal at {settings.temporal.target()}: {exc}. "
+            "Is the stack up (`openclaw-rl up`)?"
         ) from None
 
 
@@ -74,7 +75,8 @@ async def sessions_command(args: argparse.Namespace, settings: Settings) -> int:
     for s in sessions:
         started = f"{s.started_at:%Y-%m-%d %H:%M}" if s.started_at else "-"
         print(
-            f"{s.session_id[:38]:<40}{s.user_id[:18]:<20}{s.status:<12}{started:<18}{s.policy_version if s.policy_version is not None else '-'}"
+            f"{s.session_id[:38]:<40}{s.user_id[:18]:<20}{s.status:<12}{started:<18}"
+            f"{s.policy_version if s.policy_version is not None else '-'}"
         )
     return 0
 
@@ -88,7 +90,8 @@ async def turns_command(args: argparse.Namespace, settings: Settings) -> int:
         log = await session_turns(client, redis, args.user, args.session_id, args.offset, args.limit)
     except SessionNotFound:
         print(
-            f"openclaw-rl: no session {args.session_id!r} for user {args.user!r} (see `openclaw-rl sessions --user {args.user}`)"
+            f"openclaw-rl: no session {args.session_id!r} for user {args.user!r} "
+            f"(see `openclaw-rl sessions --user {args.user}`)"
         )
         return 1
     finally:
@@ -103,7 +106,8 @@ async def turns_command(args: argparse.Namespace, settings: Settings) -> int:
     for t in log.turns:
         kind = t.turn_type.value + (f"/{t.side_kind}" if t.side_kind else "")
         print(
-            f"\n#{t.index} {kind} {t.received_at:%Y-%m-%d %H:%M:%S} policy v{t.weight_version or '?'} {t.status} {t.prompt_tokens}+{t.completion_tokens} tokens, {t.finish_reason or '-'}"
+            f"\n#{t.index} {kind} {t.received_at:%Y-%m-%d %H:%M:%S} policy v{t.weight_version or '?'} {t.status} "
+            f"{t.prompt_tokens}+{t.completion_tokens} tokens, {t.finish_reason or '-'}"
         )
         print(f"  prompt:   {_one_line(t.prompt_summary)}")
         reply = _one_line(t.response_summary) + "".join(
@@ -119,7 +123,8 @@ async def turns_command(args: argparse.Namespace, settings: Settings) -> int:
             votes = ", ".join("-" if v is None else f"{v:+d}" for v in j.prm_votes) or "none"
             line = f"  judged:   {j.judge} votes [{votes}] -> {j.eval_score if j.eval_score is not None else '-'}"
             line += (
-                f"; sample: reward {r.reward:+.1f}, mask {r.loss_mask}, advantage mean {r.advantage_mean:+.3f} [{r.advantage_min:+.3f}, {r.advantage_max:+.3f}] ({r.reason})"
+                f"; sample: reward {r.reward:+.1f}, mask {r.loss_mask}, advantage mean {r.advantage_mean:+.3f} "
+                f"[{r.advantage_min:+.3f}, {r.advantage_max:+.3f}] ({r.reason})"
                 if r.published
                 else f"; no sample ({'duplicate' if r.duplicate else r.reason})"
             )
@@ -159,17 +164,20 @@ async def train_command(args: argparse.Namespace, settings: Settings) -> int:
                 return 0
             state = "paused" if s.paused else "running"
             print(
-                f"{wf_id}: {state}, policy version {s.version}, {s.steps} steps, {s.samples_trained} samples trained, {s.samples_dropped_stale} dropped as stale"
+                f"{wf_id}: {state}, policy version {s.version}, {s.steps} steps, "
+                f"{s.samples_trained} samples trained, {s.samples_dropped_stale} dropped as stale"
             )
             print(
-                f"next batch: {_bar(s.waiting_samples, s.batch_size)} {s.waiting_samples}/{s.batch_size} samples; {s.backlog} more waiting in the streams"
+                f"next batch: {_bar(s.waiting_samples, s.batch_size)} {s.waiting_samples}/{s.batch_size} samples; "
+                f"{s.backlog} more waiting in the streams"
             )
             if s.recent_losses:
                 print("recent losses: " + " ".join(f"{x:+.4f}" for x in s.recent_losses[-8:]))
             m = s.last_metrics
             if m:
                 print(
-                    f"last step: loss {m.loss:+.4f}, clip fraction {m.clip_fraction:.3f}, approx KL {m.approx_kl:.2e}, mean advantage {m.mean_advantage:+.3f}, "
+                    f"last step: loss {m.loss:+.4f}, clip fraction {m.clip_fraction:.3f}, approx KL {m.approx_kl:.2e}, "
+                    f"mean advantage {m.mean_advantage:+.3f}, "
                     f"log-prob gap {m.logprob_gap:.2e}, grad norm {m.grad_norm:.3f}, {m.tokens_per_s:.0f} tokens/s"
                 )
         elif args.train_command == "pause":
@@ -215,7 +223,10 @@ async def _watch(handle, wf_id: str, until_version: int | None) -> int:
         while True:
             s = await handle.query(TrainingWorkflow.status)
             loss = f", last loss {s.last_metrics.loss:+.4f}" if s.last_metrics else ""
-            line = f"{wf_id} v{s.version} {'paused ' if s.paused else ''}{_bar(s.waiting_samples, s.batch_size)} {s.waiting_samples}/{s.batch_size} samples, {s.steps} steps, {s.samples_trained} trained{loss}"
+            line = (
+                f"{wf_id} v{s.version} {'paused ' if s.paused else ''}{_bar(s.waiting_samples, s.batch_size)} "
+                f"{s.waiting_samples}/{s.batch_size} samples, {s.steps} steps, {s.samples_trained} trained{loss}"
+            )
             if line != last:
                 print(("\r\033[K" + line) if tty else line, end="" if tty else "\n", flush=True)
                 last = line

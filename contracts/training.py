@@ -32,7 +32,8 @@ class StepMetrics(BaseModel):
     approx_kl: float
     mean_advantage: float
     logprob_gap: float
-    """Mean |train log-prob - rollout log-prob| before the update: how far the trainer's view of the policy is from the server's."""
+    """Mean |train log-prob - rollout log-prob| before the update: how far the trainer's view of the policy is
+    from the server's."""
     grad_norm: float
     tokens_per_s: float
     tis_weight: float = 1.0

@@ -12,7 +12,8 @@ from pydantic import BaseModel
 
 
 class JudgeContext(BaseModel):
-    """What a judge sees of one turn: the assistant's output and the next state (the reference shows no earlier context)."""
+    """What a judge sees of one turn: the assistant's output and the next state (the reference shows no earlier
+    context)."""
 
     response: str
     """The assistant output as text, tool calls included."""

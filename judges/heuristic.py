@@ -14,18 +14,21 @@ import re
 from judges.base import JudgeContext
 
 _POSITIVE = re.compile(
-    r"\b(thanks|thank you|thx|great|perfect|awesome|exactly|nice|well done|works( now)?|that'?s right|correct|love it)\b",
+    r"\b(thanks|thank you|thx|great|perfect|awesome|exactly|nice|well done|works( now)?|"
+    r"that'?s right|correct|love it)\b",
     re.I,
 )
 _NEGATIVE = re.compile(
-    r"\b(wrong|incorrect|not what i|don'?t|do not|doesn'?t work|didn'?t|stop|try again|you should|should have|instead|that'?s not|no,|not correct|mistake|fix (it|this)|please (use|make|do|don'?t)|never|always)\b",
+    r"\b(wrong|incorrect|not what i|don'?t|do not|doesn'?t work|didn'?t|stop|try again|you should|should have|"
+    r"instead|that'?s not|no,|not correct|mistake|fix (it|this)|please (use|make|do|don'?t)|never|always)\b",
     re.I,
 )
 _CORRECTIVE = re.compile(
     r"\b(should|instead|don'?t|do not|please|use|make sure|always|never|must|need to|rather)\b", re.I
 )
 _TOOL_ERROR = re.compile(
-    r"(traceback \(most recent call last\)|\w*(error|exception)\b|\bfailed\b|not found|permission denied|no such file|command not found|timed out)",
+    r"(traceback \(most recent call last\)|\w*(error|exception)\b|\bfailed\b|not found|permission denied|"
+    r"no such file|command not found|timed out)",
     re.I,
 )
 _EXIT_CODE = re.compile(r"exit(?:ed with)?(?: code| status)?[:= ]+(-?\d+)", re.I)

@@ -56,7 +56,8 @@ class EngineSettings(BaseModel):
     port: int = Field(30000, ge=1, le=65535)
     """Port of the embedded engine (SGLang's default port)."""
     model_path: Path | None = None
-    """Local Hugging Face checkpoint to serve. None: the built-in tiny Qwen3 model, created in the data directory on first run."""
+    """Local Hugging Face checkpoint to serve. None: the built-in tiny Qwen3 model, created in the data directory
+    on first run."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """Where the engine runs the model; auto picks CUDA when present."""
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
@@ -75,7 +76,8 @@ class PolicySettings(BaseModel):
     server_urls: list[str] = Field(default_factory=list)
     """SGLang servers or a router (e.g. http://gpu1:30000). Empty: the embedded engine, started by `up`."""
     tokenizer_path: Path | None = None
-    """Local tokenizer + chat template used to render prompts on our side. None: the served model's path (embedded engine) or engine.model_path."""
+    """Local tokenizer + chat template used to render prompts on our side. None: the served model's path
+    (embedded engine) or engine.model_path."""
     request_timeout_s: float = Field(300.0, gt=0)
     """Upper bound on one HTTP call to a policy server."""
     connect_timeout_s: float = Field(5.0, gt=0)
@@ -85,7 +87,8 @@ class PolicySettings(BaseModel):
     backoff_s: float = Field(0.25, ge=0)
     """First retry delay; doubles each retry."""
     context_length: int | None = Field(None, ge=16)
-    """Prompt plus response tokens the served model takes. None: engine.max_total_tokens for the embedded engine, else the checkpoint's max_position_embeddings."""
+    """Prompt plus response tokens the served model takes. None: engine.max_total_tokens for the embedded engine,
+    else the checkpoint's max_position_embeddings."""
 
 
 class SessionSettings(BaseModel):
@@ -98,7 +101,8 @@ class SessionSettings(BaseModel):
     default_max_tokens: int = Field(1024, ge=1)
     """Response length when the request names none (capped by the engine's context)."""
     generate_heartbeat_s: float = Field(10.0, gt=0)
-    """A generation whose worker stops heartbeating this long is retried on another worker, resuming from the tokens already produced."""
+    """A generation whose worker stops heartbeating this long is retried on another worker, resuming from the
+    tokens already produced."""
     generate_timeout_s: float = Field(900.0, gt=0)
     """Upper bound on one generation attempt."""
     stream_flush_ms: float = Field(20.0, ge=0)
@@ -114,7 +118,8 @@ class SessionSettings(BaseModel):
     )
     """Substring of the system prompt -> side-call kind. Side calls are served and recorded, never trained on."""
     internal_context_marker: str = "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>"
-    """A user message containing this is client-injected context, not a user reply: it is never a next state and never part of the prefix link."""
+    """A user message containing this is client-injected context, not a user reply: it is never a next state and
+    never part of the prefix link."""
 
 
 class HeuristicJudgeSettings(BaseModel):
@@ -165,9 +170,11 @@ class LearningSettings(BaseModel):
     hint_votes: int = Field(1, ge=1, le=16)
     """Parallel hint votes per turn (OPD and combined)."""
     judge: HeuristicJudgeSettings | LlmJudgeSettings | None = Field(None, discriminator="type")
-    """None: `heuristic` when the policy is the built-in tiny model (an LLM judge over noise yields no signal), else `llm` on the policy servers."""
+    """None: `heuristic` when the policy is the built-in tiny model (an LLM judge over noise yields no signal),
+    else `llm` on the policy servers."""
     teacher_url: str | None = None
-    """A frozen teacher's SGLang server (the reference's choice). None: the current policy scores its own answer under the hint (the paper)."""
+    """A frozen teacher's SGLang server (the reference's choice). None: the current policy scores its own answer
+    under the hint (the paper)."""
     vote_timeout_s: float = Field(180.0, gt=0)
     """Upper bound on one vote activity attempt (judge worker liveness)."""
     source: str = "personal"
@@ -209,7 +216,8 @@ class TrainingSettings(BaseModel):
     auto_start: bool = True
     """`up` starts the policy's TrainingWorkflow (the loop closes by itself)."""
     heartbeat_timeout_s: float = Field(30.0, gt=0)
-    """A train step, weight publication or checkpoint export that stops heartbeating this long is retried (a step from the last checkpoint)."""
+    """A train step, weight publication or checkpoint export that stops heartbeating this long is retried (a step
+    from the last checkpoint)."""
 
 
 class TemporalSettings(BaseModel):

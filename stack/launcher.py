@@ -136,7 +136,10 @@ class Stack:
                 now = time.monotonic()
                 p.restarts = [t for t in p.restarts if now - t < RESTART_WINDOW_S]
                 if len(p.restarts) >= MAX_RESTARTS:
-                    self.failure = f"{p.spec.name} died {MAX_RESTARTS} times within {RESTART_WINDOW_S:.0f}s; stopping the stack. Last lines of {p.log_path}:\n{p.tail()}"
+                    self.failure = (
+                        f"{p.spec.name} died {MAX_RESTARTS} times within {RESTART_WINDOW_S:.0f}s; stopping the stack. "
+                        f"Last lines of {p.log_path}:\n{p.tail()}"
+                    )
                     self._stopping.set()
                     break
                 code = p.proc.returncode if p.proc else None

@@ -25,7 +25,8 @@ def check_data_dir(path: Path) -> None:
         ) from exc
     if not os.access(path, os.R_OK | os.W_OK | os.X_OK):
         raise StackError(
-            f"the data directory {path} is not readable and writable by this user; fix its permissions or set OPENCLAW_RL_DATA_DIR"
+            f"the data directory {path} is not readable and writable by this user; "
+            "fix its permissions or set OPENCLAW_RL_DATA_DIR"
         )
 
 

@@ -81,7 +81,8 @@ class ManagedProcess:
         while time.monotonic() < deadline:
             if not self.running():
                 raise ServiceFailed(
-                    f"{self.spec.name} exited with code {self.proc.returncode if self.proc else '?'} while starting; last lines of {self.log_path}:\n{self.tail()}"
+                    f"{self.spec.name} exited with code {self.proc.returncode if self.proc else '?'} while starting; "
+                    f"last lines of {self.log_path}:\n{self.tail()}"
                 )
             try:
                 if await self.spec.ready():
@@ -90,7 +91,8 @@ class ManagedProcess:
                 pass
             await asyncio.sleep(0.25)
         raise ServiceFailed(
-            f"{self.spec.name} was not ready after {self.spec.ready_timeout_s:.0f}s; see {self.log_path}:\n{self.tail()}"
+            f"{self.spec.name} was not ready after {self.spec.ready_timeout_s:.0f}s; "
+            f"see {self.log_path}:\n{self.tail()}"
         )
 
     async def stop(self) -> None:

@@ -70,7 +70,8 @@ class LossTotals:
     entropy_n: int = 0
 
     def add(self, parts: LossParts, share: float, gap: float, entropy: tuple[float, int]) -> None:
-        """`share`: the micro-batch's share of the batch's samples; `entropy`: (sum, count) of an estimate, or (0, 0)."""
+        """`share`: the micro-batch's share of the batch's samples; `entropy`: (sum, count) of an estimate, or
+        (0, 0)."""
         n = parts.tokens
         self.loss += float(parts.loss.detach()) * share
         self.pg_loss += parts.pg_loss * share
@@ -125,7 +126,8 @@ class PolicyTrainer(ABC):
     # ---- what a backend provides ---------------------------------------------------
     @abstractmethod
     def response_logits(self, model: torch.nn.Module, group: list[TrainingSample]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Logits [N, V] at the positions that predict the batch's response tokens (in `response_rows` order), and those tokens [N]."""
+        """Logits [N, V] at the positions that predict the batch's response tokens (in `response_rows` order), and
+        those tokens [N]."""
 
     def logprobs(self, model: torch.nn.Module, group: list[TrainingSample]) -> torch.Tensor:
         """[B, R] right-padded log-probs of each sample's response tokens under `model`, at its sampling temperature."""
@@ -134,7 +136,8 @@ class PolicyTrainer(ABC):
     def _scored(
         self, group: list[TrainingSample], logits: torch.Tensor, targets: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor | None, tuple[float, int]]:
-        """Log-probs [B, R]; the entropy [B, R] when the loss uses it (with its gradient); and (sum, count) of an entropy estimate.
+        """Log-probs [B, R]; the entropy [B, R] when the loss uses it (with its gradient); and (sum, count) of an
+        entropy estimate.
 
         Without an entropy term the entropy is only a metric, and a full pass over [N, V] would cost as
         much as the loss itself (measured: +45% per step at 150k vocabulary on CPU). It is then estimated
@@ -245,7 +248,8 @@ class PolicyTrainer(ABC):
 def response_rows(
     group: list[TrainingSample], device: torch.device
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | float]:
-    """Where each response token is predicted: (batch row, position of the predicting hidden state, response index, temperature).
+    """Where each response token is predicted: (batch row, position of the predicting hidden state, response index,
+    temperature).
 
     Response token j of a sample with a p-token prompt is predicted by the hidden state at p + j - 1.
     The temperature is one float when the micro-batch shares it (the usual case), else one per token.

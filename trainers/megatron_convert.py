@@ -37,13 +37,15 @@ class DenseArch(BaseModel):
         kind = cfg.get("model_type")
         if kind not in SUPPORTED:
             raise ValueError(
-                f"the megatron backend converts {', '.join(SUPPORTED)} checkpoints, not {kind!r}; use training.backend=torch"
+                f"the megatron backend converts {', '.join(SUPPORTED)} checkpoints, not {kind!r}; "
+                "use training.backend=torch"
             )
         heads = cfg["num_attention_heads"]
         rope = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}  # newer transformers nest rope_theta here
         if rope.get("rope_type", rope.get("type", "default")) != "default":
             raise ValueError(
-                f"the megatron backend supports plain RoPE, not {rope.get('rope_type') or rope.get('type')!r} scaling; use training.backend=torch"
+                f"the megatron backend supports plain RoPE, not {rope.get('rope_type') or rope.get('type')!r} scaling; "
+                "use training.backend=torch"
             )
         return cls(
             model_type=kind,

@@ -1,4 +1,5 @@
-"""The megatron-core trainer backend (the `megatron` extra): the same loss and step as the torch backend on a megatron GPTModel.
+"""The megatron-core trainer backend (the `megatron` extra): the same loss and step as the torch backend on a
+megatron GPTModel.
 
 Scope today: one process, tensor and pipeline parallel size 1, on one GPU (or
 on CPU, which is how the tests check it against the torch backend). The policy
@@ -154,7 +155,8 @@ class MegatronTrainer(PolicyTrainer):
         missing = [k for k in missing if not k.endswith("_extra_state")]
         if missing or unexpected:
             raise ValueError(
-                f"checkpoint {self.source} does not fit the megatron model: missing {missing[:5]}, unexpected {unexpected[:5]}"
+                f"checkpoint {self.source} does not fit the megatron model: "
+                f"missing {missing[:5]}, unexpected {unexpected[:5]}"
             )
         self.model.train()
         self.ref = copy.deepcopy(self.model).eval().requires_grad_(False) if cfg.loss.kl_coef else None

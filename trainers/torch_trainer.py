@@ -41,7 +41,8 @@ class TorchTrainer(PolicyTrainer):
         self.step = 0
 
     def response_logits(self, model: torch.nn.Module, group: list[TrainingSample]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Only response positions are projected: the prompt's logits would be [B, W, V] (gigabytes at 150k vocabulary) for nothing."""
+        """Only response positions are projected: the prompt's logits would be [B, W, V] (gigabytes at 150k
+        vocabulary) for nothing."""
         ids, attn, padded = padded_ids(group)
         ids, attn = ids.to(self.device), attn.to(self.device)
         hidden = model.get_decoder()(

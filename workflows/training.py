@@ -132,7 +132,8 @@ class TrainingWorkflow:
         s = self.state
         loss = f", last loss {s.recent_losses[-1]:+.4f}" if s.recent_losses else ""
         workflow.set_current_details(
-            f"policy v{s.version}{' (paused)' if s.paused else ''}: next batch {self.waiting}/{self.config.batch_size}, "
+            f"policy v{s.version}{' (paused)' if s.paused else ''}: "
+            f"next batch {self.waiting}/{self.config.batch_size}, "
             f"{s.backlog} waiting, {s.steps} steps, {s.samples_trained} trained, {s.samples_dropped_stale} stale{loss}"
         )
 
@@ -166,7 +167,8 @@ class TrainingWorkflow:
     def _check_label(self, req: CheckpointRequest) -> None:
         if req.label is not None and not CHECKPOINT_LABEL.match(req.label):
             raise ValueError(
-                f"checkpoint label {req.label!r}: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+                f"checkpoint label {req.label!r}: use 1-64 letters, digits, '.', '_' or '-', "
+                "starting with a letter or digit"
             )
 
     @workflow.query

@@ -2,7 +2,10 @@ from policy_client.chat_output import StreamingSplitter, parse_completion
 
 
 def test_tool_calls_and_reasoning_are_separated():
-    text = '<think>\nneed the file\n</think>\n\nLet me look.\n<tool_call>\n{"name": "read", "arguments": {"path": "a.txt"}}\n</tool_call>'
+    text = (
+        "<think>\nneed the file\n</think>\n\nLet me look.\n"
+        '<tool_call>\n{"name": "read", "arguments": {"path": "a.txt"}}\n</tool_call>'
+    )
     p = parse_completion(text, "t1")
     assert p.reasoning == "need the file"
     assert p.content == "Let me look."
@@ -29,7 +32,10 @@ def _stream(text: str, step: int) -> tuple[str, str, StreamingSplitter]:
 
 
 def test_streamed_deltas_add_up_to_the_final_parse_at_any_chunking():
-    text = '<think>\nplan it\n</think>\n\nAnswer <b>bold</b> then\n<tool_call>\n{"name": "exec", "arguments": {"cmd": "ls"}}\n</tool_call>'
+    text = (
+        "<think>\nplan it\n</think>\n\nAnswer <b>bold</b> then\n"
+        '<tool_call>\n{"name": "exec", "arguments": {"cmd": "ls"}}\n</tool_call>'
+    )
     final = parse_completion(text, "t")
     for step in (1, 2, 3, 7, 50):
         reasoning, content, _ = _stream(text, step)

@@ -65,7 +65,8 @@ def test_unsupported_architectures_get_a_clear_error():
     with pytest.raises(ValueError, match="not 'mixtral'"):
         DenseArch.from_hf_config({"model_type": "mixtral"})
     base = json.loads(
-        '{"model_type": "qwen3", "num_attention_heads": 4, "hidden_size": 64, "intermediate_size": 8, "num_hidden_layers": 1, "vocab_size": 8}'
+        '{"model_type": "qwen3", "num_attention_heads": 4, "hidden_size": 64, "intermediate_size": 8, '
+        '"num_hidden_layers": 1, "vocab_size": 8}'
     )
     with pytest.raises(ValueError, match="plain RoPE"):
         DenseArch.from_hf_config(base | {"rope_parameters": {"rope_type": "yarn", "rope_theta": 1e6}})

@@ -151,7 +151,9 @@ def test_users_correcting_a_habit_make_the_policy_drop_it(learning_stack, tiny_m
         for v, b in sorted(online.items(), key=lambda kv: int(kv[0]) if kv[0].isdigit() else -1)
     )
     print(
-        f"\nhabit rate before {before:.3f}, after {after:.3f} (n={n}, {m}), z={z:.1f}; steps {s['steps']}, trained {s['samples_trained']}, stale {s['samples_dropped_stale']}\nper serving version: {report}"
+        f"\nhabit rate before {before:.3f}, after {after:.3f} (n={n}, {m}), z={z:.1f}; "
+        f"steps {s['steps']}, trained {s['samples_trained']}, stale {s['samples_dropped_stale']}\n"
+        f"per serving version: {report}"
     )
     assert after <= before - 0.2, (before, after, report)
     assert z >= 4.0, (before, after, z)

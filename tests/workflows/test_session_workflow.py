@@ -1,4 +1,5 @@
-"""SessionWorkflow against the time-skipping test server, with mock activities: pairing, side turns, rollover, idle close."""
+"""SessionWorkflow against the time-skipping test server, with mock activities: pairing, side turns, rollover, idle
+close."""
 
 from __future__ import annotations
 
