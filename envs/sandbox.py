@@ -1,0 +1,371 @@
+"""Per-episode sandboxes: every command an agent runs goes through here.
+
+Isolation comes from bubblewrap (Debian's `bubblewrap`, no daemon): a fresh
+user, pid, network, ipc and uts namespace per command, the system read-only,
+the episode's workspace the only writable place (at /app, Terminal-Bench's
+working directory), a private /tmp, no network at all. Resource limits are
+rlimits set before bwrap starts, so they bind everything inside: address space,
+CPU time, file size, and processes. The process limit counts per real uid,
+so each sandbox runs as a uid of its own, leased through a lock file: a fork
+bomb exhausts only its own sandbox, and one episode cannot read another's
+workspace (0700, another owner). A command past its wall-clock limit is killed
+with its whole process tree (the pid namespace dies with bwrap).
+
+`unsandboxed` mode exists for machines without namespaces, only when the user
+asks for it: commands then run as this user, in the workspace, with rlimits only.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Literal
+
+import structlog
+from pydantic import BaseModel, Field
+
+from openclaw_rl.procs import become_subreaper, reap_orphans, tracked_popen, untrack
+
+log = structlog.get_logger(__name__)
+
+INSIDE_WORKSPACE = "/app"
+UID_BASE = 61000
+UID_SLOTS = 4096
+_SIG_EXIT = {128 + signal.SIGXCPU: "cpu_time", 128 + signal.SIGXFSZ: "file_size", 128 + signal.SIGKILL: "killed"}
+
+
+class SandboxLimits(BaseModel):
+    memory_mb: int = Field(2048, ge=64)
+    """Address space of every process (RLIMIT_AS): a larger allocation fails inside the sandbox."""
+    processes: int = Field(128, ge=8)
+    """Processes and threads of the sandbox's uid at once (RLIMIT_NPROC): a fork bomb stops here."""
+    cpu_s: int = Field(60, ge=1)
+    """CPU seconds per process (RLIMIT_CPU)."""
+    file_size_mb: int = Field(256, ge=1)
+    """Largest file a process may write (RLIMIT_FSIZE), captured output included."""
+    wall_s: float = Field(30.0, gt=0)
+    """Wall-clock limit of one command; past it the whole process tree is killed."""
+    output_chars: int = Field(16_000, ge=256)
+    """Characters of stdout and of stderr kept per command (head and tail; the middle is elided)."""
+
+
+class CommandResult(BaseModel):
+    exit_code: int
+    stdout: str
+    stderr: str
+    duration_s: float
+    limit: Literal["wall_clock", "cpu_time", "file_size", "memory", "processes", "killed"] | None = None
+    """Which limit stopped the command, when one did (read from the exit status and the error text)."""
+    truncated: bool = False
+
+    def report(self) -> str:
+        """The command's result as the agent reads it: output, errors, and why it was stopped."""
+        parts = [self.stdout.rstrip("\n")] if self.stdout.strip() else []
+        if self.stderr.strip():
+            parts.append(self.stderr.rstrip("\n"))
+        if self.limit:
+            parts.append(f"[sandbox: stopped by the {self.limit.replace('_', ' ')} limit]")
+        return "\n".join(parts)
+
+
+class SandboxUnavailable(RuntimeError):
+    """No isolation can be had here (bwrap missing, namespaces refused) and unsandboxed mode was not chosen."""
+
+
+class PathOutsideWorkspace(ValueError):
+    pass
+
+
+def sandbox_problem() -> str | None:
+    """Why bubblewrap sandboxes cannot run on this machine, or None when they can."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return "bubblewrap (bwrap) is not installed: `apt-get install bubblewrap` (make install does it as root)"
+    probe = subprocess.run(
+        [bwrap, "--unshare-all", "--die-with-parent", *_system_binds(), "--", "/bin/true"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        preexec_fn=_as_uid(UID_BASE + UID_SLOTS - 1) if os.geteuid() == 0 else None,
+    )
+    if probe.returncode != 0:
+        return f"bubblewrap cannot create namespaces here: {probe.stderr.strip()[:300]}"
+    return None
+
+
+class Sandbox:
+    """One episode's workspace and the commands run in it. Not thread-safe: one episode, one caller."""
+
+    def __init__(self, pool: SandboxPool, workspace: Path, uid: int | None, lock_fd: int | None):
+        self.pool = pool
+        self.workspace = workspace
+        self.uid = uid
+        self._lock_fd = lock_fd
+        self.closed = False
+
+    @property
+    def limits(self) -> SandboxLimits:
+        return self.pool.limits
+
+    def run(
+        self,
+        command: str,
+        *,
+        wall_s: float | None = None,
+        stdin: str | None = None,
+        ro_binds: dict[Path, str] | None = None,
+        rw_binds: dict[Path, str] | None = None,
+    ) -> CommandResult:
+        """Run `command` with bash in the workspace.
+
+        `ro_binds` / `rw_binds` map host paths to paths inside (e.g. a task's checker tests).
+        """
+        if self.closed:
+            raise RuntimeError("the sandbox is closed")
+        wall = wall_s or self.limits.wall_s
+        with tempfile.TemporaryDirectory(prefix="oc-out-") as out_dir:
+            out, err = Path(out_dir) / "stdout", Path(out_dir) / "stderr"
+            argv = self._argv(["/bin/bash", "-c", command], ro_binds or {}, rw_binds or {})
+            started = time.monotonic()
+            with open(out, "wb") as fo, open(err, "wb") as fe:
+                proc = tracked_popen(
+                    argv,
+                    stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                    stdout=fo,
+                    stderr=fe,
+                    cwd=self.workspace,
+                    env=self._env(),
+                    start_new_session=True,  # its own process group: killed whole at the wall-clock limit
+                    preexec_fn=self._limits_then_uid,
+                )
+                timed_out = False
+                try:
+                    proc.communicate(input=stdin.encode() if stdin is not None else None, timeout=wall)
+                except subprocess.TimeoutExpired:
+                    timed_out = True
+                    self._kill(proc)
+                    proc.wait()
+                finally:
+                    untrack(proc.pid)
+            duration = time.monotonic() - started
+            reap_orphans()
+            stdout, t1 = _read_clipped(out, self.limits.output_chars)
+            stderr, t2 = _read_clipped(err, self.limits.output_chars)
+        code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
+        return CommandResult(
+            exit_code=124 if timed_out else code,
+            stdout=stdout,
+            stderr=stderr,
+            duration_s=round(duration, 3),
+            limit="wall_clock" if timed_out else _limit_from(code, stderr),
+            truncated=t1 or t2,
+        )
+
+    def path(self, rel: str) -> Path:
+        """A workspace path on the host, refusing anything that resolves outside the workspace."""
+        inside = rel[len(INSIDE_WORKSPACE) + 1 :] if rel.startswith(INSIDE_WORKSPACE + "/") else rel
+        target = (self.workspace / inside.lstrip("/")).resolve()
+        if target != self.workspace and self.workspace not in target.parents:
+            raise PathOutsideWorkspace(f"{rel!r} is outside the workspace {INSIDE_WORKSPACE}")
+        return target
+
+    def write_file(self, rel: str, content: str | bytes) -> Path:
+        """Write a file into the workspace (owned by the sandbox's uid), creating folders as needed."""
+        target = self.path(rel)
+        if len(content) > self.limits.file_size_mb * 1024 * 1024:
+            raise ValueError(f"{rel}: {len(content)} bytes is over the sandbox's file size limit")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(content.encode() if isinstance(content, str) else content)
+        self._own(target)
+        return target
+
+    def read_file(self, rel: str, max_chars: int | None = None) -> str:
+        target = self.path(rel)
+        text = target.read_bytes()[: (max_chars or self.limits.output_chars) * 4].decode("utf-8", errors="replace")
+        return text[: max_chars or self.limits.output_chars]
+
+    def copy_in(self, source: Path, rel: str = ".") -> None:
+        """Copy a host folder's contents (task files) into the workspace, owned by the sandbox's uid."""
+        target = self.path(rel)
+        shutil.copytree(source, target, dirs_exist_ok=True, symlinks=True)
+        self._own(target)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self.uid is not None:
+            _kill_uid(self.uid)
+            reap_orphans()
+        shutil.rmtree(self.workspace, ignore_errors=True)
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # releases the uid lease
+
+    # ---- internals ----------------------------------------------------------------
+    def _argv(self, cmd: list[str], ro: dict[Path, str], rw: dict[Path, str]) -> list[str]:
+        if self.pool.mode == "unsandboxed":
+            return cmd
+        argv = [self.pool.bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--hostname", "sandbox"]
+        argv += _system_binds()
+        argv += ["--bind", str(self.workspace), INSIDE_WORKSPACE, "--chdir", INSIDE_WORKSPACE]
+        for host, inside in ro.items():
+            argv += ["--ro-bind", str(host), inside]
+        for host, inside in rw.items():
+            argv += ["--bind", str(host), inside]
+        return argv + ["--", *cmd]
+
+    def _env(self) -> dict[str, str]:
+        home = INSIDE_WORKSPACE if self.pool.mode == "bwrap" else str(self.workspace)
+        return {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": home,
+            "LANG": "C.UTF-8",
+            "TERM": "dumb",
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+
+    def _limits_then_uid(self) -> None:
+        lim = self.limits
+        mb = 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (lim.memory_mb * mb, lim.memory_mb * mb))
+        resource.setrlimit(resource.RLIMIT_CPU, (lim.cpu_s, lim.cpu_s + 1))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (lim.file_size_mb * mb, lim.file_size_mb * mb))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if self.uid is not None:
+            resource.setrlimit(resource.RLIMIT_NPROC, (lim.processes, lim.processes))
+            _as_uid(self.uid)()
+
+    def _kill(self, proc: subprocess.Popen) -> None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        if self.uid is not None:
+            _kill_uid(self.uid)
+
+    def _own(self, path: Path) -> None:
+        if self.uid is None:
+            return
+        os.chown(path, self.uid, self.uid, follow_symlinks=False)
+        if path.is_dir() and not path.is_symlink():
+            for p in path.rglob("*"):
+                os.chown(p, self.uid, self.uid, follow_symlinks=False)
+
+
+class SandboxPool:
+    """A worker's sandboxes: leases a uid per sandbox and keeps workspaces under `root`."""
+
+    def __init__(
+        self, root: Path, limits: SandboxLimits | None = None, mode: Literal["bwrap", "unsandboxed"] = "bwrap"
+    ):
+        self.root = Path(root)
+        self.limits = limits or SandboxLimits()
+        self.mode = mode
+        self.bwrap = shutil.which("bwrap") or ""
+        if mode == "bwrap":
+            if os.geteuid() != 0:
+                raise SandboxUnavailable("the env pool must run as root to give each sandbox a uid of its own")
+            # bwrap's namespace init outlives the bwrap we wait for; as a subreaper this process reaps it
+            # (reap_orphans), so no zombie holds a slot of the sandbox uid's process limit.
+            become_subreaper()
+            why = sandbox_problem()
+            reap_orphans()
+            if why:
+                raise SandboxUnavailable(why)
+        self.root.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.root, 0o711)  # the sandbox uids must traverse it to reach their workspace, never list it
+        (self.root / ".uids").mkdir(exist_ok=True)
+
+    def open(self, name: str) -> Sandbox:
+        """A fresh, empty workspace for one episode."""
+        uid, fd = self._lease_uid() if self.mode == "bwrap" else (None, None)
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:80]
+        workspace = Path(tempfile.mkdtemp(prefix=f"{safe}-", dir=self.root))
+        if uid is not None:
+            os.chown(workspace, uid, uid)
+        os.chmod(workspace, 0o700)
+        return Sandbox(self, workspace, uid, fd)
+
+    @contextmanager
+    def session(self, name: str) -> Iterator[Sandbox]:
+        box = self.open(name)
+        try:
+            yield box
+        finally:
+            box.close()
+
+    def _lease_uid(self) -> tuple[int, int]:
+        """The first uid no live sandbox on this machine holds; the lock dies with the process that held it."""
+        for slot in range(UID_SLOTS - 1):  # the last uid is the probe's
+            uid = UID_BASE + slot
+            fd = os.open(self.root / ".uids" / f"{uid}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            _kill_uid(uid)  # whatever a crashed worker left running under it
+            return uid, fd
+        raise SandboxUnavailable(f"all {UID_SLOTS - 1} sandbox uids are in use")
+
+
+def _system_binds() -> list[str]:
+    binds = ["--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
+    for link in ("bin", "lib", "lib64", "sbin"):
+        p = Path("/") / link
+        if p.is_symlink():
+            binds += ["--symlink", os.readlink(p), f"/{link}"]
+        elif p.is_dir():
+            binds += ["--ro-bind", str(p), f"/{link}"]
+    return binds + ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+
+
+def _as_uid(uid: int):
+    def drop() -> None:
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+
+    return drop
+
+
+def _kill_uid(uid: int) -> None:
+    """SIGKILL every process whose real uid is `uid` (a sandbox's own uid: nothing else runs under it)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if entry.stat().st_uid == uid:
+                os.kill(int(entry.name), signal.SIGKILL)
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+
+
+def _read_clipped(path: Path, keep: int) -> tuple[str, bool]:
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        if size <= keep * 2:
+            return f.read().decode("utf-8", errors="replace")[: keep * 2], False
+        head = f.read(keep).decode("utf-8", errors="replace")
+        f.seek(size - keep)
+        tail = f.read().decode("utf-8", errors="replace")
+    half = keep // 2
+    return f"{head[:half]}\n[... {size - 2 * half} bytes elided ...]\n{tail[-half:]}", True
+
+
+def _limit_from(code: int, stderr: str) -> str | None:
+    low = stderr.lower()
+    if "memoryerror" in low or "cannot allocate memory" in low or "bad_alloc" in low or "out of memory" in low:
+        return "memory"
+    if "resource temporarily unavailable" in low and "fork" in low:
+        return "processes"
+    return _SIG_EXIT.get(code)
