@@ -3,7 +3,11 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: install up test bench
+.PHONY: install system-deps up test bench
+
+# Agent sandboxes (envs/sandbox.py) need bubblewrap, and what tasks run inside them:
+# Debian's python3 with pytest (terminal checkers), git, sqlite3, jq.
+SYSTEM_PACKAGES := bubblewrap python3 python3-pytest git sqlite3 jq
 
 # torch is installed first, pinned: the CPU wheel for 2.13.0 is available locally,
 # while a bare `torch` requirement would pull a multi-GB CUDA build.
@@ -14,7 +18,18 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
-install: $(VENV)/.installed
+install: system-deps $(VENV)/.installed
+
+system-deps:
+	@missing=$$(for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing system packages: $$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	  else \
+	    echo "warning: agent sandboxes need these system packages: $$missing (install them as root)"; \
+	  fi; \
+	fi
 
 up: install
 	$(VENV)/bin/openclaw-rl up

@@ -38,5 +38,6 @@ class ActivityDef(Generic[In, Out]):
     """The result type (a model, or `list[str]`, `int`, None)."""
     start_to_close: timedelta | None = None
     schedule_to_close: timedelta | None = None
+    schedule_to_start: timedelta | None = None
     heartbeat: timedelta | None = None
     retry: Retry = field(default_factory=Retry)

@@ -26,6 +26,14 @@ class ErrorType(StrEnum):
     WEIGHT_LOAD_FAILED = "WeightLoadFailed"
     LABEL_TAKEN = "LabelTaken"
     CHECKPOINT_MISSING = "CheckpointMissing"
+    # general-agent episodes
+    UNKNOWN_TASK = "UnknownTask"
+    TASK_SETUP_FAILED = "TaskSetupFailed"
+    ENV_MISSING = "EnvMissing"
+    """A step reached a worker that does not hold the episode's environment."""
+    ENV_LOST = "EnvLost"
+    """The env worker holding the episode stopped answering; the episode starts over on another."""
+    EPISODE_DATA_MISSING = "EpisodeDataMissing"
     # health
     POOL_MISMATCH = "PoolMismatch"
     """A ping reached a worker of another pool: a misrouted task queue."""

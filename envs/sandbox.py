@@ -31,31 +31,19 @@ from pathlib import Path
 from typing import Literal
 
 import structlog
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from openclaw_rl.procs import become_subreaper, reap_orphans, tracked_popen, untrack
+from openclaw_rl.settings import SandboxLimits
 
 log = structlog.get_logger(__name__)
+
+__all__ = ["CommandResult", "Sandbox", "SandboxLimits", "SandboxPool", "SandboxUnavailable", "sandbox_problem"]
 
 INSIDE_WORKSPACE = "/app"
 UID_BASE = 61000
 UID_SLOTS = 4096
 _SIG_EXIT = {128 + signal.SIGXCPU: "cpu_time", 128 + signal.SIGXFSZ: "file_size", 128 + signal.SIGKILL: "killed"}
-
-
-class SandboxLimits(BaseModel):
-    memory_mb: int = Field(2048, ge=64)
-    """Address space of every process (RLIMIT_AS): a larger allocation fails inside the sandbox."""
-    processes: int = Field(128, ge=8)
-    """Processes and threads of the sandbox's uid at once (RLIMIT_NPROC): a fork bomb stops here."""
-    cpu_s: int = Field(60, ge=1)
-    """CPU seconds per process (RLIMIT_CPU)."""
-    file_size_mb: int = Field(256, ge=1)
-    """Largest file a process may write (RLIMIT_FSIZE), captured output included."""
-    wall_s: float = Field(30.0, gt=0)
-    """Wall-clock limit of one command; past it the whole process tree is killed."""
-    output_chars: int = Field(16_000, ge=256)
-    """Characters of stdout and of stderr kept per command (head and tail; the middle is elided)."""
 
 
 class CommandResult(BaseModel):

@@ -28,6 +28,29 @@ class JudgeCallError(Exception):
     """The judge endpoint failed this vote (the vote is ignored, never fatal)."""
 
 
+class StepView(BaseModel):
+    """One step of a general-agent episode as the step judge reads it (the paper's C.4 fields)."""
+
+    turn_idx: int
+    assistant_text: str
+    tool_calls: str
+    """The step's tool calls as JSON text (or the parse error of a malformed call)."""
+    tool_results: str
+    """What came back: tool outputs with exit codes, or the next user turn."""
+    parse_error: str | None = None
+    errors: int = 0
+    """Tool results that were errors (non-zero exit codes, refused calls)."""
+
+
+class StepJudgeContext(BaseModel):
+    """What a step judge sees of one general-agent step: the task, the history, the step and its next state."""
+
+    setting: str
+    task_instruction: str
+    history: list[StepView]
+    current: StepView
+
+
 class Judge(Protocol):
     name: str
 
@@ -37,6 +60,10 @@ class Judge(Protocol):
 
     async def hint(self, ctx: JudgeContext) -> str:
         """One hint vote: \\boxed{1} with [HINT_START]hint[HINT_END], or \\boxed{-1}."""
+        ...
+
+    async def step(self, ctx: StepJudgeContext) -> str:
+        """One general-agent step vote: reasoning, then \\boxed{1} or \\boxed{-1} (the paper's C.4 prompts)."""
         ...
 
     async def aclose(self) -> None: ...

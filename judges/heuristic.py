@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from judges.base import JudgeContext
+from judges.base import JudgeContext, StepJudgeContext
 
 _POSITIVE = re.compile(
     r"\b(thanks|thank you|thx|great|perfect|awesome|exactly|nice|well done|works( now)?|"
@@ -57,6 +57,24 @@ class HeuristicJudge:
         if pos and not neg:
             return 1, "the user was satisfied"
         return 0, "no explicit feedback" if not (neg or pos) else "mixed feedback"
+
+    def step_score(self, ctx: StepJudgeContext) -> tuple[int, str]:
+        """General-agent steps: a broken call, a failed command or a repeated step is -1; a step that ran is +1."""
+        cur = ctx.current
+        if cur.parse_error:
+            return -1, "the tool call could not be parsed"
+        if cur.errors or (cur.tool_calls not in ("", "[]") and _TOOL_ERROR.search(cur.tool_results)):
+            return -1, "a tool result shows an error"
+        previous = ctx.history[-1] if ctx.history else None
+        if previous is not None and cur.tool_calls not in ("", "[]") and cur.tool_calls == previous.tool_calls:
+            return -1, "the step repeats the previous one"
+        if cur.tool_calls in ("", "[]"):
+            return (1, "the agent gave its answer") if cur.assistant_text.strip() else (-1, "an empty step")
+        return 1, "the tool calls ran without an error"
+
+    async def step(self, ctx: StepJudgeContext) -> str:
+        score, why = self.step_score(ctx)
+        return f"Heuristic step judge: {why}. \\boxed{{{score}}}"
 
     async def prm(self, ctx: JudgeContext) -> str:
         score, why = self.score(ctx)

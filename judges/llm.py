@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import httpx
 
-from judges.base import JudgeCallError, JudgeContext
-from judges.prompts import HINT_SYSTEM, PRM_SYSTEM, messages
+from judges.base import JudgeCallError, JudgeContext, StepJudgeContext
+from judges.prompts import HINT_SYSTEM, PRM_SYSTEM, messages, step_messages
 from openclaw_rl.settings import LlmJudgeSettings, Settings
 from policy_client import PolicyClient
 from policy_client.chat import renderer_for
@@ -34,6 +34,9 @@ class LlmJudge:
 
     async def hint(self, ctx: JudgeContext) -> str:
         return await self._complete(messages(HINT_SYSTEM, ctx), self.cfg.hint_max_tokens)
+
+    async def step(self, ctx: StepJudgeContext) -> str:
+        return await self._complete(step_messages(ctx), self.cfg.prm_max_tokens)
 
     async def _complete(self, msgs: list[dict], max_tokens: int) -> str:
         if self.native is not None:

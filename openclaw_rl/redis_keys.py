@@ -83,3 +83,33 @@ POLICY_VERSION = f"{PREFIX}:policy:version"
 POLICY_UPDATES = f"{PREFIX}:policy:updates"
 """One entry per served weight update (version, checkpoint, time): the serving side follows it."""
 POLICY_UPDATES_MAXLEN = 10_000
+
+
+# ---- general-agent episodes: everything under the attempt's key, so a restarted attempt never mixes with it ----
+def episode_attempt(episode_id: str, attempt: int) -> str:
+    """The prefix of one attempt at an episode (its opening messages, each step's action and observation)."""
+    return f"{PREFIX}:ep:{episode_id}:a{attempt}"
+
+
+def episode_opening(attempt_key: str) -> str:
+    """JSON: the opening messages (system, user) and the tools, written by env_open."""
+    return f"{attempt_key}:open"
+
+
+def episode_action(attempt_key: str, step: int) -> str:
+    """JSON: the step's assistant message (OpenAI format) and its parsed action, written by agent_step."""
+    return f"{attempt_key}:act:{step}"
+
+
+def episode_observation(attempt_key: str, step: int) -> str:
+    """JSON: the step's observation and the messages it adds (tool results, a user turn), written by env_step."""
+    return f"{attempt_key}:obs:{step}"
+
+
+def episode_step_id(episode_id: str, attempt: int, step: int) -> str:
+    """The id under which a step's token data is kept (`turn_data`), as a chat turn's is."""
+    return f"{episode_id}:a{attempt}:s{step}"
+
+
+EPISODE_TTL_S = 30 * 24 * 3600
+"""Episode data is kept for the audit and for training lag, like chat requests."""

@@ -11,8 +11,16 @@ from temporalio.common import SearchAttributeKey
 USER_ID = SearchAttributeKey.for_keyword("OpenclawUser")
 SESSION_ID = SearchAttributeKey.for_keyword("OpenclawSession")
 POLICY_VERSION = SearchAttributeKey.for_int("OpenclawPolicyVersion")
+SETTING = SearchAttributeKey.for_keyword("OpenclawSetting")
+"""General-agent episodes, groups and rollouts: terminal, toolcall."""
+TASK_ID = SearchAttributeKey.for_keyword("OpenclawTask")
+OUTCOME = SearchAttributeKey.for_float("OpenclawOutcome")
+"""An episode's outcome (a group's mean outcome), set when it ends."""
 SEARCH_ATTRIBUTES = {
     USER_ID.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
     SESSION_ID.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
     POLICY_VERSION.name: IndexedValueType.INDEXED_VALUE_TYPE_INT,
+    SETTING.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+    TASK_ID.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+    OUTCOME.name: IndexedValueType.INDEXED_VALUE_TYPE_DOUBLE,
 }

@@ -33,6 +33,7 @@ class Pool(str, Enum):
     POLICY = "policy"  # generation and teacher log-prob scoring against policy servers
     JUDGE = "judge"  # PRM votes and hindsight hints
     TRAINER = "trainer"  # train steps and weight publication
+    ENV = "env"  # general-agent environments in sandboxes (each episode's steps stay on one env worker)
 
 
 class ApiSettings(BaseModel):
@@ -220,6 +221,67 @@ class TrainingSettings(BaseModel):
     from the last checkpoint)."""
 
 
+class SandboxLimits(BaseModel):
+    """Limits of every command an agent runs (envs.sandbox)."""
+
+    memory_mb: int = Field(2048, ge=64)
+    """Address space of every process (RLIMIT_AS): a larger allocation fails inside the sandbox."""
+    processes: int = Field(128, ge=8)
+    """Processes and threads of the sandbox's uid at once (RLIMIT_NPROC): a fork bomb stops here."""
+    cpu_s: int = Field(60, ge=1)
+    """CPU seconds per process (RLIMIT_CPU)."""
+    file_size_mb: int = Field(256, ge=1)
+    """Largest file a process may write (RLIMIT_FSIZE), captured output included."""
+    wall_s: float = Field(30.0, gt=0)
+    """Wall-clock limit of one command; past it the whole process tree is killed."""
+    output_chars: int = Field(16_000, ge=256)
+    """Characters of stdout and of stderr kept per command (head and tail; the middle is elided)."""
+
+
+class SandboxSettings(BaseModel):
+    mode: Literal["bwrap", "unsandboxed"] = "bwrap"
+    """bwrap: bubblewrap namespaces per command (the env pool refuses to start without them). unsandboxed: commands
+    run as this user with rlimits only; only for machines without namespaces, and only when asked for."""
+    root: Path = Path("/tmp/openclaw-rl-sandboxes")
+    """Where episode workspaces live; every sandbox uid must be able to traverse its parents."""
+    limits: SandboxLimits = Field(default_factory=SandboxLimits)
+
+
+class AgentSettingConfig(BaseModel):
+    """One general-agent setting (terminal, toolcall): its episodes and how they are judged."""
+
+    max_steps: int = Field(10, ge=1, le=200)
+    """Policy steps per episode (paper: terminal 10, SWE 20, GUI 30; tool-call 16 in the reference)."""
+    samples_per_task: int = Field(8, ge=1, le=64)
+    """Episodes per task group (the paper: 8)."""
+    prm_votes: int = Field(1, ge=0, le=16)
+    """PRM votes per step (paper: 1; GUI 3). 0: outcome-only rewards."""
+    temperature: float = Field(1.0, ge=0)
+    max_tokens: int = Field(1024, ge=1)
+    """Most tokens the policy writes in one step."""
+    task_dirs: list[Path] = Field(default_factory=list)
+    """Extra task folders (terminal: Terminal-Bench/Harbor layout) beside the shipped ones."""
+
+
+class EnvsSettings(BaseModel):
+    """General-agent episodes: the env pool, its sandbox, and each setting."""
+
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    terminal: AgentSettingConfig = Field(default_factory=lambda: AgentSettingConfig(max_steps=10))
+    toolcall: AgentSettingConfig = Field(default_factory=lambda: AgentSettingConfig(max_steps=16))
+    episode_attempts: int = Field(3, ge=1, le=10)
+    """An episode whose env worker is lost restarts from the beginning on another worker, this many times in all."""
+    env_lost_after_s: float = Field(30.0, gt=0)
+    """A step not picked up or not heartbeating this long means its env worker is gone."""
+    step_timeout_s: float = Field(600.0, gt=0)
+    """Upper bound on one env step (a step runs its commands one by one, each with the sandbox's wall limit)."""
+
+    def setting(self, name: str) -> AgentSettingConfig:
+        if name not in ("terminal", "toolcall"):
+            raise ValueError(f"unknown agent setting {name!r}: terminal or toolcall")
+        return getattr(self, name)
+
+
 class TemporalSettings(BaseModel):
     address: str | None = Field(None, validation_alias=AliasChoices("address", "TEMPORAL_ADDRESS"))
     """An existing Temporal cluster (host:port). None: `up` starts the embedded dev server."""
@@ -288,6 +350,7 @@ class Settings(BaseSettings):
     session: SessionSettings = Field(default_factory=SessionSettings)
     learning: LearningSettings = Field(default_factory=LearningSettings)
     training: TrainingSettings = Field(default_factory=TrainingSettings)
+    envs: EnvsSettings = Field(default_factory=EnvsSettings)
     temporal: TemporalSettings = Field(default_factory=TemporalSettings)
     redis: RedisSettings = Field(default_factory=RedisSettings)
     log: LogSettings = Field(default_factory=LogSettings)

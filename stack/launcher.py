@@ -76,6 +76,8 @@ class Stack:
 
         if why := backend_missing(s.training.backend):
             raise StackError(why)
+        if why := sandbox_refusal(s):
+            raise StackError(why)
 
     def _specs(self) -> tuple[list[ServiceSpec], list[ServiceSpec]]:
         s = self.settings
@@ -208,6 +210,12 @@ class Stack:
         lines = ["openclaw-rl is up:"] + [f"  {k:<12} {v}" for k, v in self.urls().items()]
         lines.append(f"  {'logs':<12} {self.settings.logs_dir}")
         lines.append(f"  {'learning':<12} {self.settings.learning.method}, judge: {_judge_line(self.settings)}")
+        sandbox = self.settings.envs.sandbox
+        lines.append(
+            f"  {'envs':<12} terminal, toolcall; sandbox: bubblewrap, workspaces in {sandbox.root}"
+            if sandbox.mode == "bwrap"
+            else f"  {'envs':<12} WARNING: agent commands run UNSANDBOXED (envs.sandbox.mode=unsandboxed), as this user"
+        )
         tr = self.settings.training
         lines.append(
             f"  {'training':<12} "
@@ -219,6 +227,23 @@ class Stack:
         )
         lines.append("Press Ctrl-C to stop.")
         print("\n".join(lines), flush=True)
+
+
+def sandbox_refusal(settings: Settings) -> str | None:
+    """Why the env pool cannot start safely; None when it can (or the user opted out of the sandbox)."""
+    if settings.envs.sandbox.mode != "bwrap":
+        log.warning("agent commands will run UNSANDBOXED: envs.sandbox.mode=unsandboxed")
+        return None
+    from envs.sandbox import sandbox_problem
+
+    why = "the env pool must run as root to give each sandbox a uid of its own" if os.geteuid() != 0 else None
+    why = why or sandbox_problem()
+    if why is None:
+        return None
+    return (
+        f"the env pool needs a sandbox for agent commands: {why}. Install bubblewrap (`make install` does, as root), "
+        "or set OPENCLAW_RL_ENVS__SANDBOX__MODE=unsandboxed to run them without isolation."
+    )
 
 
 def _judge_line(settings: Settings) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 from datetime import timedelta
 
@@ -22,13 +23,17 @@ async def run_worker(settings: Settings, pool: Pool) -> None:
     client = await connect(settings.temporal)
     parts = components_for(pool, settings)
     queue = settings.temporal.task_queue(pool)
-    worker = Worker(
-        client,
-        task_queue=queue,
-        workflows=parts.workflows,
-        activities=parts.activities,
-        graceful_shutdown_timeout=timedelta(seconds=GRACEFUL_SHUTDOWN_S),
-    )
+    workers = [
+        Worker(
+            client,
+            task_queue=q,
+            workflows=parts.workflows if q == queue else [],
+            activities=parts.activities,
+            graceful_shutdown_timeout=timedelta(seconds=GRACEFUL_SHUTDOWN_S),
+        )
+        for q in [queue, parts.own_queue]
+        if q is not None
+    ]
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -37,11 +42,14 @@ async def run_worker(settings: Settings, pool: Pool) -> None:
         "worker polling",
         pool=pool.value,
         task_queue=queue,
+        own_queue=parts.own_queue,
         workflows=len(parts.workflows),
         activities=len(parts.activities),
     )
     try:
-        async with worker:
+        async with contextlib.AsyncExitStack() as running:
+            for worker in workers:
+                await running.enter_async_context(worker)
             await stop.wait()
             log.info("worker stopping", pool=pool.value)
     finally:

@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from activities.agent_step import AgentActivities
+from activities.env_step import EnvActivities
 from activities.generate import GenerateActivities
 from activities.health import make_ping
 from activities.learning import LearningActivities
+from activities.step_learning import StepLearningActivities
 from activities.training import TrainingActivities
 from activities.turn_log import TurnLogActivities
 from openclaw_rl.settings import Pool, Settings
+from workflows.episode import EpisodeWorkflow
 from workflows.judge_turn import JudgeTurnWorkflow
+from workflows.rollout import RolloutWorkflow
 from workflows.session import SessionWorkflow
 from workflows.stack_probe import StackProbeWorkflow
+from workflows.task_group import TaskGroupWorkflow
 from workflows.training import TrainingWorkflow
 
 
@@ -24,24 +33,40 @@ class PoolComponents:
     activities: list[Callable[..., Any]] = field(default_factory=list)
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     """Release clients (Redis, HTTP, judges) once the worker has stopped."""
+    own_queue: str | None = None
+    """A task queue only this worker polls (env pool: the episodes whose environment it holds)."""
 
 
 def components_for(pool: Pool, settings: Settings) -> PoolComponents:
     parts = PoolComponents(activities=[make_ping(pool.value)])
     if pool is Pool.WORKFLOW:
-        parts.workflows += [StackProbeWorkflow, SessionWorkflow, JudgeTurnWorkflow, TrainingWorkflow]
+        parts.workflows += [
+            StackProbeWorkflow,
+            SessionWorkflow,
+            JudgeTurnWorkflow,
+            TrainingWorkflow,
+            EpisodeWorkflow,
+            TaskGroupWorkflow,
+            RolloutWorkflow,
+        ]
         # Bookkeeping runs beside the workflows: same task queue, so it is dispatched eagerly.
         turn_log = TurnLogActivities(settings)
         parts.activities += [turn_log.archive_turns]
         parts.closers.append(turn_log.aclose)
     elif pool is Pool.POLICY:
-        generate, teacher = GenerateActivities(settings), LearningActivities(settings)
-        parts.activities += [generate.generate, teacher.teacher_logprobs]
-        parts.closers += [generate.aclose, teacher.aclose]
+        generate, teacher, agent = GenerateActivities(settings), LearningActivities(settings), AgentActivities(settings)
+        parts.activities += [generate.generate, teacher.teacher_logprobs, agent.agent_step]
+        parts.closers += [generate.aclose, teacher.aclose, agent.aclose]
     elif pool is Pool.JUDGE:
-        learning = LearningActivities(settings)
-        parts.activities += [learning.prm_vote, learning.hint, learning.publish_sample]
-        parts.closers.append(learning.aclose)
+        learning, steps = LearningActivities(settings), StepLearningActivities(settings)
+        parts.activities += [
+            learning.prm_vote,
+            learning.hint,
+            learning.publish_sample,
+            steps.step_vote,
+            steps.publish_step_samples,
+        ]
+        parts.closers += [learning.aclose, steps.aclose]
     elif pool is Pool.TRAINER:
         training = TrainingActivities(settings)
         parts.activities += [
@@ -52,4 +77,14 @@ def components_for(pool: Pool, settings: Settings) -> PoolComponents:
             training.ack_batch,
         ]
         parts.closers.append(training.aclose)
+    elif pool is Pool.ENV:
+        parts.own_queue = env_worker_queue(settings)
+        envs = EnvActivities(settings, parts.own_queue)
+        parts.activities += [envs.list_tasks, envs.env_open, envs.env_step, envs.env_outcome, envs.env_close]
+        parts.closers.append(envs.aclose)
     return parts
+
+
+def env_worker_queue(settings: Settings) -> str:
+    """Unique per worker process: a restarted worker never receives calls meant for environments it no longer holds."""
+    return f"{settings.temporal.task_queue(Pool.ENV)}-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"

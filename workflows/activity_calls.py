@@ -36,6 +36,7 @@ async def execute(
     task_queue: str,
     start_to_close: timedelta | None = None,
     heartbeat: timedelta | None = None,
+    schedule_to_start: timedelta | None = None,
 ) -> Any:
     return await workflow.execute_activity(
         defn.name,
@@ -44,6 +45,7 @@ async def execute(
         task_queue=task_queue,
         start_to_close_timeout=start_to_close or defn.start_to_close,
         schedule_to_close_timeout=defn.schedule_to_close,
+        schedule_to_start_timeout=schedule_to_start or defn.schedule_to_start,
         heartbeat_timeout=heartbeat or defn.heartbeat,
         retry_policy=retry_policy(defn.retry),
     )

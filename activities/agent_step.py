@@ -1,0 +1,107 @@
+"""`agent_step` (policy pool): one policy step of a general-agent episode, token-in/token-out.
+
+The episode so far is rendered once with the chat template and its tools, the
+policy generates through the same rollout core as a chat turn (its prompt ids,
+response ids and rollout log-probs kept under the step id), and the response is
+parsed into an action: OpenAI / Qwen tool calls, or a final message. A
+malformed call is part of the action (the environment reports it), never an error.
+"""
+
+from __future__ import annotations
+
+import json
+
+import redis.asyncio as aioredis
+from temporalio import activity
+
+from activities.episode_data import conversation
+from activities.heartbeat import heartbeating
+from activities.rollout import Rollout
+from contracts.chat import ChatSampling
+from contracts.episodes import AGENT_STEP, AgentStepInput, AgentStepOutput
+from contracts.summary import clip
+from envs.base import Action, ToolCallAction
+from openclaw_rl import redis_keys
+from openclaw_rl.settings import Settings
+from openclaw_rl.turn_data import TurnTokens
+from policy_client import PolicyClient
+from policy_client.chat_output import CALL_OPEN, parse_completion
+
+HEARTBEAT_S = 5.0
+
+
+class AgentActivities:
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.redis = aioredis.from_url(settings.redis.target())
+        self.policy = PolicyClient.from_settings(settings)
+        self.rollout = Rollout(settings, self.redis, self.policy)
+
+    @activity.defn(name=AGENT_STEP.name)
+    async def agent_step(self, inp: AgentStepInput) -> AgentStepOutput:
+        messages, tools = await conversation(self.redis, inp.attempt_key, inp.step)
+        prompt_ids = await self.rollout.render(messages, tools)
+        sampling = ChatSampling(temperature=inp.temperature, max_tokens=inp.max_tokens)
+        params = await self.rollout.params(sampling, len(prompt_ids))
+        async with heartbeating(HEARTBEAT_S):
+            gen = await self.rollout.generate(prompt_ids, params)
+        text = self.rollout.decode(gen.ids)
+        await self.rollout.store(
+            TurnTokens(
+                turn_id=inp.step_id,
+                prompt_ids=prompt_ids,
+                response_ids=gen.ids,
+                response_logprobs=gen.logprobs,
+                weight_version=gen.weight_version,
+                finish_reason=gen.finish,
+                response_text=text,
+                temperature=inp.temperature,
+            )
+        )
+        action, message = parse_action(text, call_id_prefix=f"s{inp.step}")
+        await self.redis.set(
+            redis_keys.episode_action(inp.attempt_key, inp.step),
+            json.dumps({"message": message, "action": action.model_dump()}),
+            ex=redis_keys.EPISODE_TTL_S,
+        )
+        return AgentStepOutput(
+            action=summarize(action),
+            tool_calls=len(action.tool_calls),
+            parse_error=action.parse_error,
+            finish_reason=gen.finish,
+            weight_version=gen.weight_version,
+            prompt_tokens=len(prompt_ids),
+            completion_tokens=len(gen.ids),
+        )
+
+    async def aclose(self) -> None:
+        await self.policy.aclose()
+        await self.redis.aclose()
+
+
+def parse_action(text: str, call_id_prefix: str) -> tuple[Action, dict]:
+    """The action and the assistant message the conversation continues with (OpenAI format)."""
+    parsed = parse_completion(text, call_id_prefix=call_id_prefix)
+    calls, errors = [], []
+    for c in parsed.tool_calls:
+        try:
+            args = json.loads(c.arguments or "{}")
+        except ValueError:
+            args = None
+        if not isinstance(args, dict):
+            errors.append(f"the arguments of {c.name} are not a JSON object")
+            continue
+        calls.append(ToolCallAction(id=c.id, name=c.name, arguments=args))
+    if CALL_OPEN in parsed.content:
+        errors.append('a <tool_call> block is not valid JSON of the form {"name": ..., "arguments": {...}}')
+    action = Action(text=parsed.content, tool_calls=calls, parse_error="; ".join(errors) or None)
+    message: dict = {"role": "assistant", "content": parsed.content}
+    if parsed.tool_calls:
+        message["tool_calls"] = [c.to_openai() for c in parsed.tool_calls]
+    return action, message
+
+
+def summarize(action: Action) -> str:
+    if action.tool_calls:
+        return clip("; ".join(f"{c.name}({json.dumps(c.arguments, ensure_ascii=False)})" for c in action.tool_calls))
+    return clip(action.text.strip() or "(empty)")

@@ -1,0 +1,201 @@
+"""Env-pool activities: environments live in this worker's memory for the whole of their episode.
+
+`env_open` runs on the shared env queue: whichever worker takes it builds the
+environment and answers with its own task queue, where the episode sends every
+later call. A worker that dies takes its environments with it; the episode
+notices (nothing picks up its next call) and starts over elsewhere. Blocking
+environment work runs in threads, with heartbeats, so the worker keeps serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+
+import redis.asyncio as aioredis
+import structlog
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.heartbeat import heartbeating
+from contracts.episodes import (
+    ENV_CLOSE,
+    ENV_OPEN,
+    ENV_OUTCOME,
+    ENV_STEP,
+    LIST_TASKS,
+    EnvOpened,
+    EnvOpenInput,
+    EnvRef,
+    EnvStepInput,
+    EnvStepResult,
+    ListTasksInput,
+    Outcome,
+    TaskList,
+)
+from contracts.errors import ErrorType
+from contracts.summary import clip
+from envs.base import Action, Environment, Observation, TaskSource, UnknownTask
+from envs.registry import UnknownSetting, task_source
+from envs.sandbox import SandboxPool
+from openclaw_rl import redis_keys
+from openclaw_rl.settings import Settings
+
+log = structlog.get_logger(__name__)
+
+HEARTBEAT_S = 2.0
+IDLE_CLOSE_S = 3600.0
+"""An environment no call has touched for this long belongs to an episode that is gone: it is closed."""
+
+
+@dataclass
+class _Held:
+    env: Environment
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    last_step: int = -1
+    last_result: EnvStepResult | None = None
+    outcome: Outcome | None = None
+    touched: float = field(default_factory=time.monotonic)
+
+
+class EnvActivities:
+    def __init__(self, settings: Settings, worker_queue: str):
+        self.settings = settings
+        self.worker_queue = worker_queue
+        self.redis = aioredis.from_url(settings.redis.target())
+        sb = settings.envs.sandbox
+        self.sandboxes = SandboxPool(sb.root, sb.limits, sb.mode)
+        self._sources: dict[str, TaskSource] = {}
+        self._held: dict[str, _Held] = {}
+        self._janitor: asyncio.Task | None = None
+
+    def source(self, setting: str) -> TaskSource:
+        if setting not in self._sources:
+            try:
+                self._sources[setting] = task_source(setting, self.settings)
+            except UnknownSetting as exc:
+                raise ApplicationError(str(exc), type=ErrorType.UNKNOWN_TASK, non_retryable=True) from exc
+        return self._sources[setting]
+
+    @activity.defn(name=LIST_TASKS.name)
+    async def list_tasks(self, inp: ListTasksInput) -> TaskList:
+        tasks = await asyncio.to_thread(self.source(inp.setting).tasks)
+        return TaskList(task_ids=[t.task_id for t in tasks])
+
+    @activity.defn(name=ENV_OPEN.name)
+    async def env_open(self, inp: EnvOpenInput) -> EnvOpened:
+        self._start_janitor()
+        old = self._held.pop(inp.attempt_key, None)
+        if old is not None:  # a retried open on this worker: start the task afresh
+            await asyncio.to_thread(old.env.close)
+        try:
+            env = self.source(inp.setting).make(inp.task_id, self.sandboxes)
+        except UnknownTask as exc:
+            raise ApplicationError(
+                f"no {inp.setting} task {inp.task_id!r}", type=ErrorType.UNKNOWN_TASK, non_retryable=True
+            ) from exc
+        try:
+            async with heartbeating(HEARTBEAT_S):
+                opening = await asyncio.to_thread(env.reset)
+        except Exception as exc:
+            await asyncio.to_thread(env.close)
+            raise ApplicationError(
+                f"task {inp.task_id} could not be set up: {exc}", type=ErrorType.TASK_SETUP_FAILED, non_retryable=True
+            ) from exc
+        tools = env.tools()
+        await self.redis.set(
+            redis_keys.episode_opening(inp.attempt_key),
+            json.dumps({"messages": opening, "tools": tools}),
+            ex=redis_keys.EPISODE_TTL_S,
+        )
+        self._held[inp.attempt_key] = _Held(env)
+        instruction = next((m.get("content", "") for m in opening if m.get("role") == "user"), "")
+        log.info("environment opened", attempt_key=inp.attempt_key, setting=inp.setting, task_id=inp.task_id)
+        return EnvOpened(worker_queue=self.worker_queue, instruction=clip(instruction), tools=len(tools))
+
+    @activity.defn(name=ENV_STEP.name)
+    async def env_step(self, inp: EnvStepInput) -> EnvStepResult:
+        held = self._get(inp.attempt_key)
+        async with held.lock:
+            if held.last_step == inp.step and held.last_result is not None:
+                return held.last_result  # a retry whose first result never reached Temporal: the step ran once
+            raw = await self.redis.get(redis_keys.episode_action(inp.attempt_key, inp.step))
+            if raw is None:
+                raise ApplicationError(
+                    f"step {inp.step} of {inp.attempt_key} has no action",
+                    type=ErrorType.EPISODE_DATA_MISSING,
+                    non_retryable=True,
+                )
+            action = Action.model_validate(json.loads(raw)["action"])
+            async with heartbeating(HEARTBEAT_S):
+                obs: Observation = await asyncio.to_thread(held.env.step, action)
+            added = [
+                {"role": "tool", "tool_call_id": r.call_id, "name": r.name, "content": r.content}
+                for r in obs.tool_results
+            ]
+            if obs.user_message:
+                added.append({"role": "user", "content": obs.user_message})
+            await self.redis.set(
+                redis_keys.episode_observation(inp.attempt_key, inp.step),
+                json.dumps({"observation": obs.model_dump(), "messages": added}),
+                ex=redis_keys.EPISODE_TTL_S,
+            )
+            result = EnvStepResult(
+                done=obs.done,
+                done_reason=obs.done_reason,
+                observation=clip(obs.text()),
+                errors=sum(r.error for r in obs.tool_results),
+            )
+            held.last_step, held.last_result, held.touched = inp.step, result, time.monotonic()
+            return result
+
+    @activity.defn(name=ENV_OUTCOME.name)
+    async def env_outcome(self, inp: EnvRef) -> Outcome:
+        held = self._get(inp.attempt_key)
+        async with held.lock:
+            if held.outcome is None:
+                async with heartbeating(HEARTBEAT_S):
+                    value = await asyncio.to_thread(held.env.outcome)
+                held.outcome = Outcome(outcome=float(value))
+            held.touched = time.monotonic()
+            return held.outcome
+
+    @activity.defn(name=ENV_CLOSE.name)
+    async def env_close(self, inp: EnvRef) -> None:
+        held = self._held.pop(inp.attempt_key, None)
+        if held is not None:
+            await asyncio.to_thread(held.env.close)
+
+    def _get(self, attempt_key: str) -> _Held:
+        held = self._held.get(attempt_key)
+        if held is None:
+            raise ApplicationError(
+                f"this env worker does not hold {attempt_key} (it restarted, or the episode was closed)",
+                type=ErrorType.ENV_MISSING,
+                non_retryable=True,
+            )
+        held.touched = time.monotonic()
+        return held
+
+    def _start_janitor(self) -> None:
+        if self._janitor is None or self._janitor.done():
+            self._janitor = asyncio.get_running_loop().create_task(self._close_idle())
+
+    async def _close_idle(self) -> None:
+        while True:
+            await asyncio.sleep(60)
+            now = time.monotonic()
+            for key in [k for k, h in self._held.items() if now - h.touched > IDLE_CLOSE_S and not h.lock.locked()]:
+                held = self._held.pop(key)
+                log.warning("closing an environment no episode touched for an hour", attempt_key=key)
+                await asyncio.to_thread(held.env.close)
+
+    async def aclose(self) -> None:
+        if self._janitor is not None:
+            self._janitor.cancel()
+        for held in list(self._held.values()):
+            await asyncio.to_thread(held.env.close)
+        self._held.clear()
+        await self.redis.aclose()

@@ -1,0 +1,313 @@
+"""General-agent episodes: EpisodeWorkflow, TaskGroupWorkflow, RolloutWorkflow and the activities they call.
+
+Histories carry ids, counts and summaries; messages, observations and token
+data live in Redis under the episode attempt's keys (openclaw_rl.redis_keys).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from contracts.activity import ActivityDef, Retry
+from contracts.errors import ErrorType
+
+EPISODE_WORKFLOW = "EpisodeWorkflow"
+TASK_GROUP_WORKFLOW = "TaskGroupWorkflow"
+ROLLOUT_WORKFLOW = "RolloutWorkflow"
+SETTINGS = ("terminal", "toolcall")
+
+
+def episode_workflow_id(group_id: str, index: int) -> str:
+    return f"episode/{group_id}/{index}"
+
+
+def step_sample_id(episode_id: str, step: int) -> str:
+    """One per step of a finished episode, ever: the idempotency key of its sample."""
+    return f"{episode_id}#{step}"
+
+
+# ---- configuration fixed when a rollout, group or episode starts ------------------------------------------
+class EpisodeConfig(BaseModel):
+    """How an episode runs; built from settings by whoever starts it (workflow code reads no settings)."""
+
+    max_steps: int = Field(10, ge=1, le=200)
+    prm_votes: int = Field(1, ge=0, le=16)
+    temperature: float = 1.0
+    max_tokens: int = Field(1024, ge=1)
+    judge_name: str = "heuristic"
+    policy_task_queue: str = "openclaw-rl-policy"
+    judge_task_queue: str = "openclaw-rl-judge"
+    env_task_queue: str = "openclaw-rl-env"
+    """The shared env queue: an episode opens its environment there, then talks to that worker's own queue."""
+    attempts: int = Field(3, ge=1, le=10)
+    """Attempts at the whole episode when its env worker is lost."""
+    env_lost_after_s: float = Field(30.0, gt=0)
+    step_timeout_s: float = Field(600.0, gt=0)
+    vote_timeout_s: float = Field(180.0, gt=0)
+
+
+class EpisodeInput(BaseModel):
+    setting: Literal["terminal", "toolcall"]
+    task_id: str
+    config: EpisodeConfig = Field(default_factory=EpisodeConfig)
+    group_id: str | None = None
+    """Set when the episode belongs to a task group (the group publishes its samples)."""
+    retry_of: str | None = None
+    """The workflow id of the failed episode this one retries (`openclaw-rl episodes retry`)."""
+
+
+class StepRecord(BaseModel):
+    """One step as the history and `episodes show` keep it: summaries; the full text is in Redis."""
+
+    index: int
+    step_id: str
+    """Key of the step's token data (prompt ids, response ids, rollout log-probs)."""
+    action: str
+    """The action, summarised: tool calls with their arguments, or the final text."""
+    tool_calls: int = 0
+    parse_error: str | None = None
+    observation: str = ""
+    done_reason: str = ""
+    votes: list[int | None] = Field(default_factory=list)
+    weight_version: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class EpisodeResult(BaseModel):
+    episode_id: str
+    setting: str
+    task_id: str
+    attempt: int
+    """Which attempt finished it (1 unless an env worker was lost)."""
+    attempt_key: str
+    """Redis prefix of the finishing attempt's data."""
+    outcome: float
+    steps: list[StepRecord]
+    end: Literal["submitted", "answered", "no_more_turns", "step_limit", "context_full"]
+    group_id: str | None = None
+
+
+class EpisodeProgress(BaseModel):
+    attempt: int
+    steps: list[StepRecord]
+    outcome: float | None
+    phase: str
+
+
+# ---- env pool ----------------------------------------------------------------------------------------------
+class EnvOpenInput(BaseModel):
+    attempt_key: str
+    setting: str
+    task_id: str
+
+
+class EnvOpened(BaseModel):
+    worker_queue: str
+    """The task queue of the env worker that holds the environment: every later call goes there."""
+    instruction: str
+    """The task's instruction, summarised."""
+    tools: int
+
+
+class EnvStepInput(BaseModel):
+    attempt_key: str
+    step: int
+
+
+class EnvStepResult(BaseModel):
+    done: bool
+    done_reason: str = ""
+    observation: str
+    """Summary of the observation (full text in Redis)."""
+    errors: int = 0
+    """Tool results that were errors (non-zero exit codes, refused calls)."""
+
+
+class EnvRef(BaseModel):
+    attempt_key: str
+
+
+class Outcome(BaseModel):
+    outcome: float
+    detail: str = ""
+
+
+# ---- policy and judge pools --------------------------------------------------------------------------------
+class AgentStepInput(BaseModel):
+    attempt_key: str
+    step: int
+    step_id: str
+    temperature: float
+    max_tokens: int
+
+
+class AgentStepOutput(BaseModel):
+    action: str
+    tool_calls: int
+    parse_error: str | None = None
+    finish_reason: str
+    weight_version: str | None = None
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class StepVoteInput(BaseModel):
+    attempt_key: str
+    setting: str
+    step: int
+    vote: int
+
+
+class StepVote(BaseModel):
+    score: int | None
+    """+1 / -1 from the judge's last \\boxed{}; None when it gave neither."""
+    raw: str
+
+
+class ListTasksInput(BaseModel):
+    setting: str
+
+
+class TaskList(BaseModel):
+    task_ids: list[str]
+
+
+class StepSampleRef(BaseModel):
+    episode_id: str
+    step: int
+    step_id: str
+    reward: float
+    advantage: float
+    votes: list[int | None] = Field(default_factory=list)
+    outcome: float
+    weight_version: str | None = None
+
+
+class PublishStepsInput(BaseModel):
+    setting: str
+    task_id: str
+    group_id: str
+    judge_name: str
+    steps: list[StepSampleRef]
+
+
+class PublishStepsResult(BaseModel):
+    published: int
+    duplicates: int
+    missing: int
+    """Steps whose token data was gone (expired): skipped, counted."""
+
+
+# ---- group and rollout ---------------------------------------------------------------------------------------
+class TaskGroupInput(BaseModel):
+    group_id: str
+    setting: Literal["terminal", "toolcall"]
+    task_id: str
+    samples: int = Field(8, ge=1, le=64)
+    config: EpisodeConfig = Field(default_factory=EpisodeConfig)
+    publish: bool = True
+    """Publish step samples to `oc:samples:<setting>` (False: evaluate only)."""
+
+
+class TaskGroupResult(BaseModel):
+    group_id: str
+    task_id: str
+    outcomes: list[float]
+    failed: int
+    """Episodes that failed after all their attempts (left out of the group)."""
+    published: int
+    dropped_steps: int
+    """Steps in constant (group, step) buckets: no signal, no sample."""
+
+
+class RolloutInput(BaseModel):
+    rollout_id: str
+    setting: Literal["terminal", "toolcall"]
+    task_ids: list[str] = Field(default_factory=list)
+    """Empty: every task of the setting."""
+    samples_per_task: int = Field(8, ge=1, le=64)
+    parallel: int = Field(8, ge=1, le=4096)
+    """Episodes kept running at once (rounded to whole groups, at least one group)."""
+    passes: int = Field(1, ge=1)
+    """Times over the task set."""
+    config: EpisodeConfig = Field(default_factory=EpisodeConfig)
+    publish: bool = True
+    cursor: int = 0
+    """Groups started so far (carried over continue-as-new)."""
+    done: list[TaskGroupResult] = Field(default_factory=list)
+    """Recent group results (the last few, carried over)."""
+    totals: dict[str, float] = Field(default_factory=dict)
+
+
+class RolloutProgress(BaseModel):
+    rollout_id: str
+    setting: str
+    groups_total: int
+    groups_started: int
+    groups_done: int
+    running: int
+    episodes_done: int
+    mean_outcome: float | None
+    published: int
+    recent: list[TaskGroupResult]
+
+
+# ---- activity definitions -------------------------------------------------------------------------------------
+_ENV_RETRY = Retry(
+    initial_interval=timedelta(milliseconds=500),
+    maximum_interval=timedelta(seconds=5),
+    maximum_attempts=3,
+    non_retryable=(ErrorType.UNKNOWN_TASK, ErrorType.ENV_MISSING, ErrorType.TASK_SETUP_FAILED),
+)
+# Timeouts on the env worker's own queue come from EpisodeConfig (env_lost_after_s, step_timeout_s) at the call.
+ENV_OPEN = ActivityDef("env_open", EnvOpenInput, EnvOpened, start_to_close=timedelta(minutes=5), retry=_ENV_RETRY)
+"""On the shared env queue: whichever env worker takes it holds the environment for the whole episode."""
+ENV_STEP = ActivityDef("env_step", EnvStepInput, EnvStepResult, retry=_ENV_RETRY)
+ENV_OUTCOME = ActivityDef("env_outcome", EnvRef, Outcome, retry=_ENV_RETRY)
+ENV_CLOSE = ActivityDef("env_close", EnvRef, None, start_to_close=timedelta(minutes=1), retry=Retry(maximum_attempts=3))
+LIST_TASKS = ActivityDef(
+    "list_tasks",
+    ListTasksInput,
+    TaskList,
+    start_to_close=timedelta(minutes=1),
+    retry=Retry(maximum_attempts=3, non_retryable=(ErrorType.UNKNOWN_TASK,)),
+)
+AGENT_STEP = ActivityDef(
+    "agent_step",
+    AgentStepInput,
+    AgentStepOutput,
+    start_to_close=timedelta(minutes=10),
+    heartbeat=timedelta(seconds=30),
+    retry=Retry(
+        initial_interval=timedelta(milliseconds=500),
+        maximum_interval=timedelta(seconds=10),
+        maximum_attempts=5,
+        non_retryable=(ErrorType.PROMPT_TOO_LONG, ErrorType.INVALID_REQUEST, ErrorType.EPISODE_DATA_MISSING),
+    ),
+)
+"""The policy's step (policy pool): render the episode so far, generate, keep the tokens, parse the action."""
+STEP_VOTE = ActivityDef(
+    "step_vote",
+    StepVoteInput,
+    StepVote,
+    retry=Retry(
+        initial_interval=timedelta(seconds=1),
+        maximum_interval=timedelta(seconds=10),
+        maximum_attempts=3,
+        non_retryable=(ErrorType.EPISODE_DATA_MISSING,),
+    ),
+)
+"""One PRM vote on (a_t, s_{t+1}) with the setting's prompt (judge pool); vote timeout at the call."""
+PUBLISH_STEP_SAMPLES = ActivityDef(
+    "publish_step_samples",
+    PublishStepsInput,
+    PublishStepsResult,
+    start_to_close=timedelta(minutes=2),
+    retry=Retry(
+        initial_interval=timedelta(milliseconds=500), maximum_interval=timedelta(seconds=10), maximum_attempts=10
+    ),
+)

@@ -1,0 +1,146 @@
+"""RolloutWorkflow: keeps P environments busy over a task set, one task group after another.
+
+Groups run as child workflows, as many at once as fit in `parallel` episodes
+(at least one group); when one finishes the next task's group starts. Progress
+is in the Temporal UI's current details and the `progress` query (what
+`openclaw-rl episodes watch` shows). Before its history grows long it drains the
+running groups and continues as new with its cursor and totals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from temporalio import workflow
+from temporalio.exceptions import ChildWorkflowError
+
+with workflow.unsafe.imports_passed_through():
+    from contracts.episodes import (
+        LIST_TASKS,
+        ROLLOUT_WORKFLOW,
+        ListTasksInput,
+        RolloutInput,
+        RolloutProgress,
+        TaskGroupInput,
+        TaskGroupResult,
+        TaskList,
+    )
+    from openclaw_rl.search_attributes import OUTCOME, SETTING
+    from workflows.activity_calls import execute
+    from workflows.task_group import TaskGroupWorkflow
+
+GROUPS_PER_RUN = 200
+"""Groups started per workflow run before it drains and continues as new (history stays far from its limits)."""
+KEEP_RECENT = 10
+
+
+@workflow.defn(name=ROLLOUT_WORKFLOW)
+class RolloutWorkflow:
+    @workflow.init
+    def __init__(self, inp: RolloutInput) -> None:
+        self.inp = inp
+        self.running: dict[int, str] = {}
+        self.total = 0
+
+    @workflow.run
+    async def run(self, inp: RolloutInput) -> RolloutProgress:
+        workflow.upsert_search_attributes([SETTING.value_set(inp.setting)])
+        if not inp.task_ids:
+            listed: TaskList = await execute(
+                LIST_TASKS, ListTasksInput(setting=inp.setting), task_queue=inp.config.env_task_queue
+            )
+            inp.task_ids = listed.task_ids
+        self.total = len(inp.task_ids) * inp.passes
+        slots = max(1, inp.parallel // inp.samples_per_task)
+        started_this_run = 0
+        pending: set = set()
+        while inp.cursor < self.total or pending:
+            while len(pending) < slots and inp.cursor < self.total and started_this_run < GROUPS_PER_RUN:
+                pending.add(self._start(inp))
+                started_this_run += 1
+            self._details()
+            if not pending:
+                break
+            done, pending = await workflow.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                self._record(task.result())
+            self._details()
+        if inp.cursor < self.total:  # drained after GROUPS_PER_RUN: carry on in a fresh history
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            workflow.continue_as_new(inp)
+        return self.progress()
+
+    def _start(self, inp: RolloutInput):
+        index = inp.cursor
+        inp.cursor += 1
+        task_id = inp.task_ids[index % len(inp.task_ids)]
+        group_id = f"{inp.rollout_id}.g{index}"
+        self.running[index] = task_id
+
+        async def group() -> TaskGroupResult | None:
+            try:
+                return await workflow.execute_child_workflow(
+                    TaskGroupWorkflow.run,
+                    TaskGroupInput(
+                        group_id=group_id,
+                        setting=inp.setting,
+                        task_id=task_id,
+                        samples=inp.samples_per_task,
+                        config=inp.config,
+                        publish=inp.publish,
+                    ),
+                    id=f"group/{group_id}",
+                    static_summary=f"{inp.setting} {task_id} x{inp.samples_per_task}",
+                )
+            except ChildWorkflowError:
+                workflow.logger.warning("a task group failed", extra={"group": group_id})
+                return TaskGroupResult(
+                    group_id=group_id,
+                    task_id=task_id,
+                    outcomes=[],
+                    failed=inp.samples_per_task,
+                    published=0,
+                    dropped_steps=0,
+                )
+            finally:
+                self.running.pop(index, None)
+
+        return asyncio.ensure_future(group())
+
+    def _record(self, result: TaskGroupResult | None) -> None:
+        if result is None:
+            return
+        t = self.inp.totals
+        t["groups_done"] = t.get("groups_done", 0) + 1
+        t["episodes_done"] = t.get("episodes_done", 0) + len(result.outcomes)
+        t["episodes_failed"] = t.get("episodes_failed", 0) + result.failed
+        t["outcome_sum"] = t.get("outcome_sum", 0.0) + sum(result.outcomes)
+        t["published"] = t.get("published", 0) + result.published
+        self.inp.done = (self.inp.done + [result])[-KEEP_RECENT:]
+        if t["episodes_done"]:
+            workflow.upsert_search_attributes([OUTCOME.value_set(t["outcome_sum"] / t["episodes_done"])])
+
+    def _details(self) -> None:
+        p = self.progress()
+        mean = f", mean outcome {p.mean_outcome:.2f}" if p.mean_outcome is not None else ""
+        workflow.set_current_details(
+            f"{p.setting}: {p.groups_done}/{p.groups_total} groups done, {p.running} running, "
+            f"{p.episodes_done} episodes{mean}, {p.published} samples published"
+        )
+
+    @workflow.query
+    def progress(self) -> RolloutProgress:
+        t = self.inp.totals
+        episodes = int(t.get("episodes_done", 0))
+        return RolloutProgress(
+            rollout_id=self.inp.rollout_id,
+            setting=self.inp.setting,
+            groups_total=self.total,
+            groups_started=self.inp.cursor,
+            groups_done=int(t.get("groups_done", 0)),
+            running=len(self.running),
+            episodes_done=episodes,
+            mean_outcome=t["outcome_sum"] / episodes if episodes else None,
+            published=int(t.get("published", 0)),
+            recent=self.inp.done,
+        )
