@@ -154,6 +154,9 @@ class StepLearningActivities:
             )
             published += int(wrote)
             duplicates += int(not wrote)
+            adv_key = redis_keys.episode_advantages(ref.episode_id)
+            await self.redis.hset(adv_key, str(ref.step), f"{ref.reward} {ref.advantage}")
+            await self.redis.expire(adv_key, redis_keys.EPISODE_TTL_S)
         if missing:
             log.warning("step samples without token data were skipped", group_id=inp.group_id, missing=missing)
         return PublishStepsResult(published=published, duplicates=duplicates, missing=missing)

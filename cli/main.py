@@ -86,6 +86,12 @@ def cmd_train(args: argparse.Namespace, settings: Settings) -> int:
     return asyncio.run(train_command(args, settings))
 
 
+def cmd_episodes(args: argparse.Namespace, settings: Settings) -> int:
+    from cli.episodes import episodes_command
+
+    return asyncio.run(episodes_command(args, settings))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="openclaw-rl", description="OpenClaw-RL on Temporal: agents that improve by being used."
@@ -142,6 +148,9 @@ def build_parser() -> argparse.ArgumentParser:
     bs = trs.add_parser("batch-size", help="samples per step from the next step on")
     bs.add_argument("n", type=int)
     tr.set_defaults(func=cmd_train, exits_hard=True)
+    from cli.episodes import add_parser as add_episodes_parser
+
+    add_episodes_parser(sub, cmd_episodes)
     sub.add_parser("config", help="print the effective settings (secrets masked)").set_defaults(
         func=cmd_config, exits_hard=False
     )

@@ -113,3 +113,8 @@ def episode_step_id(episode_id: str, attempt: int, step: int) -> str:
 
 EPISODE_TTL_S = 30 * 24 * 3600
 """Episode data is kept for the audit and for training lag, like chat requests."""
+
+
+def episode_advantages(episode_id: str) -> str:
+    """Hash: step index -> "reward advantage" of a finished episode's published steps (for `episodes show`)."""
+    return f"{PREFIX}:ep:{episode_id}:adv"

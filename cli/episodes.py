@@ -1,0 +1,457 @@
+"""`openclaw-rl episodes`: start, list, inspect, retry and watch general-agent episodes.
+
+Episodes, groups and rollouts are Temporal workflows; this is a terminal view
+of them (the Web UI shows the same, filtered by the OpenclawSetting,
+OpenclawTask and OpenclawOutcome search attributes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import sys
+import time
+import uuid
+from datetime import datetime, timedelta, timezone
+
+import redis.asyncio as aioredis
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.service import RPCError
+
+from contracts.episodes import (
+    EPISODE_WORKFLOW,
+    ROLLOUT_WORKFLOW,
+    EpisodeConfig,
+    EpisodeInput,
+    EpisodeResult,
+    RolloutInput,
+    TaskGroupInput,
+)
+from openclaw_rl import redis_keys
+from openclaw_rl.search_attributes import OUTCOME, SETTING, TASK_ID
+from openclaw_rl.settings import Pool, Settings
+from rlmath.stepwise import step_reward
+
+STATUSES = {
+    "running": "Running",
+    "completed": "Completed",
+    "failed": "Failed",
+    "timed_out": "TimedOut",
+    "terminated": "Terminated",
+    "canceled": "Canceled",
+}
+FAILED = ("Failed", "TimedOut", "Terminated", "Canceled")
+_SINCE = re.compile(r"^(\d+)([smhd])$")
+
+
+def episode_config(settings: Settings, setting: str) -> EpisodeConfig:
+    """The settings -> EpisodeConfig builder: everything an episode needs to know, fixed when it starts."""
+    cfg, t = settings.envs.setting(setting), settings.temporal
+    return EpisodeConfig(
+        max_steps=cfg.max_steps,
+        prm_votes=cfg.prm_votes,
+        temperature=cfg.temperature,
+        max_tokens=cfg.max_tokens,
+        judge_name=settings.judge().type,
+        policy_task_queue=t.task_queue(Pool.POLICY),
+        judge_task_queue=t.task_queue(Pool.JUDGE),
+        env_task_queue=t.task_queue(Pool.ENV),
+        attempts=settings.envs.episode_attempts,
+        env_lost_after_s=settings.envs.env_lost_after_s,
+        step_timeout_s=settings.envs.step_timeout_s,
+        vote_timeout_s=settings.learning.vote_timeout_s,
+    )
+
+
+def visibility_query(args: argparse.Namespace, workflow_type: str = EPISODE_WORKFLOW) -> str:
+    """The list filter in Temporal's visibility syntax (the same query works in the Web UI and `temporal`)."""
+    parts = [f"WorkflowType = '{workflow_type}'"]
+    if getattr(args, "setting", None):
+        parts.append(f"{SETTING.name} = '{args.setting}'")
+    if getattr(args, "task", None):
+        parts.append(f"{TASK_ID.name} = '{_quote(args.task)}'")
+    status = getattr(args, "status", None)
+    if status:
+        parts.append(f"ExecutionStatus = '{STATUSES[status]}'")
+    else:
+        parts.append("ExecutionStatus != 'ContinuedAsNew'")
+    if getattr(args, "since", None):
+        parts.append(f"StartTime > '{parse_since(args.since).isoformat()}'")
+    return " AND ".join(parts)
+
+
+def parse_since(value: str) -> datetime:
+    """`30m`, `2h`, `1d`, or an ISO date/time (UTC when it has no zone)."""
+    if m := _SINCE.match(value.strip()):
+        n, unit = int(m.group(1)), m.group(2)
+        return datetime.now(timezone.utc) - timedelta(
+            **{{"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[unit]: n}
+        )
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"--since {value!r}: use 30m, 2h, 1d or an ISO date such as 2026-11-22T10:00") from None
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+
+
+def _quote(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("'", "\\'")
+
+
+_DEFAULTS = {"setting": None, "task": None, "status": None, "since": None, "limit": 50, "json": False}
+
+
+async def episodes_command(args: argparse.Namespace, settings: Settings, client: Client | None = None) -> int:
+    for name, value in _DEFAULTS.items():  # filters may come before or after the subcommand
+        if not hasattr(args, name):
+            setattr(args, name, value)
+    if not hasattr(args, "workflow_queue"):
+        args.workflow_queue = settings.temporal.task_queue(Pool.WORKFLOW)
+    sub = args.episodes_command or "list"
+    if sub == "tasks":
+        return list_tasks(args, settings)
+    try:
+        client = client or await _connect(settings)
+        if sub == "list":
+            return await list_episodes(client, args)
+        if sub == "show":
+            return await show_episode(client, settings, args)
+        if sub == "retry":
+            return await retry_episodes(client, args)
+        if sub == "watch":
+            return await watch(client, args)
+        if sub in ("start", "group", "rollout"):
+            return await start(client, settings, args)
+    except ValueError as exc:
+        print(f"openclaw-rl: {exc}")
+        return 2
+    except RPCError as exc:
+        print(f"openclaw-rl: Temporal refused: {exc.message}")
+        return 1
+    raise AssertionError(sub)
+
+
+async def _connect(settings: Settings) -> Client:
+    from openclaw_rl.temporal_client import connect
+
+    try:
+        return await connect(settings.temporal)
+    except RuntimeError as exc:
+        raise SystemExit(
+            f"openclaw-rl: cannot reach Temporal at {settings.temporal.target()}: {exc}. "
+            "Is the stack up (`openclaw-rl up`)?"
+        ) from None
+
+
+def list_tasks(args: argparse.Namespace, settings: Settings) -> int:
+    from envs.registry import SOURCES, task_source
+
+    rows = []
+    for setting in [args.setting] if args.setting else list(SOURCES):
+        rows += task_source(setting, settings).tasks()
+    if args.json:
+        print(json.dumps([r.model_dump() for r in rows], indent=2))
+        return 0
+    print(f"{'SETTING':<10}{'TASK':<36}{'CATEGORY':<14}TITLE")
+    for r in rows:
+        print(f"{r.setting:<10}{r.task_id[:34]:<36}{r.category[:12]:<14}{r.title[:70]}")
+    print(f"{len(rows)} tasks")
+    return 0
+
+
+async def list_episodes(client: Client, args: argparse.Namespace) -> int:
+    rows = []
+    async for wf in client.list_workflows(visibility_query(args), limit=args.limit):
+        attrs = wf.typed_search_attributes
+        row = {
+            "id": wf.id,
+            "status": wf.status.name.lower() if wf.status else "unknown",
+            "setting": attrs.get(SETTING) or "",
+            "task": attrs.get(TASK_ID) or "",
+            "outcome": attrs.get(OUTCOME),
+            "started": wf.start_time.isoformat() if wf.start_time else None,
+            "steps": None,
+            "reward": None,
+        }
+        if wf.status == WorkflowExecutionStatus.COMPLETED:
+            result = await _result(client, wf.id)
+            if result is not None:
+                row["steps"] = len(result.steps)
+                rewards = [step_reward(result.outcome, s.votes) for s in result.steps]
+                row["reward"] = sum(rewards) / len(rewards) if rewards else result.outcome
+        rows.append(row)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(f"{'EPISODE':<48}{'STATUS':<11}{'SETTING':<10}{'TASK':<28}{'STEPS':>5}{'OUTCOME':>9}{'REWARD':>8}")
+    for r in rows:
+        out = "-" if r["outcome"] is None else f"{r['outcome']:.2f}"
+        rew = "-" if r["reward"] is None else f"{r['reward']:+.2f}"
+        steps = "-" if r["steps"] is None else str(r["steps"])
+        print(f"{r['id'][:46]:<48}{r['status']:<11}{r['setting']:<10}{r['task'][:26]:<28}{steps:>5}{out:>9}{rew:>8}")
+    return 0
+
+
+async def _result(client: Client, workflow_id: str) -> EpisodeResult | None:
+    try:
+        return await client.get_workflow_handle(workflow_id, result_type=EpisodeResult).result()
+    except Exception:  # an episode that did not complete has no result to show
+        return None
+
+
+async def show_episode(client: Client, settings: Settings, args: argparse.Namespace) -> int:
+    handle = client.get_workflow_handle(args.episode_id)
+    try:
+        desc = await handle.describe()
+    except RPCError:
+        print(f"openclaw-rl: no episode {args.episode_id!r} (see `openclaw-rl episodes`)")
+        return 1
+    status = desc.status.name.lower() if desc.status else "unknown"
+    result = await _result(client, args.episode_id) if desc.status == WorkflowExecutionStatus.COMPLETED else None
+    if result is None and desc.status == WorkflowExecutionStatus.RUNNING:
+        from workflows.episode import EpisodeWorkflow
+
+        progress = await handle.query(EpisodeWorkflow.progress)
+        steps, outcome, attempt = progress.steps, progress.outcome, progress.attempt
+    elif result is not None:
+        steps, outcome, attempt = result.steps, result.outcome, result.attempt
+    else:
+        inp = await original_input(client, args.episode_id)
+        print(f"episode {args.episode_id}: {status} ({inp.setting} {inp.task_id}); see the Web UI for its failure")
+        return 0
+    redis = aioredis.from_url(settings.redis.target())
+    try:
+        adv = {
+            int(k): v.decode().split()
+            for k, v in (await redis.hgetall(redis_keys.episode_advantages(args.episode_id))).items()
+        }
+    finally:
+        await redis.aclose()
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "episode_id": args.episode_id,
+                    "status": status,
+                    "attempt": attempt,
+                    "outcome": outcome,
+                    "result": result.model_dump() if result else None,
+                    "advantages": adv,
+                },
+                indent=2,
+            )
+        )
+        return 0
+    head = f"episode {args.episode_id}: {status}, attempt {attempt}"
+    if result is not None:
+        head += f", {result.setting} {result.task_id}, ended: {result.end}, outcome {result.outcome:g}"
+    print(head)
+    for s in steps:
+        votes = ", ".join("-" if v is None else f"{v:+d}" for v in s.votes) or "none"
+        reward = f"{step_reward(outcome, s.votes):+.2f}" if outcome is not None else "-"
+        a = f", advantage {float(adv[s.index][1]):+.3f}" if s.index in adv else ""
+        print(f"\n#{s.index} policy v{s.weight_version or '?'} {s.prompt_tokens}+{s.completion_tokens} tokens")
+        print(f"  action:      {_one_line(s.action)}" + (f"  [parse error: {s.parse_error}]" if s.parse_error else ""))
+        print(f"  observation: {_one_line(s.observation)}")
+        print(f"  votes [{votes}], step reward {reward}{a}" + (f"; ended: {s.done_reason}" if s.done_reason else ""))
+    return 0
+
+
+def _one_line(text: str, n: int = 110) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= n else flat[: n - 1] + "…"
+
+
+async def original_input(client: Client, workflow_id: str, run_id: str | None = None) -> EpisodeInput:
+    """The input the episode was started with, from the first event of its history."""
+    history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+    started = history.events[0].workflow_execution_started_event_attributes
+    [value] = await client.data_converter.decode(started.input.payloads, [EpisodeInput])
+    return value
+
+
+async def retry_episodes(client: Client, args: argparse.Namespace) -> int:
+    """Start failed episodes again with their original input; each retry names the run it retries."""
+    query = visibility_query(args)
+    if not args.status:
+        query = query.replace(
+            "ExecutionStatus != 'ContinuedAsNew'", "(" + " OR ".join(f"ExecutionStatus = '{s}'" for s in FAILED) + ")"
+        )
+    started = 0
+    async for wf in client.list_workflows(query, limit=args.limit):
+        inp = await original_input(client, wf.id, wf.run_id)
+        inp.retry_of = wf.id
+        new_id = f"{wf.id}/retry-{uuid.uuid4().hex[:6]}"
+        if args.dry_run:
+            print(f"would retry {wf.id} ({wf.status.name.lower()}) as {new_id}")
+            continue
+        from workflows.episode import EpisodeWorkflow
+
+        await client.start_workflow(
+            EpisodeWorkflow.run,
+            inp,
+            id=new_id,
+            task_queue=_workflow_queue(args),
+            memo={"retry_of": wf.id, "retry_of_run": wf.run_id},
+            static_summary=f"retry of {wf.id}",
+        )
+        started += 1
+        print(f"retrying {wf.id} ({wf.status.name.lower()}) as {new_id}")
+    if not started and not args.dry_run:
+        print("no failed episodes match")
+    return 0
+
+
+def _workflow_queue(args: argparse.Namespace) -> str:
+    return args.workflow_queue
+
+
+async def start(client: Client, settings: Settings, args: argparse.Namespace) -> int:
+    cfg = episode_config(settings, args.setting)
+    if args.max_steps:
+        cfg.max_steps = args.max_steps
+    queue = settings.temporal.task_queue(Pool.WORKFLOW)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    if args.episodes_command == "start":
+        from workflows.episode import EpisodeWorkflow
+
+        wf_id = f"episode/{args.setting}-{args.task}-{stamp}-{uuid.uuid4().hex[:4]}".replace(" ", "_")
+        handle = await client.start_workflow(
+            EpisodeWorkflow.run,
+            EpisodeInput(setting=args.setting, task_id=args.task, config=cfg),
+            id=wf_id,
+            task_queue=queue,
+        )
+    elif args.episodes_command == "group":
+        from workflows.task_group import TaskGroupWorkflow
+
+        group_id = f"{args.setting}-{args.task}-{stamp}-{uuid.uuid4().hex[:4]}"
+        wf_id = f"group/{group_id}"
+        handle = await client.start_workflow(
+            TaskGroupWorkflow.run,
+            TaskGroupInput(
+                group_id=group_id,
+                setting=args.setting,
+                task_id=args.task,
+                samples=args.samples,
+                config=cfg,
+                publish=not args.no_publish,
+            ),
+            id=wf_id,
+            task_queue=queue,
+        )
+    else:
+        from workflows.rollout import RolloutWorkflow
+
+        rollout_id = f"{args.setting}-{stamp}-{uuid.uuid4().hex[:4]}"
+        wf_id = f"rollout/{rollout_id}"
+        handle = await client.start_workflow(
+            RolloutWorkflow.run,
+            RolloutInput(
+                rollout_id=rollout_id,
+                setting=args.setting,
+                task_ids=args.tasks or [],
+                samples_per_task=args.samples,
+                parallel=args.parallel,
+                passes=args.passes,
+                config=cfg,
+                publish=not args.no_publish,
+            ),
+            id=wf_id,
+            task_queue=queue,
+        )
+    print(f"started {wf_id}")
+    if args.wait:
+        result = await handle.result()
+        print(result.model_dump_json(indent=2))
+    return 0
+
+
+async def watch(client: Client, args: argparse.Namespace) -> int:
+    """A live progress line per running rollout (or the one named)."""
+    from workflows.rollout import RolloutWorkflow
+
+    tty = sys.stdout.isatty()
+    last = ""
+    try:
+        while True:
+            ids = (
+                [args.rollout_id]
+                if args.rollout_id
+                else [
+                    wf.id
+                    async for wf in client.list_workflows(
+                        f"WorkflowType = '{ROLLOUT_WORKFLOW}' AND ExecutionStatus = 'Running'", limit=20
+                    )
+                ]
+            )
+            lines = []
+            finished = True
+            for wf_id in ids:
+                handle = client.get_workflow_handle(wf_id)
+                desc = await handle.describe()
+                p = await handle.query(RolloutWorkflow.progress)
+                finished &= desc.status != WorkflowExecutionStatus.RUNNING
+                mean = f", mean outcome {p.mean_outcome:.2f}" if p.mean_outcome is not None else ""
+                lines.append(
+                    f"{wf_id}: {p.groups_done}/{p.groups_total} groups, {p.running} running, {p.episodes_done} episodes"
+                    f"{mean}, {p.published} samples"
+                )
+            text = "\n".join(lines) or "no running rollouts"
+            if text != last:
+                print(text, flush=True)
+                last = text
+            if args.once or (args.rollout_id and finished):
+                return 0
+            await asyncio.sleep(1.0 if tty else 2.0)
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        return 0
+
+
+def add_parser(sub: argparse._SubParsersAction, func) -> None:
+    ep = sub.add_parser(
+        "episodes", help="general-agent episodes: list, show, retry, tasks, start, group, rollout, watch"
+    )
+    _filters(ep)
+    ep.set_defaults(func=func, exits_hard=True, episodes_command=None)
+    esub = ep.add_subparsers(dest="episodes_command")
+    ls = esub.add_parser("list", help="episodes with status, steps, outcome and reward (the default)")
+    _filters(ls)
+    sh = esub.add_parser("show", help="one episode's trajectory: action, observation, votes, step reward, advantage")
+    sh.add_argument("episode_id")
+    sh.add_argument("--json", action="store_true")
+    rt = esub.add_parser("retry", help="start failed episodes again with their original input")
+    _filters(rt)
+    rt.add_argument("--dry-run", action="store_true", help="only say what would be retried")
+    tk = esub.add_parser("tasks", help="the tasks each setting offers")
+    tk.add_argument("--setting", choices=["terminal", "toolcall"])
+    tk.add_argument("--json", action="store_true")
+    for name, what in (("start", "one episode"), ("group", "a task group"), ("rollout", "a rollout over a task set")):
+        p = esub.add_parser(name, help=f"start {what}")
+        p.add_argument("--setting", required=True, choices=["terminal", "toolcall"])
+        if name != "rollout":
+            p.add_argument("--task", required=True)
+        else:
+            p.add_argument("--tasks", nargs="*", help="task ids (default: every task of the setting)")
+            p.add_argument("--parallel", type=int, default=8, help="episodes at once")
+            p.add_argument("--passes", type=int, default=1)
+        if name != "start":
+            p.add_argument("--samples", type=int, default=8, help="episodes per task")
+            p.add_argument("--no-publish", action="store_true", help="evaluate only: no training samples")
+        p.add_argument("--max-steps", type=int, default=None)
+        p.add_argument("--wait", action="store_true", help="wait and print the result")
+    wt = esub.add_parser("watch", help="live progress of running rollouts")
+    wt.add_argument("rollout_id", nargs="?")
+    wt.add_argument("--once", action="store_true", help="print once and exit")
+
+
+def _filters(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--setting", choices=["terminal", "toolcall"], default=argparse.SUPPRESS)
+    p.add_argument("--task", default=argparse.SUPPRESS)
+    p.add_argument("--status", choices=list(STATUSES), default=argparse.SUPPRESS)
+    p.add_argument("--since", default=argparse.SUPPRESS, help="30m, 2h, 1d or an ISO date")
+    p.add_argument("--limit", type=int, default=argparse.SUPPRESS)
+    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
+    p.add_argument("--workflow-queue", default=argparse.SUPPRESS, help=argparse.SUPPRESS)

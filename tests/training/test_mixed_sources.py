@@ -1,0 +1,72 @@
+"""One policy learns from several streams: a train step consumes personal and terminal samples at once.
+
+The terminal samples are written by the real `publish_step_samples` activity (from
+token data stored as `agent_step` stores it), so the step-sample wire format is the
+one the trainer reads.
+"""
+
+from __future__ import annotations
+
+import redis
+import redis.asyncio as aioredis
+from temporalio.testing import ActivityEnvironment
+
+from activities.step_learning import StepLearningActivities
+from activities.training import TrainingActivities
+from contracts.episodes import PublishStepsInput, StepSampleRef
+from contracts.training import ClaimInput, TrainInput
+from openclaw_rl import redis_keys
+from openclaw_rl.turn_data import TurnTokens, save_turn_tokens
+from tests.training.test_train_step_activity import publish, settings_for, valkey  # noqa: F401 (fixture)
+
+
+async def store_steps(port: int, episode_id: str, n: int) -> list[StepSampleRef]:
+    r = aioredis.Redis(port=port)
+    refs = []
+    for t in range(n):
+        step_id = f"{episode_id}:a1:s{t}"
+        await save_turn_tokens(
+            r,
+            TurnTokens(
+                turn_id=step_id,
+                prompt_ids=[151644, 872, 198, 100 + t],
+                response_ids=[3838, 374, 1273],
+                response_logprobs=[-11.0] * 3,
+                weight_version="0",
+                finish_reason="stop",
+                temperature=1.0,
+            ),
+        )
+        refs.append(
+            StepSampleRef(
+                episode_id=episode_id, step=t, step_id=step_id, reward=1.0 - t, advantage=0.5 - t, outcome=1.0
+            )
+        )
+    await r.aclose()
+    return refs
+
+
+async def test_one_train_step_consumes_the_personal_and_terminal_streams(tmp_path, valkey, tiny_model):  # noqa: F811
+    settings = settings_for(tmp_path, valkey, tiny_model)
+    publish(valkey, 0, 4)
+    refs = await store_steps(valkey, "episode/g1/0", 4)
+    steps = StepLearningActivities(settings)
+    env = ActivityEnvironment()
+    inp = PublishStepsInput(setting="terminal", task_id="files-x", group_id="g1", judge_name="heuristic", steps=refs)
+    first = await env.run(steps.publish_step_samples, inp)
+    again = await env.run(steps.publish_step_samples, inp)  # a retried activity publishes nothing twice
+    assert (first.published, first.duplicates) == (4, 0) and (again.published, again.duplicates) == (0, 4)
+    assert redis.Redis(port=valkey).xlen(redis_keys.sample_stream("terminal")) == 4
+
+    acts = TrainingActivities(settings)
+    claim = await env.run(
+        acts.claim_batch,
+        ClaimInput(consumer="t", batch_size=8, source_weights={"personal": 1.0, "terminal": 1.0}, wait_s=1.0),
+    )
+    assert {k: len(v) for k, v in claim.ids.items()} == {"personal": 4, "terminal": 4}
+    summary = await env.run(acts.train_step, TrainInput(ids=claim.ids, version=0, max_staleness=4))
+    assert summary.trained == 8 and summary.version == 1
+    assert sorted(i for i in summary.sample_ids if i.startswith("episode/")) == [f"episode/g1/0#{t}" for t in range(4)]
+    assert sum(i.startswith("session/") for i in summary.sample_ids) == 4
+    await steps.aclose()
+    await acts.aclose()
