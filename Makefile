@@ -16,6 +16,9 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e '.[test]'
+	# BFCL's multi-turn APIs, data and checker import with the standard library; its declared dependencies
+	# (hosted-model SDKs, a numpy pin, faiss, sentence-transformers) must stay out: no deps.
+	$(PY) -m pip install -q --no-deps bfcl-eval==2026.3.23
 	touch $@
 
 install: system-deps $(VENV)/.installed

@@ -68,6 +68,7 @@ class EnvActivities:
         sb = settings.envs.sandbox
         self.sandboxes = SandboxPool(sb.root, sb.limits, sb.mode)
         self._sources: dict[str, TaskSource] = {}
+        self._step_limits: dict[tuple[str, str], int | None] = {}
         self._held: dict[str, _Held] = {}
         self._janitor: asyncio.Task | None = None
 
@@ -113,7 +114,18 @@ class EnvActivities:
         self._held[inp.attempt_key] = _Held(env)
         instruction = next((m.get("content", "") for m in opening if m.get("role") == "user"), "")
         log.info("environment opened", attempt_key=inp.attempt_key, setting=inp.setting, task_id=inp.task_id)
-        return EnvOpened(worker_queue=self.worker_queue, instruction=clip(instruction), tools=len(tools))
+        return EnvOpened(
+            worker_queue=self.worker_queue,
+            instruction=clip(instruction),
+            tools=len(tools),
+            max_steps=await self._step_limit(inp.setting, inp.task_id),
+        )
+
+    async def _step_limit(self, setting: str, task_id: str) -> int | None:
+        if (setting, task_id) not in self._step_limits:
+            tasks = await asyncio.to_thread(self.source(setting).tasks)
+            self._step_limits.update({(setting, t.task_id): t.max_steps for t in tasks})
+        return self._step_limits.get((setting, task_id))
 
     @activity.defn(name=ENV_STEP.name)
     async def env_step(self, inp: EnvStepInput) -> EnvStepResult:

@@ -111,6 +111,8 @@ class EnvOpened(BaseModel):
     instruction: str
     """The task's instruction, summarised."""
     tools: int
+    max_steps: int | None = None
+    """The task's own step limit (a multi-turn task needs more); None: the setting's."""
 
 
 class EnvStepInput(BaseModel):

@@ -43,6 +43,8 @@ __all__ = ["CommandResult", "Sandbox", "SandboxLimits", "SandboxPool", "SandboxU
 INSIDE_WORKSPACE = "/app"
 UID_BASE = 61000
 UID_SLOTS = 4096
+UID_LOCKS = Path(tempfile.gettempdir()) / "openclaw-rl-sandbox-uids"
+"""One lock file per sandbox uid, machine-wide: every env worker on the machine leases from the same set."""
 _SIG_EXIT = {128 + signal.SIGXCPU: "cpu_time", 128 + signal.SIGXFSZ: "file_size", 128 + signal.SIGKILL: "killed"}
 
 
@@ -271,7 +273,7 @@ class SandboxPool:
                 raise SandboxUnavailable(why)
         self.root.mkdir(parents=True, exist_ok=True)
         os.chmod(self.root, 0o711)  # the sandbox uids must traverse it to reach their workspace, never list it
-        (self.root / ".uids").mkdir(exist_ok=True)
+        UID_LOCKS.mkdir(mode=0o700, exist_ok=True)
 
     def open(self, name: str) -> Sandbox:
         """A fresh, empty workspace for one episode."""
@@ -295,7 +297,7 @@ class SandboxPool:
         """The first uid no live sandbox on this machine holds; the lock dies with the process that held it."""
         for slot in range(UID_SLOTS - 1):  # the last uid is the probe's
             uid = UID_BASE + slot
-            fd = os.open(self.root / ".uids" / f"{uid}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+            fd = os.open(UID_LOCKS / f"{uid}.lock", os.O_CREAT | os.O_RDWR, 0o600)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

@@ -96,9 +96,10 @@ class EpisodeWorkflow:
             raise _cause_as_application_error(exc, "the environment could not be opened") from exc
         votes: list[asyncio.Task] = []
         end = "step_limit"
+        max_steps = opened.max_steps or cfg.max_steps
         try:
-            for t in range(cfg.max_steps):
-                self._details(inp, f"step {t + 1}/{cfg.max_steps}: policy")
+            for t in range(max_steps):
+                self._details(inp, f"step {t + 1}/{max_steps}: policy")
                 step_id = redis_keys.episode_step_id(wf_id, attempt, t)
                 try:
                     out: AgentStepOutput = await execute(
@@ -129,7 +130,7 @@ class EpisodeWorkflow:
                 )
                 self.steps.append(rec)
                 self._note_policy_version(out.weight_version)
-                self._details(inp, f"step {t + 1}/{cfg.max_steps}: environment")
+                self._details(inp, f"step {t + 1}/{max_steps}: environment")
                 res: EnvStepResult = await self._on_env(
                     ENV_STEP, EnvStepInput(attempt_key=key, step=t), opened, cfg.step_timeout_s
                 )
