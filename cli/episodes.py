@@ -310,8 +310,6 @@ def _workflow_queue(args: argparse.Namespace) -> str:
 
 async def start(client: Client, settings: Settings, args: argparse.Namespace) -> int:
     cfg = episode_config(settings, args.setting)
-    if args.max_steps:
-        cfg.max_steps = args.max_steps
     queue = settings.temporal.task_queue(Pool.WORKFLOW)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     if args.episodes_command == "start":
@@ -440,7 +438,6 @@ def add_parser(sub: argparse._SubParsersAction, func) -> None:
         if name != "start":
             p.add_argument("--samples", type=int, default=8, help="episodes per task")
             p.add_argument("--no-publish", action="store_true", help="evaluate only: no training samples")
-        p.add_argument("--max-steps", type=int, default=None)
         p.add_argument("--wait", action="store_true", help="wait and print the result")
     wt = esub.add_parser("watch", help="live progress of running rollouts")
     wt.add_argument("rollout_id", nargs="?")

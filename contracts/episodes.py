@@ -34,6 +34,7 @@ class EpisodeConfig(BaseModel):
     """How an episode runs; built from settings by whoever starts it (workflow code reads no settings)."""
 
     max_steps: int = Field(10, ge=1, le=200)
+    """Used when the task has no step limit of its own (env_open reports the task's, which the agent is told)."""
     prm_votes: int = Field(1, ge=0, le=16)
     temperature: float = 1.0
     max_tokens: int = Field(1024, ge=1)
