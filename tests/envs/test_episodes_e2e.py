@@ -26,6 +26,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from contracts.episodes import EpisodeResult, TaskGroupResult
 from envs.sandbox import sandbox_problem
 from envs.terminal.source import TerminalTasks
+from envs.toolcall.bfcl import BfclTasks, oracle_turns
 from envs.toolcall.math_tasks import generate
 from openclaw_rl import redis_keys
 from tests.helpers import CLI, REPO, RunningStack, stack_env
@@ -45,6 +46,8 @@ ORACLE_TASK, WRONG_TASK, SLOW_TASK, GROUP_TASK = (
 )
 MATH = {p.task_id: p for p in generate(200)}
 ORACLE_MATH, WRONG_MATH = "math/0", "math/1"
+BFCL_TASK, SILENT_BFCL = "bfcl/multi_turn_base_0", "bfcl/multi_turn_base_1"
+TURN_DONE = "Done with this request."
 
 
 class Script:
@@ -54,8 +57,12 @@ class Script:
         tasks = TerminalTasks()
         self.terminal = {t: tasks.get(t) for t in (ORACLE_TASK, WRONG_TASK, SLOW_TASK, GROUP_TASK)}
         self.group_episodes = 0
-        self.group_solvers: set[str] = set()
         self.lock = threading.Lock()
+        self.bfcl = BfclTasks(categories=("multi_turn_base",)).entry(BFCL_TASK)
+        self.bfcl_calls = oracle_turns(self.bfcl)
+        self.bfcl_opening = next(m["content"] for m in self.bfcl.turns[0] if m.get("role") == "user")[:80]
+        silent = BfclTasks(categories=("multi_turn_base",)).entry(SILENT_BFCL)
+        self.silent_opening = next(m["content"] for m in silent.turns[0] if m.get("role") == "user")[:80]
 
     def __call__(self, prompt: str) -> str:
         done = prompt.count("<|im_start|>assistant") - 1  # the last one is the generation prompt
@@ -72,7 +79,19 @@ class Script:
                     if done == 0
                     else f"So the answer is \\boxed{{{truth}}}."
                 )
+        if self.bfcl_opening in prompt:
+            return self.bfcl_step(prompt)
+        if self.silent_opening in prompt:
+            return TURN_DONE  # never calls a function: BFCL's state check fails
         return "I cannot help with that."
+
+    def bfcl_step(self, prompt: str) -> str:
+        """Replay BFCL's ground truth: a turn's calls in one step, then a reply without calls to end the turn."""
+        last = prompt.rsplit("<|im_start|>", 2)[-2]
+        if "<tool_response>" in last:
+            return TURN_DONE
+        turn = prompt.count(TURN_DONE)
+        return "\n".join(tool_call(c.name, **c.arguments) for c in self.bfcl_calls[turn]) or TURN_DONE
 
     def terminal_step(self, task_id: str, task, prompt: str, done: int) -> str:
         solve = (task.root / "solution" / "solve.sh").read_text()
@@ -175,6 +194,18 @@ async def test_tool_call_math_oracle_and_wrong_answer(agent_stack):
     ok, ko = await result_of(stack, good), await result_of(stack, bad)
     assert ok.outcome == 1.0 and ok.end == "answered" and ok.steps[0].action.startswith("python(")
     assert ko.outcome == 0.0 and len(ko.steps) == 1
+
+
+async def test_bfcl_oracle_passes_bfcls_own_checker_and_silence_fails_it(agent_stack):
+    stack, _ = agent_stack
+    good = f"episode/bfcl-{uuid.uuid4().hex[:6]}"
+    bad = f"episode/bfcl-{uuid.uuid4().hex[:6]}"
+    temporal_start(stack, "EpisodeWorkflow", good, {"setting": "toolcall", "task_id": BFCL_TASK})
+    temporal_start(stack, "EpisodeWorkflow", bad, {"setting": "toolcall", "task_id": SILENT_BFCL})
+    ok, ko = await result_of(stack, good), await result_of(stack, bad)
+    assert ko.outcome == 0.0 and all(s.tool_calls == 0 for s in ko.steps)
+    assert ok.outcome == 1.0 and ok.end == "no_more_turns"
+    assert sum(s.tool_calls > 0 for s in ok.steps) == len([c for c in oracle_turns(Script().bfcl) if c])
 
 
 async def test_a_task_group_publishes_each_step_sample_exactly_once(agent_stack):

@@ -1,0 +1,130 @@
+"""What a hostile or careless agent command meets: each attack is stopped or refused, reported, and the next works."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from envs.base import Action, ToolCallAction
+from envs.sandbox import SandboxLimits, SandboxPool, sandbox_problem
+from envs.terminal.source import TerminalTasks
+from openclaw_rl.settings import Settings
+from stack.launcher import sandbox_refusal
+
+pytestmark = pytest.mark.skipif(sandbox_problem() is not None, reason=f"no sandbox here: {sandbox_problem()}")
+
+
+@pytest.fixture(scope="module")
+def pool() -> SandboxPool:
+    # Under /tmp: the sandbox uids must traverse the root's parents (pytest's own tmp folders are 0700).
+    return SandboxPool(
+        Path(f"/tmp/oc-sandbox-test-{uuid.uuid4().hex[:8]}"), SandboxLimits(wall_s=4, memory_mb=1024, processes=64)
+    )
+
+
+@pytest.fixture
+def box(pool):
+    with pool.session("attack") as b:
+        yield b
+
+
+def still_serves(box) -> None:
+    r = box.run("echo alive")
+    assert r.exit_code == 0 and r.stdout.strip() == "alive"
+
+
+def test_a_fork_bomb_hits_the_process_limit(box):
+    r = box.run("bomb() { bomb | bomb & }; bomb; sleep 1; echo survived")
+    assert r.limit == "processes" and "[sandbox: stopped by the processes limit]" in r.report()
+    still_serves(box)
+
+
+def test_an_infinite_loop_is_killed_at_the_wall_clock(box):
+    started = time.monotonic()
+    r = box.run("while true; do :; done")
+    assert r.limit == "wall_clock" and r.exit_code == 124 and time.monotonic() - started < 10
+    still_serves(box)
+
+
+def test_a_10_gb_allocation_fails_inside(box):
+    r = box.run("python3 -c 'x = bytearray(10 * 1024**3)'")
+    assert r.exit_code != 0 and r.limit == "memory" and "MemoryError" in r.stderr
+    still_serves(box)
+
+
+def test_there_is_no_network(box):
+    r = box.run("python3 -c 'import socket; socket.create_connection((\"1.1.1.1\", 80), timeout=2)'")
+    assert r.exit_code != 0 and "Network is unreachable" in r.stderr
+    r = box.run("python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", 22), timeout=2)'")
+    assert r.exit_code != 0  # not even the host's loopback: the sandbox has its own, empty network namespace
+    still_serves(box)
+
+
+def test_writes_outside_the_workspace_are_refused(box):
+    r = box.run("echo x > /usr/evil; echo y > /etc/evil; touch /app/ok && echo wrote-app")
+    assert "Read-only file system" in r.stderr and "wrote-app" in r.stdout
+    assert not Path("/usr/evil").exists() and not Path("/etc/evil").exists()
+    with pytest.raises(ValueError):
+        box.write_file("../escape.txt", "no")
+    still_serves(box)
+
+
+def test_another_episodes_workspace_cannot_be_read(pool, box):
+    with pool.session("victim") as other:
+        other.write_file("secret.txt", "hunter2")
+        assert other.uid != box.uid
+        r = box.run(f"cat {other.workspace}/secret.txt; ls {other.workspace.parent}; cat ../secret.txt")
+        assert "hunter2" not in r.stdout
+        assert other.run("cat secret.txt").stdout == "hunter2"  # its owner still reads it
+
+
+def test_huge_output_is_clipped_and_a_huge_file_is_stopped(box):
+    r = box.run("yes | head -c 5000000")
+    assert r.truncated and len(r.stdout) < 40_000 and "elided" in r.stdout
+    r = box.run("head -c 2000000000 /dev/zero > big.bin")
+    assert r.limit == "file_size"
+    still_serves(box)
+
+
+def test_background_processes_die_with_the_command(box):
+    box.run("(sleep 30; echo late > late.txt) &")
+    time.sleep(0.5)
+    assert box.run("ps -e -o comm= | grep -c sleep || true").stdout.strip() == "0"
+
+
+def test_the_terminal_env_reports_the_limit_in_its_observation_and_keeps_serving(pool):
+    env = TerminalTasks().make("text-top-ips", pool)
+    env.reset()
+    try:
+        obs = env.step(
+            Action(
+                tool_calls=[
+                    ToolCallAction(id="c1", name="bash", arguments={"command": "bomb() { bomb | bomb & }; bomb"})
+                ]
+            )
+        )
+        assert "processes limit" in obs.tool_results[0].content and not obs.done
+        obs = env.step(Action(tool_calls=[ToolCallAction(id="c2", name="bash", arguments={"command": "echo next"})]))
+        assert "next" in obs.tool_results[0].content and obs.tool_results[0].exit_code == 0
+    finally:
+        env.close()
+
+
+def test_closing_removes_the_workspace_and_every_process(pool):
+    box = pool.open("closing")
+    box.run("(sleep 30 &) ; true")
+    workspace = box.workspace
+    box.close()
+    assert not workspace.exists()
+
+
+def test_up_refuses_without_a_sandbox_unless_told(monkeypatch):
+    import envs.sandbox as sandbox
+
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
+    why = sandbox_refusal(Settings())
+    assert why and "bubblewrap" in why and "OPENCLAW_RL_ENVS__SANDBOX__MODE=unsandboxed" in why
+    assert sandbox_refusal(Settings(envs={"sandbox": {"mode": "unsandboxed"}})) is None
