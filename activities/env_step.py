@@ -72,6 +72,10 @@ class EnvActivities:
         self._held: dict[str, _Held] = {}
         self._janitor: asyncio.Task | None = None
 
+    def held(self) -> int:
+        """Environments this worker holds now (its capacity counts them)."""
+        return len(self._held)
+
     def source(self, setting: str) -> TaskSource:
         if setting not in self._sources:
             try:

@@ -24,6 +24,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -137,14 +138,15 @@ class Sandbox:
                     start_new_session=True,  # its own process group: killed whole at the wall-clock limit
                     preexec_fn=self._limits_then_uid,
                 )
-                timed_out = False
+                # A timer kills at the wall clock while this thread blocks in waitpid: Popen's own timeout polls with
+                # sleeps of up to 50 ms, which every command would pay on top of its run time.
+                timed_out = threading.Event()
+                timer = threading.Timer(wall, lambda: (timed_out.set(), self._kill(proc)))
+                timer.start()
                 try:
-                    proc.communicate(input=stdin.encode() if stdin is not None else None, timeout=wall)
-                except subprocess.TimeoutExpired:
-                    timed_out = True
-                    self._kill(proc)
-                    proc.wait()
+                    proc.communicate(input=stdin.encode() if stdin is not None else None)
                 finally:
+                    timer.cancel()
                     untrack(proc.pid)
             duration = time.monotonic() - started
             reap_orphans()
@@ -152,11 +154,11 @@ class Sandbox:
             stderr, t2 = _read_clipped(err, self.limits.output_chars)
         code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
         return CommandResult(
-            exit_code=124 if timed_out else code,
+            exit_code=124 if timed_out.is_set() else code,
             stdout=stdout,
             stderr=stderr,
             duration_s=round(duration, 3),
-            limit="wall_clock" if timed_out else _limit_from(code, stderr),
+            limit="wall_clock" if timed_out.is_set() else _limit_from(code, stderr),
             truncated=t1 or t2,
         )
 

@@ -269,6 +269,8 @@ class EnvsSettings(BaseModel):
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     terminal: AgentSettingConfig = Field(default_factory=lambda: AgentSettingConfig(max_steps=10))
     toolcall: AgentSettingConfig = Field(default_factory=lambda: AgentSettingConfig(max_steps=16))
+    envs_per_worker: int = Field(16, ge=1, le=4096)
+    """Environments one env worker holds at once; a full worker stops taking new episodes (the others take them)."""
     episode_attempts: int = Field(3, ge=1, le=10)
     """An episode whose env worker is lost restarts from the beginning on another worker, this many times in all."""
     env_lost_after_s: float = Field(30.0, gt=0)

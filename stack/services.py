@@ -29,6 +29,10 @@ DEV_SERVER_DYNAMIC_CONFIG = {
     # Update whose handler runs an activity on another queue: p50 100 ms at the
     # default, 33 ms with this (same-queue eager dispatch: 30-34 ms either way).
     "history.transferProcessorMaxPollRPS": 1000,
+    # One partition per task queue: a local server gains nothing from more, and a poll on another partition
+    # than the task's waits for forwarding (measured with the rollout benchmark: dispatch 6.4 -> 2.8 ms).
+    "matching.numTaskqueueReadPartitions": 1,
+    "matching.numTaskqueueWritePartitions": 1,
 }
 
 
@@ -50,6 +54,9 @@ def temporal_service(settings: Settings) -> ServiceSpec:
         "--log-level",
         "warn",
     ]
+    # WAL with NORMAL sync: a commit survives any process dying (what the stack guards against) without an fsync
+    # per history write; only an OS crash may lose the last ones. A workflow task took 15 ms -> 9.5 ms.
+    argv += ["--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=normal"]
     for key, value in DEV_SERVER_DYNAMIC_CONFIG.items():
         argv += ["--dynamic-config-value", f"{key}={value}"]
     argv += ["--headless"] if t.headless else ["--ui-port", str(t.ui_port), "--ui-disable-news-fetch"]

@@ -26,14 +26,23 @@ async def run_worker(settings: Settings, pool: Pool) -> None:
     workers = [
         Worker(
             client,
-            task_queue=q,
-            workflows=parts.workflows if q == queue else [],
+            task_queue=queue,
+            workflows=parts.workflows,
             activities=parts.activities,
             graceful_shutdown_timeout=timedelta(seconds=GRACEFUL_SHUTDOWN_S),
+            **({"tuner": parts.shared_tuner} if parts.shared_tuner else {}),
         )
-        for q in [queue, parts.own_queue]
-        if q is not None
     ]
+    if parts.own_queue is not None:
+        workers.append(
+            Worker(
+                client,
+                task_queue=parts.own_queue,
+                activities=parts.activities,
+                graceful_shutdown_timeout=timedelta(seconds=GRACEFUL_SHUTDOWN_S),
+                max_concurrent_activities=parts.own_queue_slots or 100,
+            )
+        )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

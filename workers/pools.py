@@ -9,6 +9,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from temporalio.worker import FixedSizeSlotSupplier, WorkerTuner
+
 from activities.agent_step import AgentActivities
 from activities.env_step import EnvActivities
 from activities.generate import GenerateActivities
@@ -18,6 +20,7 @@ from activities.step_learning import StepLearningActivities
 from activities.training import TrainingActivities
 from activities.turn_log import TurnLogActivities
 from openclaw_rl.settings import Pool, Settings
+from workers.env_capacity import EnvCapacity
 from workflows.episode import EpisodeWorkflow
 from workflows.judge_turn import JudgeTurnWorkflow
 from workflows.rollout import RolloutWorkflow
@@ -35,6 +38,9 @@ class PoolComponents:
     """Release clients (Redis, HTTP, judges) once the worker has stopped."""
     own_queue: str | None = None
     """A task queue only this worker polls (env pool: the episodes whose environment it holds)."""
+    shared_tuner: WorkerTuner | None = None
+    """Slots of the pool's shared queue, when the default count of activities in flight is not the right limit."""
+    own_queue_slots: int | None = None
 
 
 def components_for(pool: Pool, settings: Settings) -> PoolComponents:
@@ -80,6 +86,14 @@ def components_for(pool: Pool, settings: Settings) -> PoolComponents:
     elif pool is Pool.ENV:
         parts.own_queue = env_worker_queue(settings)
         envs = EnvActivities(settings, parts.own_queue)
+        capacity = settings.envs.envs_per_worker
+        parts.shared_tuner = WorkerTuner.create_composite(
+            workflow_supplier=FixedSizeSlotSupplier(1),
+            activity_supplier=EnvCapacity(capacity, envs.held),
+            local_activity_supplier=FixedSizeSlotSupplier(1),
+            nexus_supplier=FixedSizeSlotSupplier(1),
+        )
+        parts.own_queue_slots = capacity
         parts.activities += [envs.list_tasks, envs.env_open, envs.env_step, envs.env_outcome, envs.env_close]
         parts.closers.append(envs.aclose)
     return parts

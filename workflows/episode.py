@@ -54,7 +54,9 @@ class EnvLost(Exception):
     """The env worker holding this attempt's environment stopped answering."""
 
 
-@workflow.defn(name=EPISODE_WORKFLOW)
+# Unsandboxed, like SessionWorkflow: the sandbox's per-task cost is on every step's path, and this code is
+# deterministic by construction (no I/O, time or randomness but workflow.*).
+@workflow.defn(name=EPISODE_WORKFLOW, sandboxed=False)
 class EpisodeWorkflow:
     @workflow.init
     def __init__(self, inp: EpisodeInput) -> None:
@@ -63,6 +65,7 @@ class EpisodeWorkflow:
         self.outcome: float | None = None
         self.phase = "starting"
         self._cfg = inp.config
+        self._policy_version: int | None = None
 
     @workflow.run
     async def run(self, inp: EpisodeInput) -> EpisodeResult:
@@ -211,8 +214,10 @@ class EpisodeWorkflow:
         workflow.set_current_details(f"{inp.setting} {inp.task_id}{attempt}: {what}")
 
     def _note_policy_version(self, version: str | None) -> None:
-        if version is not None and version.isdigit():
-            workflow.upsert_search_attributes([POLICY_VERSION.value_set(int(version))])
+        if version is None or not version.isdigit() or int(version) == self._policy_version:
+            return
+        self._policy_version = int(version)
+        workflow.upsert_search_attributes([POLICY_VERSION.value_set(int(version))])
 
     @workflow.query
     def progress(self) -> EpisodeProgress:

@@ -34,7 +34,9 @@ GROUPS_PER_RUN = 200
 KEEP_RECENT = 10
 
 
-@workflow.defn(name=ROLLOUT_WORKFLOW)
+# Unsandboxed, like SessionWorkflow: the sandbox's per-task cost is on every step's path, and this code is
+# deterministic by construction (no I/O, time or randomness but workflow.*).
+@workflow.defn(name=ROLLOUT_WORKFLOW, sandboxed=False)
 class RolloutWorkflow:
     @workflow.init
     def __init__(self, inp: RolloutInput) -> None:

@@ -34,7 +34,9 @@ with workflow.unsafe.imports_passed_through():
     from workflows.episode import EpisodeWorkflow
 
 
-@workflow.defn(name=TASK_GROUP_WORKFLOW)
+# Unsandboxed, like SessionWorkflow: the sandbox's per-task cost is on every step's path, and this code is
+# deterministic by construction (no I/O, time or randomness but workflow.*).
+@workflow.defn(name=TASK_GROUP_WORKFLOW, sandboxed=False)
 class TaskGroupWorkflow:
     @workflow.init
     def __init__(self, inp: TaskGroupInput) -> None:
