@@ -42,3 +42,40 @@ def test_hint_is_the_corrective_sentence():
         asyncio.run(HeuristicJudge().hint(ctx("Traceback (most recent call last):\nValueError: boom", role="tool")))
     )
     assert tool.score == 1 and "ValueError: boom" in tool.hint
+
+
+def _step(tool_calls: str, results: str = "", text: str = "", parse_error: str | None = None, errors: int = 0):
+    from judges.base import StepView
+
+    return StepView(
+        turn_idx=0,
+        assistant_text=text,
+        tool_calls=tool_calls,
+        tool_results=results,
+        parse_error=parse_error,
+        errors=errors,
+    )
+
+
+def test_step_rules_score_broken_failed_repeated_and_good_steps():
+    from judges.base import StepJudgeContext
+
+    judge = HeuristicJudge()
+
+    def score(current, history=()):
+        ctx = StepJudgeContext(setting="terminal", task_instruction="t", history=list(history), current=current)
+        return judge.step_score(ctx)[0]
+
+    ok = _step('[{"name": "bash", "arguments": {"command": "ls"}}]', "[bash exit=0] a.txt")
+    assert score(ok) == 1
+    assert score(_step("parse error: bad json", parse_error="bad json")) == -1
+    assert score(_step('[{"name": "bash"}]', "[bash exit=2] No such file or directory", errors=1)) == -1
+    assert score(ok, history=[ok]) == -1  # going in circles
+    assert score(_step("[]", text="The answer is \\boxed{4}.")) == 1
+    assert score(_step("[]", text="  ")) == -1
+    assert (
+        parse_boxed(
+            asyncio.run(judge.step(StepJudgeContext(setting="toolcall", task_instruction="t", history=[], current=ok)))
+        )
+        == 1
+    )
