@@ -54,9 +54,9 @@ def temporal_service(settings: Settings) -> ServiceSpec:
         "--log-level",
         "warn",
     ]
-    # WAL with NORMAL sync: a commit survives any process dying (what the stack guards against) without an fsync
-    # per history write; only an OS crash may lose the last ones. A workflow task took 15 ms -> 9.5 ms.
-    argv += ["--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=normal"]
+    # Write-ahead log, still fsynced at every commit (synchronous=full: durable as before): one sync per history
+    # write instead of the rollback journal's several. A workflow task took 18 ms -> 11 ms (rollout benchmark).
+    argv += ["--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=full"]
     for key, value in DEV_SERVER_DYNAMIC_CONFIG.items():
         argv += ["--dynamic-config-value", f"{key}={value}"]
     argv += ["--headless"] if t.headless else ["--ui-port", str(t.ui_port), "--ui-disable-news-fetch"]
