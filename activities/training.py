@@ -12,6 +12,7 @@ import asyncio
 import hashlib
 import json
 import shutil
+import threading
 import time
 from pathlib import Path
 
@@ -42,6 +43,7 @@ from openclaw_rl import redis_keys
 from openclaw_rl.checkpoints import (
     SAVED_MANIFEST,
     atomic_dir,
+    newest_version,
     prune_versions,
     read_version_info,
     saved_dir,
@@ -73,6 +75,16 @@ class TrainingActivities:
         # One step at a time per worker: an attempt Temporal gave up on (heartbeat timeout) may still be
         # running in its thread; the retry waits for it, then finds its checkpoint.
         self._step_lock = asyncio.Lock()
+        self._load_lock = threading.Lock()
+        # Load the trainer now, at the newest checkpoint (the version the next step trains from), so the first
+        # step does not pay for it: while it loads, samples pile up and the oldest go stale before training.
+        threading.Thread(target=self._preload, name="trainer-preload", daemon=True).start()
+
+    def _preload(self) -> None:
+        try:
+            self._trainer_at(newest_version(self.settings.checkpoints_dir))
+        except Exception as exc:  # the first step loads it again and reports any error where it matters
+            log.warning("trainer preload failed", error=str(exc))
 
     async def aclose(self) -> None:
         await self.redis.aclose()
@@ -181,6 +193,10 @@ class TrainingActivities:
         return summary
 
     def _trainer_at(self, version: int) -> PolicyTrainer:
+        with self._load_lock:
+            return self._load_trainer(version)
+
+    def _load_trainer(self, version: int) -> PolicyTrainer:
         if self.trainer is not None and self.trainer_version == version:
             return self.trainer
         t = self.settings.training

@@ -70,6 +70,12 @@ def atomic_dir(target: Path) -> Iterator[Path]:
         raise
 
 
+def newest_version(root: Path) -> int:
+    """The highest version with a checkpoint folder under `root` (0: only the served base model)."""
+    versions = [int(p.name[len(_PREFIX) :]) for p in Path(root).glob(f"{_PREFIX}*") if p.name[len(_PREFIX) :].isdigit()]
+    return max(versions, default=0)
+
+
 def prune_versions(root: Path, newest: int, keep: int) -> list[Path]:
     """Delete version folders more than `keep` behind `newest`; saved checkpoints are elsewhere and never touched."""
     removed = []
