@@ -14,9 +14,9 @@ from typing import Any
 
 import structlog
 
+import envs.terminal.tools as tools
 from envs.base import Action, Observation, ToolCallAction, ToolResult
 from envs.sandbox import CommandResult, Sandbox, SandboxPool
-from envs.terminal import tools
 from envs.terminal.mounts import mounted
 from envs.terminal.task import TerminalTask
 from envs.terminal.verifier import Verdict, run_checker
