@@ -148,6 +148,15 @@ class JudgeOutcome(BaseModel):
     result: PublishResult
 
 
+def session_key(workflow_id: str, first_run_id: str) -> str:
+    """One run chain of a session workflow (a run and its continuations as new).
+
+    A session id that comes back after its session ended starts a new chain under the same workflow id; its turn
+    indices start again at 0. Keying judges, samples and archives by the chain keeps the two apart.
+    """
+    return f"{workflow_id}@{first_run_id}"
+
+
 def judge_workflow_id(session_key: str, turn_index: int) -> str:
     return f"judge/{session_key}/{turn_index}"
 

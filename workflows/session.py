@@ -26,7 +26,7 @@ from temporalio.workflow import ParentClosePolicy
 with workflow.unsafe.imports_passed_through():
     from contracts.chat import GENERATE, GenerateInput, GenerateOutput, ToolCall, TurnType
     from contracts.errors import ErrorType
-    from contracts.learning import JudgeTurnInput, Method, NextState, judge_workflow_id
+    from contracts.learning import JudgeTurnInput, Method, NextState, judge_workflow_id, session_key
     from contracts.session import (
         ARCHIVE_TURNS,
         SESSION_WORKFLOW,
@@ -49,6 +49,10 @@ with workflow.unsafe.imports_passed_through():
     from workflows.judge_turn import JudgeTurnWorkflow
 
 
+RUN_SCOPED_KEYS = "run-scoped-session-keys"
+"""Patch marker: a session id reused after its session ended must not reuse the old run's sample and judge ids."""
+
+
 # Unsandboxed: the sandbox's per-task cost showed up in chat latency under load;
 # this code is deterministic by construction (no I/O, time or randomness but workflow.*).
 @workflow.defn(name=SESSION_WORKFLOW, sandboxed=False)
@@ -63,6 +67,7 @@ class SessionWorkflow:
         self.closed_reason: str | None = None
         self.rolling = False
         self.judge_starts = 0  # child workflows being started (must be in place before this run ends)
+        self._key: str | None = None
 
     @workflow.run
     async def run(self, inp: SessionInput) -> SessionSummary:
@@ -182,7 +187,7 @@ class SessionWorkflow:
             return
         inp = JudgeTurnInput(
             plan=plan,
-            session_key=workflow.info().workflow_id,
+            session_key=self._session_key(),
             user_id=self.state.user_id,
             session_id=self.state.session_id,
             turn_id=rec.turn_id,
@@ -208,6 +213,17 @@ class SessionWorkflow:
                 self.judge_starts -= 1
 
         asyncio.ensure_future(start())
+
+    def _session_key(self) -> str:
+        """Judges, samples and archived turn records are keyed by this run chain, not only the workflow id.
+
+        Runs started before this existed keep the bare workflow id (what their histories recorded).
+        """
+        if self._key is None:
+            info = workflow.info()
+            chain = workflow.patched(RUN_SCOPED_KEYS)
+            self._key = session_key(info.workflow_id, info.first_execution_run_id) if chain else info.workflow_id
+        return self._key
 
     def _note_policy_version(self, version: str | None) -> None:
         if version is None or not version.isdigit() or int(version) == self.state.policy_version:
@@ -239,7 +255,7 @@ class SessionWorkflow:
         done, kept = self.state.turns[:keep_from], self.state.turns[keep_from:]
         if done:
             seg = ArchivedSegment(
-                key=redis_keys.turn_log_segment(workflow.info().workflow_id, done[0].index),
+                key=redis_keys.turn_log_segment(self._session_key(), done[0].index),
                 first_index=done[0].index,
                 count=len(done),
             )

@@ -13,7 +13,7 @@ from temporalio.worker import Worker
 
 from api.session_gateway import session_workflow_id
 from contracts.chat import TurnType
-from contracts.learning import JudgeOutcome, judge_workflow_id
+from contracts.learning import JudgeOutcome, judge_workflow_id, session_key
 from contracts.session import EndSession, SessionSummary, TurnsPage
 from openclaw_rl import redis_keys
 from tests.workflows.mocks import (
@@ -36,13 +36,20 @@ from workflows.session import SessionWorkflow
 pytestmark = pytest.mark.timeout(60)  # a server that stopped skipping time would otherwise wait out the 600 s default
 
 
-async def judged(env: WorkflowEnvironment, session_key: str, turn_index: int) -> JudgeOutcome:
+async def chain_key(env: WorkflowEnvironment, wf_id: str, run_id: str | None = None) -> str:
+    """The session key of the run chain `run_id` belongs to (the latest run's by default)."""
+    desc = await env.client.get_workflow_handle(wf_id, run_id=run_id).describe()
+    return session_key(wf_id, desc.raw_description.workflow_execution_info.first_run_id)
+
+
+async def judged(env: WorkflowEnvironment, wf_id: str, turn_index: int, run_id: str | None = None) -> JudgeOutcome:
     """The judge child of one turn: it must exist and have been started by the session."""
-    handle = env.client.get_workflow_handle_for(JudgeTurnWorkflow.run, judge_workflow_id(session_key, turn_index))
+    key = await chain_key(env, wf_id, run_id)
+    handle = env.client.get_workflow_handle_for(JudgeTurnWorkflow.run, judge_workflow_id(key, turn_index))
 
     async def started() -> bool:
         try:
-            return (await handle.describe()).parent_id == session_key
+            return (await handle.describe()).parent_id == wf_id
         except RPCError as exc:
             if exc.status is not RPCStatusCode.NOT_FOUND:
                 raise
@@ -52,9 +59,10 @@ async def judged(env: WorkflowEnvironment, session_key: str, turn_index: int) ->
     return await handle.result()
 
 
-async def never_judged(env: WorkflowEnvironment, session_key: str, turn_index: int) -> None:
+async def never_judged(env: WorkflowEnvironment, wf_id: str, turn_index: int) -> None:
+    key = await chain_key(env, wf_id)
     with pytest.raises(RPCError) as err:
-        await env.client.get_workflow_handle(judge_workflow_id(session_key, turn_index)).describe()
+        await env.client.get_workflow_handle(judge_workflow_id(key, turn_index)).describe()
     assert err.value.status is RPCStatusCode.NOT_FOUND
 
 
@@ -96,7 +104,12 @@ async def test_main_turn_is_paired_by_the_next_main_turn_and_side_turns_are_not(
         assert [v.next_state for v in judge.votes_for("t0")] == [ns] * 3
         assert outcome.judge.prm_votes == [1, 1, -1] and outcome.judge.eval_score == 1
         pub = next(p for p in judge.published if p.turn_id == "t0")
-        assert (pub.sample_id, pub.turn_index, pub.has_next_state, pub.policy_version) == (f"{wf_id}#0", 0, True, "3")
+        assert (pub.sample_id, pub.turn_index, pub.has_next_state, pub.policy_version) == (
+            f"{await chain_key(env, wf_id)}#0",
+            0,
+            True,
+            "3",
+        )
 
         await handle.signal(SessionWorkflow.end, EndSession())
         summary = await result_skipping_time(env, handle)
@@ -125,7 +138,7 @@ async def test_continue_as_new_archives_finished_turns_and_carries_the_pending_o
         assert (await handle.query(SessionWorkflow.summary)).runs == 2
         assert len(session.archived) == 1
         archived = session.archived[0]
-        assert archived.key == redis_keys.turn_log_segment(wf_id, 0)
+        assert archived.key == redis_keys.turn_log_segment(await chain_key(env, wf_id), 0)
         assert [(r["index"], r["turn_type"], r["next_state_status"]) for r in archived.records] == [
             (0, "main", "paired"),
             (1, "side", "n/a"),
@@ -180,3 +193,31 @@ async def test_idle_session_closes_and_submits_its_pending_turn_without_next_sta
         assert judge.votes_for("t0") == []
         assert outcome.judge.prm_votes == [] and outcome.result.loss_mask == 0
         assert [(p.turn_index, p.has_next_state) for p in judge.published] == [(0, False)]
+
+
+async def test_a_session_id_reused_after_its_session_ended_keeps_learning_and_its_audit(env: WorkflowEnvironment):
+    """The second run's turn indices start at 0 again; its judges and samples must not collide with the first's."""
+    q = new_queue()
+    inp = session_input(q, "reused", learning=learning_plan(q, prm_votes=1))
+    wf_id = session_workflow_id(inp.user_id, inp.session_id)
+    session, judge = SessionActivities(), JudgeActivities()
+    async with Worker(
+        env.client, task_queue=q, workflows=[SessionWorkflow, JudgeTurnWorkflow], activities=session.all() + judge.all()
+    ):
+        await send_turn(env.client, inp, main_turn("r1t0"))
+        await send_turn(env.client, inp, main_turn("r1t1", next_state=reply_to("r1t1")))
+        first = env.client.get_workflow_handle_for(SessionWorkflow.run, wf_id)
+        first_run = (await first.describe()).run_id
+        await first.signal(SessionWorkflow.end, EndSession(reason="client"))
+        await first.result()
+        first_key = await chain_key(env, wf_id, first_run)
+
+        await send_turn(env.client, inp, main_turn("r2t0"))  # the same session id, days later
+        await send_turn(env.client, inp, main_turn("r2t1", next_state=reply_to("r2t1")))
+        second_key = await chain_key(env, wf_id)
+        assert second_key != first_key
+        again = await judged(env, wf_id, 0)  # judged in the new run, not swallowed as "already started"
+        assert again.result.published or again.judge is not None
+        await eventually(lambda: len({p.sample_id for p in judge.published}) >= 3, what="the second run's sample")
+    ids = [p.sample_id for p in judge.published]
+    assert f"{first_key}#0" in ids and f"{second_key}#0" in ids and len(ids) == len(set(ids))
