@@ -28,6 +28,7 @@ from contracts.training import (
     ACK_BATCH,
     CLAIM_BATCH,
     EXPORT_CHECKPOINT,
+    FIND_RESUME_POINT,
     PUBLISH_WEIGHTS,
     TRAIN_STEP,
     AckInput,
@@ -35,6 +36,8 @@ from contracts.training import (
     ClaimResult,
     ExportInput,
     PublishWeightsInput,
+    ResumeInput,
+    ResumePoint,
     SavedCheckpoint,
     StepSummary,
     TrainInput,
@@ -291,6 +294,13 @@ class TrainingActivities:
             (tmp / SAVED_MANIFEST).write_text(saved.model_dump_json())
         log.info("checkpoint saved", label=inp.label, version=inp.version, path=str(target))
         return saved
+
+    @activity.defn(name=FIND_RESUME_POINT.name)
+    async def find_resume_point(self, inp: ResumeInput) -> ResumePoint:
+        """The newest checkpoint folder is complete by construction (written whole, then renamed into place)."""
+        version = newest_version(self.settings.checkpoints_dir)
+        folder = version_dir(self.settings.checkpoints_dir, version)
+        return ResumePoint(version=version, checkpoint=str(folder) if version else None)
 
     @activity.defn(name=ACK_BATCH.name)
     async def ack_batch(self, inp: AckInput) -> int:

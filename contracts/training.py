@@ -120,6 +120,8 @@ class TrainingConfig(BaseModel):
 
 class TrainingState(BaseModel):
     version: int = 0
+    checkpoint: str | None = None
+    """The current version's checkpoint folder (None for version 0: the served base model)."""
     steps: int = 0
     samples_trained: int = 0
     samples_dropped_stale: int = 0
@@ -136,6 +138,19 @@ class TrainingInput(BaseModel):
     policy: str
     config: TrainingConfig
     state: TrainingState = Field(default_factory=TrainingState)
+    resume: bool = False
+    """A fresh start (not a continuation): carry on from the newest checkpoint on the trainer's disk and have every
+    policy server load it, instead of training version 1 again over what exists."""
+
+
+class ResumeInput(BaseModel):
+    policy: str
+
+
+class ResumePoint(BaseModel):
+    version: int
+    checkpoint: str | None
+    """None: no checkpoint yet (version 0, the served base model)."""
 
 
 class TrainingStatus(BaseModel):
@@ -190,4 +205,6 @@ EXPORT_CHECKPOINT = ActivityDef(
     ),
 )
 ACK_BATCH = ActivityDef("ack_batch", AckInput, int, start_to_close=timedelta(seconds=60))
+FIND_RESUME_POINT = ActivityDef("find_resume_point", ResumeInput, ResumePoint, start_to_close=timedelta(seconds=60))
+"""The newest complete checkpoint on the trainer's disk."""
 """Returns how many entries were acknowledged."""

@@ -23,6 +23,7 @@ def training_input(settings: Settings) -> TrainingInput:
             wait_s=t.wait_s,
             heartbeat_timeout_s=t.heartbeat_timeout_s,
         ),
+        resume=True,  # a fresh start (the previous run failed or was terminated) continues from the newest checkpoint
     )
 
 

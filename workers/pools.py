@@ -81,6 +81,7 @@ def components_for(pool: Pool, settings: Settings) -> PoolComponents:
             training.publish_weights,
             training.export_checkpoint,
             training.ack_batch,
+            training.find_resume_point,
         ]
         parts.closers.append(training.aclose)
     elif pool is Pool.ENV:

@@ -23,6 +23,7 @@ with workflow.unsafe.imports_passed_through():
         CLAIM_BATCH,
         CLAIM_SLACK,
         EXPORT_CHECKPOINT,
+        FIND_RESUME_POINT,
         PUBLISH_WEIGHTS,
         TRAIN_STEP,
         TRAINING_WORKFLOW,
@@ -33,6 +34,8 @@ with workflow.unsafe.imports_passed_through():
         ClaimResult,
         ExportInput,
         PublishWeightsInput,
+        ResumeInput,
+        ResumePoint,
         SavedCheckpoint,
         StepSummary,
         TrainingInput,
@@ -43,6 +46,9 @@ with workflow.unsafe.imports_passed_through():
     from openclaw_rl.search_attributes import POLICY_VERSION
     from workflows.activity_calls import execute
 
+REPUBLISH_ON_ALL_STALE = "republish-current-version-on-all-stale-batch"
+"""Patch marker: an all-stale batch means the servers generate with older weights (an engine restarted on the base
+model): have them load the current version again, or no sample is ever fresh enough to train on."""
 CLAIMS_PER_RUN = 500
 """Idle claims also add history; continue as new after this many."""
 KEEP_SAVED_IN_STATUS = 20
@@ -63,6 +69,8 @@ class TrainingWorkflow:
     @workflow.run
     async def run(self, inp: TrainingInput) -> TrainingState:
         q = self.config.trainer_task_queue
+        if inp.resume:
+            await self._resume()
         steps_this_run = claims = 0
         while True:
             await workflow.wait_condition(lambda: not self.state.paused)
@@ -94,6 +102,24 @@ class TrainingWorkflow:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(TrainingInput(policy=self.policy, config=self.config, state=self.state))
 
+    async def _resume(self) -> None:
+        q = self.config.trainer_task_queue
+        point: ResumePoint = await execute(FIND_RESUME_POINT, ResumeInput(policy=self.policy), task_queue=q)
+        if point.version > self.state.version and point.checkpoint:
+            self.state.version, self.state.checkpoint = point.version, point.checkpoint
+            await self._publish(point.checkpoint, point.version)
+            workflow.upsert_search_attributes([POLICY_VERSION.value_set(point.version)])
+        self._show_progress()
+
+    async def _publish(self, checkpoint: str, version: int) -> None:
+        beat = timedelta(seconds=self.config.heartbeat_timeout_s)
+        await execute(
+            PUBLISH_WEIGHTS,
+            PublishWeightsInput(checkpoint=checkpoint, version=version),
+            task_queue=self.config.trainer_task_queue,
+            heartbeat=beat,
+        )
+
     async def _step(self, claim: ClaimResult) -> None:
         q = self.config.trainer_task_queue
         beat = timedelta(seconds=self.config.heartbeat_timeout_s)
@@ -106,18 +132,15 @@ class TrainingWorkflow:
         )
         # Runs started before all-stale batches were skipped published them; replaying those must still do so.
         if summary.trained or not workflow.patched("skip-publish-of-all-stale-batch"):
-            await execute(
-                PUBLISH_WEIGHTS,
-                PublishWeightsInput(checkpoint=summary.checkpoint, version=summary.version),
-                task_queue=q,
-                heartbeat=beat,
-            )
+            await self._publish(summary.checkpoint, summary.version)
+        elif self.state.checkpoint and workflow.patched(REPUBLISH_ON_ALL_STALE):
+            await self._publish(self.state.checkpoint, self.state.version)
         await execute(ACK_BATCH, AckInput(ids=claim.ids), task_queue=q)
         self.waiting = 0
         self.state.samples_dropped_stale += summary.dropped_stale
         if not summary.trained:  # the whole batch was stale: acknowledged and counted, no new version
             return
-        self.state.version = summary.version
+        self.state.version, self.state.checkpoint = summary.version, summary.checkpoint
         self.state.steps += 1
         self.state.samples_trained += summary.trained
         self.state.last = summary

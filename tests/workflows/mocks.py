@@ -53,6 +53,8 @@ from contracts.training import (
     ClaimResult,
     ExportInput,
     PublishWeightsInput,
+    ResumeInput,
+    ResumePoint,
     SavedCheckpoint,
     StepSummary,
     TrainingConfig,
@@ -384,6 +386,8 @@ class TrainerActivities:
         self.published: list[PublishWeightsInput] = []
         self.acked: list[AckInput] = []
         self.exports: list[ExportInput] = []
+        self.resume_version = 0
+        """The newest checkpoint find_resume_point reports (0: none)."""
 
     def feed(self, claim: ClaimResult) -> None:
         self.batches.put_nowait(claim)
@@ -445,5 +449,18 @@ class TrainerActivities:
         self.exports.append(inp)
         return SavedCheckpoint(label=inp.label, version=inp.version, path=f"/ckpt/saved/{inp.label}")
 
+    @activity.defn(name="find_resume_point")
+    async def find_resume_point(self, inp: ResumeInput) -> ResumePoint:
+        self.calls.append("find_resume_point")
+        v = self.resume_version
+        return ResumePoint(version=v, checkpoint=f"/ckpt/policy-{v}" if v else None)
+
     def all(self) -> list:
-        return [self.claim_batch, self.train_step, self.publish_weights, self.ack_batch, self.export_checkpoint]
+        return [
+            self.claim_batch,
+            self.train_step,
+            self.publish_weights,
+            self.ack_batch,
+            self.export_checkpoint,
+            self.find_resume_point,
+        ]

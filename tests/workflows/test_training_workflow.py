@@ -80,3 +80,38 @@ async def test_pause_stops_claiming_until_resumed(skipping_env: WorkflowEnvironm
         assert (status.version, status.steps, status.samples_trained, status.paused) == (2, 2, 4, False)
         assert status.recent_losses == [0.5, 0.25]
         await handle.terminate("test over")
+
+
+async def test_a_fresh_start_resumes_from_the_newest_checkpoint_and_serves_it(env: WorkflowEnvironment):
+    """A terminated or failed TrainingWorkflow started again must not train version 1 over policy-1 again."""
+    q = new_queue()
+    trainer = TrainerActivities()
+    trainer.resume_version = 7
+    async with Worker(env.client, task_queue=q, workflows=[TrainingWorkflow], activities=trainer.all()):
+        inp = training_input(q).model_copy(update={"resume": True})
+        handle = await env.client.start_workflow(
+            TrainingWorkflow.run, inp, id=training_workflow_id(f"test-{uuid.uuid4()}"), task_queue=q
+        )
+        await eventually(lambda: len(trainer.claims) == 1, what="the first claim")
+        assert trainer.calls[:2] == ["find_resume_point", "publish_weights"]  # the servers load v7 before anything
+        assert trainer.published == [PublishWeightsInput(checkpoint="/ckpt/policy-7", version=7)]
+        trainer.feed(batch("1-0", "1-1"))
+        await eventually(lambda: len(trainer.acked) == 1, what="the first step")
+        assert trainer.steps[0].version == 7 and trainer.published[-1].version == 8
+        await handle.terminate("test over")
+
+
+async def test_an_all_stale_batch_after_a_version_has_the_servers_load_it_again(env: WorkflowEnvironment):
+    """Every sample stale means the servers generate with older weights (an engine restarted on the base model)."""
+    q = new_queue()
+    trainer = TrainerActivities(stale={"2-0", "2-1"})
+    async with Worker(env.client, task_queue=q, workflows=[TrainingWorkflow], activities=trainer.all()):
+        handle = await start_training(env, q)
+        trainer.feed(batch("1-0", "1-1"))
+        await eventually(lambda: len(trainer.acked) == 1, what="the first step")
+        trainer.feed(batch("2-0", "2-1"))
+        await eventually(lambda: len(trainer.acked) == 2, what="the stale batch")
+        assert trainer.published == [PublishWeightsInput(checkpoint="/ckpt/policy-1", version=1)] * 2
+        status = await handle.query(TrainingWorkflow.status)
+        assert (status.version, status.samples_dropped_stale) == (1, 2)
+        await handle.terminate("test over")
