@@ -9,8 +9,10 @@ finds a checkpoint already written for this batch and returns it as is.
 from __future__ import annotations
 
 import asyncio
+import errno
 import hashlib
 import json
+import math
 import shutil
 import threading
 import time
@@ -18,6 +20,7 @@ from pathlib import Path
 
 import redis.asyncio as aioredis
 import structlog
+import torch
 from redis.exceptions import ResponseError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -39,6 +42,7 @@ from contracts.training import (
     ResumeInput,
     ResumePoint,
     SavedCheckpoint,
+    StepMetrics,
     StepSummary,
     TrainInput,
 )
@@ -177,6 +181,13 @@ class TrainingActivities:
         try:
             trainer = await asyncio.to_thread(self._trainer_at, inp.version)
             metrics = await asyncio.to_thread(trainer.train_step, samples)
+            if not await asyncio.to_thread(_finite, trainer, metrics):
+                raise ApplicationError(
+                    f"the update of version {inp.version} is not finite (loss {metrics.loss}, gradient norm "
+                    f"{metrics.grad_norm}): nothing saved or published; the batch is dropped",
+                    type=ErrorType.NON_FINITE_UPDATE,
+                    non_retryable=True,
+                )
             summary = StepSummary(
                 version=inp.version + 1,
                 checkpoint=str(target),
@@ -187,7 +198,16 @@ class TrainingActivities:
                 sample_ids=[s.meta.sample_id for s in samples],
                 stale_ids=stale,
             )
-            await asyncio.to_thread(self._save, trainer, target, summary)
+            try:
+                await asyncio.to_thread(self._save, trainer, target, summary)
+            except OSError as exc:
+                if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                    raise
+                raise ApplicationError(
+                    f"no space left to write {target}: training pauses; free space, then `openclaw-rl train resume`",
+                    type=ErrorType.DISK_FULL,
+                    non_retryable=True,
+                ) from exc
         except BaseException:
             self.trainer = None  # its weights may be half-updated: reload from the checkpoint next time
             raise
@@ -309,6 +329,13 @@ class TrainingActivities:
             if ids:
                 n += await self.redis.xack(redis_keys.sample_stream(src), GROUP, *ids)
         return n
+
+
+def _finite(trainer: PolicyTrainer, metrics: StepMetrics) -> bool:
+    """No NaN/Inf in the step's loss, gradient norm or the updated weights: only then may it be saved and served."""
+    if not (math.isfinite(metrics.loss) and math.isfinite(metrics.grad_norm)):
+        return False
+    return all(bool(torch.isfinite(p).all()) for p in trainer.model.parameters())
 
 
 def _read_summary(folder: Path) -> StepSummary | None:

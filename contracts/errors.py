@@ -26,6 +26,10 @@ class ErrorType(StrEnum):
     WEIGHT_LOAD_FAILED = "WeightLoadFailed"
     LABEL_TAKEN = "LabelTaken"
     CHECKPOINT_MISSING = "CheckpointMissing"
+    NON_FINITE_UPDATE = "NonFiniteUpdate"
+    """A train step produced NaN/Inf (loss, gradient or weights): nothing saved or published; the batch is dropped."""
+    DISK_FULL = "DiskFull"
+    """A checkpoint could not be written for lack of space: training pauses until an operator resumes it."""
     # general-agent episodes
     UNKNOWN_TASK = "UnknownTask"
     TASK_SETUP_FAILED = "TaskSetupFailed"

@@ -125,7 +125,11 @@ class TrainingState(BaseModel):
     steps: int = 0
     samples_trained: int = 0
     samples_dropped_stale: int = 0
+    samples_dropped_bad: int = 0
+    """Samples of batches whose update was not finite (NaN/Inf): acknowledged, never trained on."""
     paused: bool = False
+    pause_reason: str | None = None
+    """Why training paused itself (a full disk); None when paused by request or running."""
     last: StepSummary | None = None
     saved: list[SavedCheckpoint] = Field(default_factory=list)
     """The latest checkpoints saved on request (newest last)."""
@@ -161,6 +165,8 @@ class TrainingStatus(BaseModel):
     samples_dropped_stale: int
     paused: bool
     batch_size: int
+    samples_dropped_bad: int = 0
+    pause_reason: str | None = None
     waiting_samples: int
     """Claimed but not yet a full batch."""
     backlog: int
@@ -189,7 +195,10 @@ TRAIN_STEP = ActivityDef(
     "train_step",
     TrainInput,
     StepSummary,
-    retry=Retry(maximum_interval=timedelta(seconds=30), non_retryable=(ErrorType.SAMPLE_MISSING,)),
+    retry=Retry(
+        maximum_interval=timedelta(seconds=30),
+        non_retryable=(ErrorType.SAMPLE_MISSING, ErrorType.NON_FINITE_UPDATE, ErrorType.DISK_FULL),
+    ),
 )
 PUBLISH_WEIGHTS = ActivityDef(
     "publish_weights", PublishWeightsInput, list[str], start_to_close=timedelta(minutes=10), retry=_KEEP_TRYING

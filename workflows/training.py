@@ -15,8 +15,10 @@ import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from contracts.errors import ErrorType
     from contracts.training import (
         ACK_BATCH,
         CHECKPOINT_LABEL,
@@ -123,13 +125,29 @@ class TrainingWorkflow:
     async def _step(self, claim: ClaimResult) -> None:
         q = self.config.trainer_task_queue
         beat = timedelta(seconds=self.config.heartbeat_timeout_s)
-        summary: StepSummary = await execute(
-            TRAIN_STEP,
-            TrainInput(ids=claim.ids, version=self.state.version, max_staleness=self.config.max_staleness),
-            task_queue=q,
-            start_to_close=timedelta(seconds=self.config.step_timeout_s),
-            heartbeat=beat,
-        )
+        try:
+            summary: StepSummary = await execute(
+                TRAIN_STEP,
+                TrainInput(ids=claim.ids, version=self.state.version, max_staleness=self.config.max_staleness),
+                task_queue=q,
+                start_to_close=timedelta(seconds=self.config.step_timeout_s),
+                heartbeat=beat,
+            )
+        except ActivityError as exc:
+            cause = exc.cause if isinstance(exc.cause, ApplicationError) else None
+            if cause is not None and cause.type == ErrorType.NON_FINITE_UPDATE:
+                # A poisoned batch: nothing was saved; acknowledge it so it is never retried, and count it.
+                await execute(ACK_BATCH, AckInput(ids=claim.ids), task_queue=q)
+                self.waiting = 0
+                self.state.samples_dropped_bad += claim.count
+                workflow.logger.warning("batch dropped: its update was not finite", extra={"error": cause.message})
+                return
+            if cause is not None and cause.type == ErrorType.DISK_FULL:
+                # The batch stays claimed (unacknowledged): the first claim after `resume` takes it again.
+                self.state.paused, self.state.pause_reason = True, cause.message
+                self._show_progress()
+                return
+            raise
         # Runs started before all-stale batches were skipped published them; replaying those must still do so.
         if summary.trained or not workflow.patched("skip-publish-of-all-stale-batch"):
             await self._publish(summary.checkpoint, summary.version)
@@ -154,8 +172,9 @@ class TrainingWorkflow:
         """The Temporal UI's "current details" line: the same progress `openclaw-rl train status` prints."""
         s = self.state
         loss = f", last loss {s.recent_losses[-1]:+.4f}" if s.recent_losses else ""
+        paused = f" (paused: {s.pause_reason})" if s.pause_reason else " (paused)" if s.paused else ""
         workflow.set_current_details(
-            f"policy v{s.version}{' (paused)' if s.paused else ''}: "
+            f"policy v{s.version}{paused}: "
             f"next batch {self.waiting}/{self.config.batch_size}, "
             f"{s.backlog} waiting, {s.steps} steps, {s.samples_trained} trained, {s.samples_dropped_stale} stale{loss}"
         )
@@ -166,7 +185,7 @@ class TrainingWorkflow:
 
     @workflow.signal
     def resume(self) -> None:
-        self.state.paused = False
+        self.state.paused, self.state.pause_reason = False, None
 
     @workflow.signal
     def set_batch_size(self, req: BatchSize) -> None:
@@ -202,7 +221,9 @@ class TrainingWorkflow:
             steps=self.state.steps,
             samples_trained=self.state.samples_trained,
             samples_dropped_stale=self.state.samples_dropped_stale,
+            samples_dropped_bad=self.state.samples_dropped_bad,
             paused=self.state.paused,
+            pause_reason=self.state.pause_reason,
             batch_size=self.config.batch_size,
             waiting_samples=self.waiting,
             backlog=self.state.backlog,

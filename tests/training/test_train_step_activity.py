@@ -7,14 +7,17 @@ import time
 
 import pytest
 import redis
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.training import TrainingActivities
+from contracts.errors import ErrorType
 from contracts.learning import JudgeSummary
 from contracts.training import ClaimInput, ExportInput, TrainInput
 from openclaw_rl import redis_keys
 from openclaw_rl.samples import SampleMeta, TrainingSample, encode_sample
 from openclaw_rl.settings import Settings
+from openclaw_rl.turn_data import pack_floats, unpack_floats
 from stack.preflight import find_valkey_binary
 from tests.helpers import free_port
 
@@ -158,3 +161,43 @@ async def test_export_is_idempotent_and_refuses_a_taken_label_or_a_missing_versi
     with pytest.raises(ApplicationError, match="has no checkpoint") as missing:
         await env.run(acts.export_checkpoint, ExportInput(version=2, label="later"))
     assert missing.value.type == "CheckpointMissing"
+
+
+async def test_a_non_finite_update_is_refused_and_nothing_is_saved(tmp_path, valkey, tiny_model):
+    r = redis.Redis(port=valkey)
+    publish(valkey, 0, 4)
+    for _, fields in r.xrange(redis_keys.sample_stream("personal")):  # poison the advantages
+        n = len(unpack_floats(fields[b"advantages"]))
+        fields[b"advantages"] = pack_floats([float("nan")] * n)
+        r.xadd(redis_keys.sample_stream("personal"), fields)
+    settings = settings_for(tmp_path, valkey, tiny_model)
+    acts = TrainingActivities(settings)
+    env = ActivityEnvironment()
+    claim = await env.run(
+        acts.claim_batch, ClaimInput(consumer="t", batch_size=8, source_weights={"personal": 1.0}, wait_s=1.0)
+    )
+    with pytest.raises(ApplicationError) as err:
+        await env.run(acts.train_step, TrainInput(ids=claim.ids, version=0, max_staleness=4))
+    assert err.value.type == ErrorType.NON_FINITE_UPDATE and err.value.non_retryable
+    assert not (settings.checkpoints_dir / "policy-1").exists() and acts.trainer is None
+
+
+async def test_a_full_disk_is_a_typed_error_and_leaves_no_half_written_checkpoint(tmp_path, valkey, tiny_model):
+    import errno
+
+    publish(valkey, 0, 4)
+    settings = settings_for(tmp_path, valkey, tiny_model)
+    acts = TrainingActivities(settings)
+
+    def full(*_):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    acts._save = full
+    env = ActivityEnvironment()
+    claim = await env.run(
+        acts.claim_batch, ClaimInput(consumer="t", batch_size=4, source_weights={"personal": 1.0}, wait_s=1.0)
+    )
+    with pytest.raises(ApplicationError) as err:
+        await env.run(acts.train_step, TrainInput(ids=claim.ids, version=0, max_staleness=4))
+    assert err.value.type == ErrorType.DISK_FULL and "train resume" in err.value.message
+    assert not (settings.checkpoints_dir / "policy-1").exists()

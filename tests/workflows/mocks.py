@@ -387,6 +387,8 @@ class TrainerActivities:
         self.acked: list[AckInput] = []
         self.exports: list[ExportInput] = []
         self.resume_version = 0
+        self.fail_with: dict[str, ErrorType] = {}
+        """Entry id -> the typed error train_step raises for a batch holding it."""
         """The newest checkpoint find_resume_point reports (0: none)."""
 
     def feed(self, claim: ClaimResult) -> None:
@@ -407,6 +409,11 @@ class TrainerActivities:
         self.calls.append("train_step")
         self.steps.append(inp)
         ids = [i for group in inp.ids.values() for i in group]
+        for i in ids:
+            if i in self.fail_with:
+                raise ApplicationError(
+                    f"{self.fail_with[i]}: no space left / not finite", type=self.fail_with[i], non_retryable=True
+                )
         stale = [i for i in ids if i in self.stale]
         trained = len(ids) - len(stale)
         if not trained:

@@ -11,6 +11,7 @@ from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from contracts.errors import ErrorType
 from contracts.training import AckInput, PublishWeightsInput, training_workflow_id
 from tests.workflows.mocks import TrainerActivities, batch, eventually, new_queue, training_input
 from workflows.training import TrainingWorkflow
@@ -114,4 +115,34 @@ async def test_an_all_stale_batch_after_a_version_has_the_servers_load_it_again(
         assert trainer.published == [PublishWeightsInput(checkpoint="/ckpt/policy-1", version=1)] * 2
         status = await handle.query(TrainingWorkflow.status)
         assert (status.version, status.samples_dropped_stale) == (1, 2)
+        await handle.terminate("test over")
+
+
+async def test_a_non_finite_update_drops_its_batch_and_a_full_disk_pauses_training(env: WorkflowEnvironment):
+    q = new_queue()
+    trainer = TrainerActivities()
+    trainer.fail_with = {"nan-0": ErrorType.NON_FINITE_UPDATE, "full-0": ErrorType.DISK_FULL}
+    async with Worker(env.client, task_queue=q, workflows=[TrainingWorkflow], activities=trainer.all()):
+        handle = await start_training(env, q)
+        trainer.feed(batch("nan-0", "nan-1"))
+        await eventually(lambda: len(trainer.acked) == 1, what="the poisoned batch to be acknowledged")
+        status = await handle.query(TrainingWorkflow.status)
+        assert (status.version, status.samples_dropped_bad, status.paused) == (0, 2, False)
+        assert trainer.published == []  # nothing of a non-finite step is ever served
+
+        trainer.feed(batch("full-0", "full-1"))
+        await eventually(lambda: len(trainer.steps) == 2, what="the step that hits a full disk")
+
+        async def paused() -> bool:
+            return (await handle.query(TrainingWorkflow.status)).paused
+
+        await eventually(paused, what="training to pause itself")
+        status = await handle.query(TrainingWorkflow.status)
+        assert "no space" in (status.pause_reason or "") and len(trainer.acked) == 1  # the batch stays claimed
+        trainer.fail_with = {}
+        await handle.signal(TrainingWorkflow.resume)
+        trainer.feed(batch("full-0", "full-1"))  # as Redis hands the pending entries back first
+        await eventually(lambda: len(trainer.acked) == 2, what="the batch to be trained after resume")
+        status = await handle.query(TrainingWorkflow.status)
+        assert (status.version, status.paused, status.pause_reason) == (1, False, None)
         await handle.terminate("test over")
