@@ -49,14 +49,14 @@ log = structlog.get_logger(__name__)
 # Everything a judged turn writes, at once and only once: a retried activity
 # or a replayed workflow finds the idempotency key and writes nothing.
 _PUBLISH = """
-if redis.call('SET', KEYS[1], ARGV[1], 'NX') == false then return 0 end
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ARGV[11]) == false then return 0 end
 if ARGV[2] == '1' then
   redis.call('XADD', KEYS[2], '*', 'id', ARGV[1], 'meta', ARGV[4], 'prompt_ids', ARGV[5], 'response_ids', ARGV[6],
              'rollout_logprobs', ARGV[7], 'advantages', ARGV[8], 'teacher_logprobs', ARGV[9])
 end
 redis.call('XADD', KEYS[3], '*', 'id', ARGV[1], 'record', ARGV[3])
-redis.call('SET', KEYS[4], ARGV[3])
-if ARGV[10] == '1' then redis.call('SET', KEYS[5], '1') end
+redis.call('SET', KEYS[4], ARGV[3], 'EX', ARGV[11])
+if ARGV[10] == '1' then redis.call('SET', KEYS[5], '1', 'EX', ARGV[11]) end
 return 1
 """
 _EMPTY_SAMPLE = {
@@ -242,6 +242,7 @@ class LearningActivities:
                 fields["advantages"],
                 fields["teacher_logprobs"],
                 "1" if effective_now else "0",
+                redis_keys.DATA_TTL_S,
             ],
         )
         if not wrote:

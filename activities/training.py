@@ -324,10 +324,17 @@ class TrainingActivities:
 
     @activity.defn(name=ACK_BATCH.name)
     async def ack_batch(self, inp: AckInput) -> int:
+        """Acknowledge, then delete: a trained entry's checkpoint is already served, and the sample stream must not
+        grow with every sample ever trained (the record streams and the JSONL files keep what was judged)."""
         n = 0
         for src, ids in inp.ids.items():
             if ids:
-                n += await self.redis.xack(redis_keys.sample_stream(src), GROUP, *ids)
+                key = redis_keys.sample_stream(src)
+                async with self.redis.pipeline(transaction=True) as pipe:
+                    pipe.xack(key, GROUP, *ids)
+                    pipe.xdel(key, *ids)
+                    acked, _ = await pipe.execute()
+                n += acked
         return n
 
 

@@ -7,6 +7,9 @@ message lists live in Redis (Temporal payloads stay small).
 from __future__ import annotations
 
 PREFIX = "oc"
+DATA_TTL_S = 30 * 24 * 3600
+"""Per-turn and per-step data (token data, teacher log-probs, judgements, idempotency keys) expire after this:
+long enough for any training lag and the audit, and Redis memory stays bounded."""
 
 
 def api_key(key_hash: str) -> str:
@@ -111,7 +114,7 @@ def episode_step_id(episode_id: str, attempt: int, step: int) -> str:
     return f"{episode_id}:a{attempt}:s{step}"
 
 
-EPISODE_TTL_S = 30 * 24 * 3600
+EPISODE_TTL_S = DATA_TTL_S
 """Episode data is kept for the audit and for training lag, like chat requests."""
 
 

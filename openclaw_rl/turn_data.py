@@ -42,19 +42,22 @@ def _unpack(raw: bytes, code: str) -> list:
 
 async def save_turn_tokens(redis: aioredis.Redis, data: TurnTokens) -> str:
     key = redis_keys.turn_data(data.turn_id)
-    await redis.hset(
-        key,
-        mapping={
-            "prompt_ids": _pack(data.prompt_ids, "i"),
-            "response_ids": _pack(data.response_ids, "i"),
-            "response_logprobs": _pack(data.response_logprobs, "f"),
-            "weight_version": data.weight_version or "",
-            "finish_reason": data.finish_reason,
-            "resumed_at": str(data.resumed_at),
-            "response_text": data.response_text,
-            "temperature": str(data.temperature),
-        },
-    )
+    async with redis.pipeline(transaction=True) as pipe:
+        pipe.hset(
+            key,
+            mapping={
+                "prompt_ids": _pack(data.prompt_ids, "i"),
+                "response_ids": _pack(data.response_ids, "i"),
+                "response_logprobs": _pack(data.response_logprobs, "f"),
+                "weight_version": data.weight_version or "",
+                "finish_reason": data.finish_reason,
+                "resumed_at": str(data.resumed_at),
+                "response_text": data.response_text,
+                "temperature": str(data.temperature),
+            },
+        )
+        pipe.expire(key, redis_keys.DATA_TTL_S)
+        await pipe.execute()
     return key
 
 
@@ -77,7 +80,7 @@ async def load_turn_tokens(redis: aioredis.Redis, turn_id: str) -> TurnTokens | 
 
 
 async def save_floats(redis: aioredis.Redis, key: str, values: list[float]) -> None:
-    await redis.set(key, _pack(values, "f"))
+    await redis.set(key, _pack(values, "f"), ex=redis_keys.DATA_TTL_S)
 
 
 async def load_floats(redis: aioredis.Redis, key: str) -> list[float] | None:

@@ -1,0 +1,76 @@
+"""Redis stays bounded: per-turn data expires, and trained sample-stream entries are deleted once acknowledged."""
+
+from __future__ import annotations
+
+import redis
+import redis.asyncio as aioredis
+from temporalio.testing import ActivityEnvironment
+
+from activities.learning import LearningActivities
+from activities.training import TrainingActivities
+from contracts.learning import JudgeSummary, Method, PublishInput
+from contracts.training import AckInput, ClaimInput
+from openclaw_rl import redis_keys
+from openclaw_rl.turn_data import TurnTokens, save_floats, save_turn_tokens
+from tests.training.test_train_step_activity import publish, settings_for, valkey  # noqa: F401 (fixture)
+
+
+async def test_every_per_turn_key_of_a_published_sample_expires(tmp_path, valkey, tiny_model):  # noqa: F811
+    settings = settings_for(tmp_path, valkey, tiny_model)
+    r = aioredis.Redis(port=valkey)
+    await save_turn_tokens(
+        r,
+        TurnTokens(
+            turn_id="t1",
+            prompt_ids=[1, 2],
+            response_ids=[3, 4],
+            response_logprobs=[-1.0, -1.0],
+            weight_version="0",
+            finish_reason="stop",
+        ),
+    )
+    await save_floats(r, redis_keys.teacher_logprobs("t1"), [-0.5, -0.5])
+    acts = LearningActivities(settings)
+    inp = PublishInput(
+        sample_id="session/u/s#0",
+        session_key="session/u/s",
+        source="personal",
+        method=Method.BINARY,
+        user_id="u",
+        session_id="s",
+        turn_id="t1",
+        turn_index=0,
+        policy_version="0",
+        has_next_state=True,
+        judge=JudgeSummary(judge="test", prm_votes=[1], eval_score=1),
+    )
+    result = await ActivityEnvironment().run(acts.publish_sample, inp)
+    assert result.published
+    for key in (
+        redis_keys.turn_data("t1"),
+        redis_keys.teacher_logprobs("t1"),
+        redis_keys.sample_published("session/u/s#0"),
+        redis_keys.judgement("t1"),
+        redis_keys.session_effective("session/u/s"),
+    ):
+        ttl = await r.ttl(key)
+        assert 0 < ttl <= redis_keys.DATA_TTL_S, (key, ttl)
+    await acts.aclose()
+    await r.aclose()
+
+
+async def test_acknowledged_entries_leave_the_sample_stream(tmp_path, valkey, tiny_model):  # noqa: F811
+    publish(valkey, 0, 6)
+    acts = TrainingActivities(settings_for(tmp_path, valkey, tiny_model))
+    env = ActivityEnvironment()
+    claim = await env.run(
+        acts.claim_batch, ClaimInput(consumer="t", batch_size=4, source_weights={"personal": 1.0}, wait_s=1.0)
+    )
+    assert await env.run(acts.ack_batch, AckInput(ids=claim.ids)) == 4
+    r = redis.Redis(port=valkey)
+    assert r.xlen(redis_keys.sample_stream("personal")) == 2  # the two never claimed stay
+    claim = await env.run(
+        acts.claim_batch, ClaimInput(consumer="t", batch_size=2, source_weights={"personal": 1.0}, wait_s=1.0)
+    )
+    assert claim.count == 2 and claim.backlog == 0
+    await acts.aclose()
