@@ -13,23 +13,41 @@ import re
 
 from judges.base import JudgeContext, StepJudgeContext
 
-_POSITIVE = re.compile(
+
+class _Words:
+    """A case-insensitive search for ASCII words and phrases, linear in the text.
+
+    ASCII text (nearly every tool result) is lowered once and searched case-sensitively: for one megabyte that
+    is several times faster than re.I, and lets re skip ahead to the first letters of a pattern whose every
+    alternative starts with a literal. Lowering ASCII changes no verdict; other text keeps re.I, where a few
+    non-ASCII letters (long s, Kelvin sign) also match the ASCII words.
+    """
+
+    def __init__(self, source: str):
+        self._ascii = re.compile(source)
+        self._any = re.compile(source, re.I)
+
+    def search(self, text: str) -> re.Match[str] | None:
+        return self._ascii.search(text.lower()) if text.isascii() else self._any.search(text)
+
+
+_POSITIVE = _Words(
     r"\b(thanks|thank you|thx|great|perfect|awesome|exactly|nice|well done|works( now)?|"
-    r"that'?s right|correct|love it)\b",
-    re.I,
+    r"that'?s right|correct|love it)\b"
 )
-_NEGATIVE = re.compile(
+_NEGATIVE = _Words(
     r"\b(wrong|incorrect|not what i|don'?t|do not|doesn'?t work|didn'?t|stop|try again|you should|should have|"
-    r"instead|that'?s not|no,|not correct|mistake|fix (it|this)|please (use|make|do|don'?t)|never|always)\b",
-    re.I,
+    r"instead|that'?s not|no,|not correct|mistake|fix (it|this)|please (use|make|do|don'?t)|never|always)\b"
 )
-_CORRECTIVE = re.compile(
-    r"\b(should|instead|don'?t|do not|please|use|make sure|always|never|must|need to|rather)\b", re.I
-)
-_TOOL_ERROR = re.compile(
-    r"(traceback \(most recent call last\)|\w*(error|exception)\b|\bfailed\b|not found|permission denied|"
-    r"no such file|command not found|timed out)",
-    re.I,
+_CORRECTIVE = _Words(r"\b(should|instead|don'?t|do not|please|use|make sure|always|never|must|need to|rather)\b")
+# A tool result can be megabytes, so no alternative may backtrack over a run of text. A word ending in "error"
+# or "exception" (KeyError) is found by its ending: the former leading `\w*` matched the same texts but re-scanned
+# each run of word characters from every start in it, quadratic on a long one (a 20 KB base64 line took 2.5 s,
+# 1 MB about an hour). Each alternative starts with a literal so the ASCII search skips to candidate letters; the
+# word boundary before "failed" is checked behind its end for that reason.
+_TOOL_ERROR = _Words(
+    r"traceback \(most recent call last\)|error\b|exception\b|failed\b(?<!\wfailed)|not found|permission denied|"
+    r"no such file|command not found|timed out"
 )
 _EXIT_CODE = re.compile(r"exit(?:ed with)?(?: code| status)?[:= ]+(-?\d+)", re.I)
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
@@ -49,7 +67,7 @@ class HeuristicJudge:
                 return -1, "the tool result shows an error"
             return 1, "the tool call ran without an error"
         text = ctx.next_state
-        if ctx.previous_user and _norm(text) and _norm(text) == _norm(ctx.previous_user):
+        if ctx.previous_user and (norm := _norm(text)) and norm == _norm(ctx.previous_user):
             return -1, "the user asked the same thing again"
         neg, pos = bool(_NEGATIVE.search(text)), bool(_POSITIVE.search(text))
         if neg and not pos:

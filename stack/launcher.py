@@ -24,7 +24,14 @@ from openclaw_rl.settings import LOOPBACK, Pool, Settings
 from openclaw_rl.temporal_client import connect, ensure_search_attributes
 from stack.preflight import StackError, check_data_dir, check_port_free
 from stack.process import ManagedProcess, ServiceFailed, ServiceSpec
-from stack.services import api_service, engine_service, temporal_service, valkey_service, worker_service
+from stack.services import (
+    api_service,
+    engine_service,
+    mask_url,
+    temporal_service,
+    valkey_service,
+    worker_service,
+)
 from workflows.stack_probe import StackProbeWorkflow
 
 log = structlog.get_logger(__name__)
@@ -44,9 +51,17 @@ class Stack:
         self.failure: str | None = None
 
     # ---- lifecycle -------------------------------------------------------
+    def prepare_data_dir(self) -> None:
+        """The data directory and the folders the stack writes in it, private to this user (0700)."""
+        s = self.settings
+        check_data_dir(
+            s.data_dir,
+            [s.logs_dir, s.temporal_db.parent, s.redis_dir, s.models_dir, s.checkpoints_dir, s.records_dir],
+        )
+
     def preflight(self) -> None:
         s = self.settings
-        check_data_dir(s.data_dir)
+        self.prepare_data_dir()
         ports = [("API", s.api.host, s.api.port, "OPENCLAW_RL_API__PORT")]
         if s.temporal.embedded:
             ports.append(("Temporal gRPC", LOOPBACK, s.temporal.port, "OPENCLAW_RL_TEMPORAL__PORT"))
@@ -177,19 +192,22 @@ class Stack:
 
     # ---- reporting -------------------------------------------------------
     def urls(self) -> dict[str, str]:
+        """Where each service answers, as printed and written to stack.json: credentials in them masked."""
         s = self.settings
         urls = {
             "api": f"http://{s.api.host}:{s.api.port}",
-            "temporal": s.temporal.target(),
-            "redis": s.redis.target(),
-            "policy": ",".join(s.policy_urls()),
+            "temporal": mask_url(s.temporal.target()),
+            "redis": mask_url(s.redis.target()),
+            "policy": ",".join(mask_url(u) for u in s.policy_urls()),
         }
         if s.temporal.embedded and not s.temporal.headless:
             urls["temporal_ui"] = f"http://{LOOPBACK}:{s.temporal.ui_port}"
         return urls
 
-    def _write_state(self, status: str) -> None:
-        state = {
+    def state(self, status: str) -> dict:
+        """What stack.json holds for scripts and tests. A file outlives the process and is copied about: no secret
+        goes in it (urls() masks credentials)."""
+        return {
             "status": status,
             "launcher_pid": os.getpid(),
             "updated_at": time.time(),
@@ -199,14 +217,20 @@ class Stack:
                 for p in self.tier1 + self.tier2
             },
         }
+
+    def _write_state(self, status: str) -> None:
         tmp = self.state_path.with_suffix(".tmp")
         try:
-            tmp.write_text(json.dumps(state, indent=2))
+            tmp.write_text(json.dumps(self.state(status), indent=2))
             os.replace(tmp, self.state_path)
         except OSError as exc:  # the state file is a convenience; never fail the stack over it
             log.warning("cannot write stack state", path=str(self.state_path), error=str(exc))
 
     def _announce(self) -> None:
+        print(self.banner(), flush=True)
+
+    def banner(self) -> str:
+        """What `up` prints once the stack is up: where everything is, and what is unsafe about the set-up."""
         lines = ["openclaw-rl is up:"] + [f"  {k:<12} {v}" for k, v in self.urls().items()]
         lines.append(f"  {'logs':<12} {self.settings.logs_dir}")
         lines.append(f"  {'learning':<12} {self.settings.learning.method}, judge: {_judge_line(self.settings)}")
@@ -225,8 +249,15 @@ class Stack:
                 else "not started (training.auto_start = false)"
             )
         )
+        if not self.settings.api_key_pepper.get_secret_value():
+            # Not fatal: a local trial needs no pepper. Said now because keys made before one is set stop working then.
+            lines.append(
+                f"  {'api keys':<12} WARNING: api_key_pepper is empty: API-key hashes are stored without a server "
+                "secret. Set OPENCLAW_RL_API_KEY_PEPPER to a long random string before creating keys for real users; "
+                "changing it later invalidates every key"
+            )
         lines.append("Press Ctrl-C to stop.")
-        print("\n".join(lines), flush=True)
+        return "\n".join(lines)
 
 
 def sandbox_refusal(settings: Settings) -> str | None:

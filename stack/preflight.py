@@ -6,19 +6,29 @@ import errno
 import os
 import shutil
 import socket
+import stat
 import sys
 from pathlib import Path
+from typing import Iterable
+
+import structlog
+
+log = structlog.get_logger(__name__)
+
+PRIVATE_MODE = 0o700
+"""The data directory holds conversations, API-key hashes (the AOF) and workflow histories (SQLite): this user's."""
 
 
 class StackError(RuntimeError):
     """A start-up problem the user can fix; its message says how."""
 
 
-def check_data_dir(path: Path) -> None:
+def check_data_dir(path: Path, subfolders: Iterable[Path] = ()) -> None:
+    """Create the data directory and `subfolders` (inside it) as PRIVATE_MODE, tightening existing ones."""
     if path.exists() and not path.is_dir():
         raise StackError(f"the data directory {path} is not a directory; set OPENCLAW_RL_DATA_DIR to a folder")
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        private_dir(path)
     except OSError as exc:
         raise StackError(
             f"cannot create the data directory {path}: {exc.strerror}; set OPENCLAW_RL_DATA_DIR to a writable folder"
@@ -28,6 +38,43 @@ def check_data_dir(path: Path) -> None:
             f"the data directory {path} is not readable and writable by this user; "
             "fix its permissions or set OPENCLAW_RL_DATA_DIR"
         )
+    for sub in subfolders:
+        if sub.exists() and not sub.is_dir():
+            raise StackError(f"{sub} is in the way of a folder of the data directory; move it elsewhere")
+        try:
+            private_dir(sub)
+        except OSError as exc:
+            raise StackError(f"cannot create {sub}: {exc.strerror}; fix the data directory's permissions") from exc
+
+
+def private_dir(path: Path) -> None:
+    """Make `path` (with any missing parents) a folder only this user can enter: PRIVATE_MODE when created here; an
+    existing one others could read or enter loses those permissions, logged, since it changes the user's folder."""
+    created = not path.exists()
+    path.mkdir(mode=PRIVATE_MODE, parents=True, exist_ok=True)  # parents keep the usual mode: they are not ours
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if created:
+        if mode != PRIVATE_MODE:  # mkdir's mode is filtered through the umask
+            os.chmod(path, PRIVATE_MODE)
+        return
+    if not mode & 0o077:
+        return
+    try:
+        os.chmod(path, mode & PRIVATE_MODE)
+    except OSError as exc:  # not the owner: start anyway, but say that the data stays readable to others
+        log.warning(
+            "cannot make the folder private; others may read what it holds",
+            path=str(path),
+            mode=f"{mode:04o}",
+            error=exc.strerror,
+        )
+        return
+    log.warning(
+        "made the folder private: it was open to other users",
+        path=str(path),
+        was=f"{mode:04o}",
+        now=f"{mode & PRIVATE_MODE:04o}",
+    )
 
 
 def check_port_free(name: str, host: str, port: int, env_hint: str) -> None:

@@ -2,16 +2,37 @@
 
 from __future__ import annotations
 
+import re
 import sys
 
 import httpx
 import redis.asyncio as aioredis
 
 from openclaw_rl.settings import LOOPBACK, Pool, Settings
-from stack.preflight import find_temporal_binary, find_valkey_binary
+from stack.preflight import find_temporal_binary, find_valkey_binary, private_dir
 from stack.process import ServiceSpec
 
 PYTHON_CLI = [sys.executable, "-m", "cli"]
+
+MASK = "****"
+# The user info is taken to run to the last @: a password may hold an unescaped @, / or ?, which a URL parser would
+# split elsewhere and so leak. A URL with an @ in its path or query (none of ours) is only masked more than needed.
+_USERINFO = re.compile(r"((?:[A-Za-z][A-Za-z0-9+.-]*:)?//|)(.*)@", re.S)
+_SECRET_PARAM = re.compile(r"(?i)(^|&)([^=&]*(?:pass|secret|token|key|auth)[^=&]*)=[^&]*")
+
+
+def mask_url(url: str) -> str:
+    """`url` as it may be shown or written down: the password in its user info masked (`redis://:****@host:6379/0`;
+    a user name alone too, as some services take a token there) and secret-named query parameters (redis-py reads
+    `?password=`). Also takes `user:password@host:port` without a scheme, as a Temporal address is written."""
+    if m := _USERINFO.match(url):
+        user, colon, _ = m[2].partition(":")
+        url = f"{m[1]}{user}:{MASK}@{url[m.end() :]}" if colon else f"{m[1]}{MASK}@{url[m.end() :]}"
+    base, question, query = url.partition("?")
+    if question:
+        query, hash_, fragment = query.partition("#")
+        query = _SECRET_PARAM.sub(lambda q: f"{q[1]}{q[2]}={MASK}", query) + hash_ + fragment
+    return base + question + query
 
 
 def _http_ok(url: str):
@@ -38,7 +59,7 @@ DEV_SERVER_DYNAMIC_CONFIG = {
 
 def temporal_service(settings: Settings) -> ServiceSpec:
     t = settings.temporal
-    settings.temporal_db.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(settings.temporal_db.parent)  # workflow histories: conversations and their judgements
     argv = [
         str(find_temporal_binary()),
         "server",
@@ -72,7 +93,7 @@ def temporal_service(settings: Settings) -> ServiceSpec:
 
 def valkey_service(settings: Settings) -> ServiceSpec:
     r = settings.redis
-    settings.redis_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(settings.redis_dir)  # the append-only file: samples, turns and API-key hashes
     argv = [
         str(find_valkey_binary()),
         "--bind",

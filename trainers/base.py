@@ -9,6 +9,7 @@ switching backends never changes what is optimised.
 
 from __future__ import annotations
 
+import pickle
 import shutil
 import time
 from abc import ABC, abstractmethod
@@ -36,6 +37,21 @@ TOKENIZER_FILES = (
 STATE_FILE = "trainer_state.pt"
 ENTROPY_SAMPLE = 16
 """Positions per micro-batch the entropy metric is estimated from when the loss has no entropy term."""
+
+
+class CheckpointCorrupt(ValueError):
+    """A checkpoint's trainer state cannot be loaded: not plain data (refused), unreadable, or not this model's."""
+
+    def __init__(self, path: Path, why: str):
+        super().__init__(path, why)  # both in args, so the error pickles and copies like any other
+        self.path = Path(path)
+        self.why = why
+
+    def __str__(self) -> str:
+        return (
+            f"the trainer state {self.path} cannot be loaded: {self.why}. Restore it from a backup, or delete it "
+            "to resume these weights with a fresh optimizer state"
+        )
 
 
 @dataclass(frozen=True)
@@ -235,14 +251,44 @@ class PolicyTrainer(ABC):
         return old_lp, adv, mask
 
     def optimizer_state(self) -> dict:
-        return {"optimizer": self.opt.state_dict(), "step": self.step}
+        """Plain data only (tensors, numbers, strings, lists, dicts), so it loads with torch.load(weights_only=True)."""
+        return {"optimizer": self.opt.state_dict(), "step": int(self.step)}
 
     def load_optimizer_state(self, folder: Path) -> None:
         state_file = Path(folder) / STATE_FILE
-        if state_file.is_file():
-            state = torch.load(state_file, map_location=self.device, weights_only=False)
+        if not state_file.is_file():
+            return
+        try:
+            # weights_only: a full unpickle runs whatever code a planted file names; ours is plain data.
+            state = torch.load(state_file, map_location=self.device, weights_only=True)
+        except OSError:
+            raise  # the disk or permissions, not the content: not for CheckpointCorrupt to hide
+        except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, TypeError, KeyError, AttributeError) as exc:
+            # A refused object (UnpicklingError), a broken zip (RuntimeError), a truncated or foreign file.
+            raise CheckpointCorrupt(state_file, _load_failure(exc)) from exc
+        if not (
+            isinstance(state, dict)
+            and isinstance(state.get("optimizer"), dict)
+            and isinstance(state.get("step"), int)
+            and not isinstance(state["step"], bool)
+        ):
+            raise CheckpointCorrupt(state_file, "it is not a trainer state (a dict of 'optimizer' and 'step')")
+        try:
             self.opt.load_state_dict(state["optimizer"])
-            self.step = int(state["step"])
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
+            raise CheckpointCorrupt(state_file, f"its optimizer state does not fit this model ({exc})") from exc
+        self.step = state["step"]
+
+
+def _load_failure(exc: Exception) -> str:
+    """torch.load's reason in one line. A refusal's message opens with advice to load with weights_only=False,
+    exactly what must not be done here; only its WeightsUnpickler line names what the file tried to load."""
+    text = str(exc)
+    marker = "WeightsUnpickler error:"
+    if marker in text:
+        return "it holds something other than plain data: " + text.split(marker, 1)[1].split(". ", 1)[0].strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return f"{type(exc).__name__}: {lines[0][:300]}" if lines else f"{type(exc).__name__} (truncated file?)"
 
 
 def response_rows(
