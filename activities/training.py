@@ -61,7 +61,7 @@ from openclaw_rl.settings import Settings
 from policy_client import PolicyClient
 from rlmath.loss import LossConfig
 from trainers import backend_class
-from trainers.base import PolicyTrainer, TrainerConfig
+from trainers.base import CheckpointCorrupt, PolicyTrainer, TrainerConfig
 
 log = structlog.get_logger(__name__)
 
@@ -208,6 +208,9 @@ class TrainingActivities:
                     type=ErrorType.DISK_FULL,
                     non_retryable=True,
                 ) from exc
+        except CheckpointCorrupt as exc:
+            self.trainer = None
+            raise ApplicationError(str(exc), type=ErrorType.CHECKPOINT_CORRUPT, non_retryable=True) from exc
         except BaseException:
             self.trainer = None  # its weights may be half-updated: reload from the checkpoint next time
             raise

@@ -26,6 +26,8 @@ class ErrorType(StrEnum):
     WEIGHT_LOAD_FAILED = "WeightLoadFailed"
     LABEL_TAKEN = "LabelTaken"
     CHECKPOINT_MISSING = "CheckpointMissing"
+    CHECKPOINT_CORRUPT = "CheckpointCorrupt"
+    """A checkpoint's trainer state was refused (not plain tensors) or is damaged: retrying cannot help."""
     NON_FINITE_UPDATE = "NonFiniteUpdate"
     """A train step produced NaN/Inf (loss, gradient or weights): nothing saved or published; the batch is dropped."""
     DISK_FULL = "DiskFull"

@@ -197,7 +197,12 @@ TRAIN_STEP = ActivityDef(
     StepSummary,
     retry=Retry(
         maximum_interval=timedelta(seconds=30),
-        non_retryable=(ErrorType.SAMPLE_MISSING, ErrorType.NON_FINITE_UPDATE, ErrorType.DISK_FULL),
+        non_retryable=(
+            ErrorType.SAMPLE_MISSING,
+            ErrorType.NON_FINITE_UPDATE,
+            ErrorType.DISK_FULL,
+            ErrorType.CHECKPOINT_CORRUPT,
+        ),
     ),
 )
 PUBLISH_WEIGHTS = ActivityDef(

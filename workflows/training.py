@@ -142,8 +142,9 @@ class TrainingWorkflow:
                 self.state.samples_dropped_bad += claim.count
                 workflow.logger.warning("batch dropped: its update was not finite", extra={"error": cause.message})
                 return
-            if cause is not None and cause.type == ErrorType.DISK_FULL:
-                # The batch stays claimed (unacknowledged): the first claim after `resume` takes it again.
+            if cause is not None and cause.type in (ErrorType.DISK_FULL, ErrorType.CHECKPOINT_CORRUPT):
+                # An operator must act (free space, restore the checkpoint); the batch stays claimed
+                # (unacknowledged), so the first claim after `resume` takes it again.
                 self.state.paused, self.state.pause_reason = True, cause.message
                 self._show_progress()
                 return
