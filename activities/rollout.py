@@ -115,6 +115,8 @@ class Rollout:
                 non_retryable=True,
             )
         wanted = max_tokens or self.settings.session.default_max_tokens
+        if self.settings.embedded_engine:  # the engine refuses more than its cap: ask for at most that
+            wanted = min(wanted, self.settings.engine.max_new_tokens_cap)
         return max(0, min(wanted, limit - used))
 
 

@@ -46,8 +46,17 @@ def serve_engine(
     log.info("engine model loaded", path=str(path), device=str(model.device), weight_version=model.weight_version)
     scheduler = Scheduler(model, max_batch_size=cfg.max_batch_size, batch_window_ms=cfg.batch_window_ms)
     scheduler.start()
-    app = create_engine_app(scheduler, max_total_tokens=cfg.max_total_tokens, device=cfg.device, dtype=cfg.dtype)
+    roots = settings.engine_weight_roots(path)
+    app = create_engine_app(scheduler, cfg, weight_roots=roots)
+    _warn_if_open(cfg.host, bool(cfg.api_key.get_secret_value()))
+    log.info("engine weight updates allowed from", roots=[str(r) for r in roots])
     try:
         uvicorn.run(app, host=cfg.host, port=port or cfg.port, log_level="warning", access_log=False)
     finally:
         scheduler.stop()
+
+
+def _warn_if_open(host: str, keyed: bool) -> None:
+    """Anyone who reaches a keyless engine can generate and swap its weights: say so when it leaves loopback."""
+    if not keyed and host not in ("127.0.0.1", "localhost", "::1"):
+        log.warning("engine listens beyond loopback without engine.api_key: anyone reaching it can use it", host=host)

@@ -2,13 +2,21 @@
 
 Same routes, request fields and answer shapes as an SGLang server, so
 `PolicyClient` (and any SGLang client) cannot tell them apart.
+
+What it refuses, and why: requests without the bearer key when one is set
+(SGLang's --api-key); bodies over a size limit; weight updates from folders
+outside the allowed roots, sent as anything but application/json (a web page
+can POST text/plain cross-site without asking), or labelled with anything but a
+short plain token; generation requests over the token caps.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,22 +24,51 @@ import structlog
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from pydantic import BaseModel, ValidationError
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from engine.model_runner import LoadedModel, ModelLoadError, WorkItem, WorkResult, load_model
 from engine.scheduler import Scheduler
 from openclaw_rl.checkpoints import read_version_label
-from policy_client.wire import GenerateRequest, SamplingParams, UpdateWeightsFromDiskRequest, UpdateWeightsResult
+from openclaw_rl.settings import EngineSettings
+from policy_client.wire import (
+    GenerateRequest,
+    SamplingParams,
+    UpdateWeightsFromDiskRequest,
+    UpdateWeightsResult,
+    is_safe_version,
+)
 
 log = structlog.get_logger(__name__)
 
+TOP_LOGPROBS_CAP = 20
+"""Most alternatives per position a request may ask for: each costs a top-k over the vocabulary and a triple in the
+answer at every position, and nothing in this system asks for more (OpenAI-compatible servers cap it at 20 too)."""
+OPEN_PATHS = frozenset({"/health"})
+"""Routes served without the key: the liveness probe of `up` and of load balancers (it reveals nothing)."""
 
-class BadRequest(ValueError):
-    pass
+
+class Refused(Exception):
+    """A request the engine will not serve, answered with `status` and the reason."""
+
+    status = 400
 
 
-def _error(status: int, message: str) -> JSONResponse:
+class BadRequest(Refused, ValueError):
+    status = 400
+
+
+class TooLarge(Refused):
+    status = 413
+
+
+class WrongMediaType(Refused):
+    status = 415
+
+
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     kind = "BadRequestError" if status < 500 else "InternalServerError"
-    return JSONResponse({"error": {"message": message, "type": kind, "code": status}}, status_code=status)
+    body = {"error": {"message": message, "type": kind, "code": status}}
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 def _refused(message: str) -> JSONResponse:
@@ -52,49 +89,27 @@ def _fill_token_text(meta: dict, tokenizer: Any) -> None:
             ]
 
 
-def create_engine_app(
-    scheduler: Scheduler, *, max_total_tokens: int, device: str = "auto", dtype: str = "auto"
-) -> FastAPI:
+def create_engine_app(scheduler: Scheduler, cfg: EngineSettings, *, weight_roots: Sequence[Path]) -> FastAPI:
+    """The engine's routes over `scheduler`; `weight_roots`: the folders weight updates may load from."""
     app = FastAPI(title="openclaw-rl embedded engine (SGLang API)", docs_url=None, redoc_url=None)
+    if cfg.api_key.get_secret_value():
+        app.add_middleware(BearerKey, key=cfg.api_key.get_secret_value())
     update_lock = asyncio.Lock()
 
-    @app.exception_handler(BadRequest)
-    async def _bad(_: Request, exc: BadRequest) -> JSONResponse:
-        return _error(400, str(exc))
+    @app.exception_handler(Refused)
+    async def _refuse(_: Request, exc: Refused) -> JSONResponse:
+        return _error(exc.status, str(exc))
 
     def work_items(req: GenerateRequest) -> list[WorkItem]:
         lm: LoadedModel = scheduler.model
-        items = []
         try:
-            for i, prompt in enumerate(req.prompts()):
-                ids = lm.tokenizer.encode(prompt, add_special_tokens=False) if isinstance(prompt, str) else list(prompt)
-                if not ids:
-                    raise BadRequest(f"prompt {i} is empty")
-                if min(ids) < 0 or max(ids) >= lm.vocab_size:
-                    raise BadRequest(f"prompt {i} has token ids outside the vocabulary [0, {lm.vocab_size})")
-                params = req.per_request("sampling_params", i, None) or SamplingParams()
-                if len(ids) + params.max_new_tokens > max_total_tokens:
-                    raise BadRequest(
-                        f"prompt {i} has {len(ids)} tokens + max_new_tokens {params.max_new_tokens}, "
-                        f"over the engine's limit of {max_total_tokens} tokens"
-                    )
-                items.append(
-                    WorkItem(
-                        input_ids=ids,
-                        params=params,
-                        return_logprob=bool(req.per_request("return_logprob", i, False)),
-                        logprob_start_len=int(req.per_request("logprob_start_len", i, -1)),
-                        top_logprobs_num=int(req.per_request("top_logprobs_num", i, 0)),
-                        **({"rid": str(req.per_request("rid", i, None))} if req.rid is not None else {}),
-                    )
-                )
+            return [_work_item(req, i, prompt, lm, cfg) for i, prompt in enumerate(req.prompts())]
         except ValueError as exc:
             raise BadRequest(str(exc)) from exc
-        return items
 
     @app.post("/generate")
     async def generate(request: Request) -> Any:
-        req = await _parse(request, GenerateRequest)
+        req = await _parse(request, GenerateRequest, cfg.max_request_bytes)
         items = work_items(req)
         if req.stream:
             if len(items) != 1:
@@ -150,7 +165,7 @@ def create_engine_app(
         return {
             "model_path": str(lm.path),
             "device": str(lm.device),
-            "max_total_num_tokens": max_total_tokens,
+            "max_total_num_tokens": cfg.max_total_tokens,
             "max_running_requests": scheduler.max_batch_size,
             "weight_version": lm.weight_version,
             "requests_done": scheduler.requests_done,
@@ -165,14 +180,26 @@ def create_engine_app(
 
     @app.post("/update_weights_from_disk")
     async def update_weights_from_disk(request: Request) -> JSONResponse:
-        req = await _parse(request, UpdateWeightsFromDiskRequest)
+        _require_json(request)
+        req = await _parse(request, UpdateWeightsFromDiskRequest, cfg.max_request_bytes)
+        try:
+            path = _allowed(req.model_path, weight_roots)
+        except ValueError as exc:
+            return _refused(f"model_path {req.model_path!r} cannot be resolved: {exc}")
+        if path is None:
+            return _refused(
+                f"model_path {req.model_path} is outside the folders this engine loads weights from "
+                f"({', '.join(map(str, weight_roots))}); engine.weight_roots sets them"
+            )
+        label = read_version_label(path)
+        if label is not None and not is_safe_version(label):
+            return _refused(f"the checkpoint's weight_version {label!r} is not a plain label ([A-Za-z0-9._-])")
         async with update_lock:  # one load at a time; serving continues meanwhile
-            path = Path(req.model_path).expanduser()
             current = scheduler.model
-            version = req.weight_version or read_version_label(path) or current.weight_version
+            version = req.weight_version or label or current.weight_version
             started = time.perf_counter()
             try:
-                new = await asyncio.to_thread(load_model, path, device, dtype, version, current.tokenizer)
+                new = await asyncio.to_thread(load_model, path, cfg.device, cfg.dtype, version, current.tokenizer)
             except ModelLoadError as exc:
                 return _refused(str(exc))
             if new.signature() != current.signature():
@@ -191,9 +218,81 @@ def create_engine_app(
     return app
 
 
-async def _parse(request: Request, model: type[BaseModel]) -> Any:
-    """JSON body whatever the Content-Type (curl -d sends form encoding), validated."""
-    raw = await request.body()
+def _work_item(req: GenerateRequest, i: int, prompt: str | list[int], lm: LoadedModel, cfg: EngineSettings) -> WorkItem:
+    """The i-th prompt of `req`, tokenized and checked against the model and the engine's limits."""
+    ids = lm.tokenizer.encode(prompt, add_special_tokens=False) if isinstance(prompt, str) else list(prompt)
+    if not ids:
+        raise BadRequest(f"prompt {i} is empty")
+    if min(ids) < 0 or max(ids) >= lm.vocab_size:
+        raise BadRequest(f"prompt {i} has token ids outside the vocabulary [0, {lm.vocab_size})")
+    params = req.per_request("sampling_params", i, None) or SamplingParams()
+    _check_budget(i, len(ids), params.max_new_tokens, cfg)
+    top = int(req.per_request("top_logprobs_num", i, 0))
+    top_cap = min(TOP_LOGPROBS_CAP, lm.vocab_size)
+    if not 0 <= top <= top_cap:
+        raise BadRequest(f"prompt {i}: top_logprobs_num must be between 0 and {top_cap}, got {top}")
+    return WorkItem(
+        input_ids=ids,
+        params=params,
+        return_logprob=bool(req.per_request("return_logprob", i, False)),
+        logprob_start_len=int(req.per_request("logprob_start_len", i, -1)),
+        top_logprobs_num=top,
+        **({"rid": str(req.per_request("rid", i, None))} if req.rid is not None else {}),
+    )
+
+
+def _check_budget(i: int, prompt_tokens: int, max_new_tokens: int, cfg: EngineSettings) -> None:
+    if max_new_tokens > cfg.max_new_tokens_cap:
+        raise BadRequest(
+            f"prompt {i}: max_new_tokens {max_new_tokens} is over the engine's cap of {cfg.max_new_tokens_cap} "
+            "(engine.max_new_tokens_cap)"
+        )
+    if prompt_tokens + max_new_tokens > cfg.max_total_tokens:
+        raise BadRequest(
+            f"prompt {i} has {prompt_tokens} tokens + max_new_tokens {max_new_tokens}, "
+            f"over the engine's limit of {cfg.max_total_tokens} tokens"
+        )
+
+
+def _allowed(model_path: str, roots: Sequence[Path]) -> Path | None:
+    """`model_path` with `~`, `..` and symlinks resolved if it lies in one of `roots` (resolved too), else None.
+
+    The resolved path is the one loaded, so a link swapped after this check cannot redirect the load. Raises
+    ValueError for a path that cannot be resolved (a NUL byte, a symlink loop, an unknown ~user).
+    """
+    try:
+        real = Path(model_path).expanduser().resolve()
+    except (OSError, RuntimeError) as exc:  # RuntimeError: symlink loop or unknown home (pathlib's choice)
+        raise ValueError(str(exc)) from exc
+    return real if any(real.is_relative_to(root.resolve()) for root in roots) else None
+
+
+def _require_json(request: Request) -> None:
+    """Only application/json: browsers send it cross-site only after a CORS preflight, which this server never grants,
+    so a web page the operator visits cannot make the engine load weights."""
+    media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media != "application/json":
+        raise WrongMediaType(f"the body must be sent as application/json, not {media or 'without a Content-Type'}")
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    """The body, refused with 413 once it passes `limit` bytes (at once when Content-Length announces more)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise TooLarge(f"the body is {declared} bytes, over the engine's limit of {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():  # chunked bodies announce no length: count as they arrive
+        size += len(chunk)
+        if size > limit:
+            raise TooLarge(f"the body is over the engine's limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def _parse(request: Request, model: type[BaseModel], limit: int) -> Any:
+    """JSON body, validated. /generate takes it whatever the Content-Type (curl -d sends form encoding)."""
+    raw = await _read_body(request, limit)
     try:
         data = json.loads(raw or b"null")
     except ValueError as exc:
@@ -218,6 +317,27 @@ def _describe(exc: ValidationError) -> str:
             parts.append(msg)
     useful = [p for p in parts if not p.endswith("Input should be a valid list")] or parts
     return "; ".join(useful[:5])
+
+
+class BearerKey:
+    """Refuse every request but OPEN_PATHS without `Authorization: Bearer <key>` (401), as SGLang's --api-key."""
+
+    def __init__(self, app: ASGIApp, key: str):
+        self.app = app
+        self.expected = f"Bearer {key}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in OPEN_PATHS or self._authorized(scope):
+            await self.app(scope, receive, send)
+            return
+        reason = "a valid API key is required: Authorization: Bearer <key>"
+        await _error(401, reason, {"WWW-Authenticate": "Bearer"})(scope, receive, send)
+
+    def _authorized(self, scope: Scope) -> bool:
+        given = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
+        scheme, _, token = given.partition(b" ")
+        # the scheme is case-insensitive (RFC 9110); compare_digest: no timing hint about the key
+        return scheme.lower() == b"bearer" and hmac.compare_digest(b"Bearer " + token.strip(), self.expected)
 
 
 async def _stream(scheduler: Scheduler, item: WorkItem):

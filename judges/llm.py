@@ -25,7 +25,14 @@ class LlmJudge:
         )
         self.http = httpx.AsyncClient(timeout=cfg.timeout_s, headers=headers)
         self.native = (
-            PolicyClient(self.urls, request_timeout_s=cfg.timeout_s, max_attempts=1) if self.api == "native" else None
+            PolicyClient(
+                self.urls,
+                request_timeout_s=cfg.timeout_s,
+                max_attempts=1,
+                api_key=(cfg.api_key if cfg.url else settings.policy_api_key()).get_secret_value(),
+            )
+            if self.api == "native"
+            else None
         )
         self.tokenizer_path = str(cfg.tokenizer_path or settings.tokenizer_path())
 

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from enum import Enum
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import (
@@ -24,6 +26,8 @@ from pydantic_settings import (
 )
 
 LOOPBACK = "127.0.0.1"
+MASK = "**********"
+"""What `Settings.masked()` shows in place of a secret (pydantic's own rendering of a SecretStr)."""
 
 
 class Pool(str, Enum):
@@ -71,6 +75,18 @@ class EngineSettings(BaseModel):
     """Longest prompt plus response a request may have; longer requests get HTTP 400."""
     torch_threads: int | None = Field(None, ge=1)
     """CPU threads for torch; None keeps torch's default."""
+    max_new_tokens_cap: int = Field(8192, ge=1)
+    """Most tokens one request may ask to generate; more get HTTP 400. A long request holds a batch slot for its
+    whole length. 8192 lets the LLM judge's default hint budget (learning.judge.hint_max_tokens) through."""
+    max_request_bytes: int = Field(16 * 1024 * 1024, ge=1024)
+    """Largest request body accepted; larger ones get HTTP 413, before the body is read when Content-Length says
+    so (a prompt of max_total_tokens ids is well under 1 MiB of JSON)."""
+    api_key: SecretStr = SecretStr("")
+    """Bearer key every request but /health must carry (`Authorization: Bearer <key>`), as SGLang's --api-key.
+    Empty: no key asked (fine on loopback; set one when the engine listens on another interface)."""
+    weight_roots: list[Path] | None = None
+    """Folders /update_weights_from_disk may load checkpoints from (symlinks resolved first); other paths get
+    HTTP 400. None: the data directory (its checkpoints folder included) and the served model's folder."""
 
 
 class PolicySettings(BaseModel):
@@ -90,6 +106,9 @@ class PolicySettings(BaseModel):
     context_length: int | None = Field(None, ge=16)
     """Prompt plus response tokens the served model takes. None: engine.max_total_tokens for the embedded engine,
     else the checkpoint's max_position_embeddings."""
+    api_key: SecretStr = SecretStr("")
+    """Bearer key sent to server_urls on every call (the servers' --api-key). Unused with the embedded engine, which
+    is called with engine.api_key."""
 
 
 class SessionSettings(BaseModel):
@@ -415,6 +434,20 @@ class Settings(BaseSettings):
     def embedded_engine(self) -> bool:
         return not self.policy.server_urls
 
+    def policy_api_key(self) -> SecretStr:
+        """The key the policy servers in `policy_urls()` expect: the embedded engine's own, or the configured one."""
+        return self.engine.api_key if self.embedded_engine else self.policy.api_key
+
+    def engine_weight_roots(self, served: Path) -> list[Path]:
+        """Folders the engine serving `served` may load weight updates from (see `engine.weight_roots`).
+
+        The checkpoints folder is named beside the data directory because roots are compared after resolving
+        symlinks: a checkpoints folder linked to another disk stays allowed.
+        """
+        if self.engine.weight_roots is not None:
+            return [p.expanduser().absolute() for p in self.engine.weight_roots]
+        return [self.data_dir, self.checkpoints_dir, Path(served).expanduser().absolute()]
+
     def tokenizer_path(self) -> Path:
         if self.policy.tokenizer_path:
             return self.policy.tokenizer_path.expanduser().absolute()
@@ -448,14 +481,15 @@ class Settings(BaseSettings):
             return self.engine.max_total_tokens
 
     def masked(self) -> dict[str, Any]:
-        """Effective settings as plain data, secrets masked, for `openclaw-rl config`."""
-        data = self.model_dump(mode="json")
-        data["api_key_pepper"] = "**********" if self.api_key_pepper.get_secret_value() else ""
-        for section, key in (("redis", "url"), ("temporal", "address")):
-            value = data[section][key]
-            if value and "@" in value:  # credentials inside a URL
-                scheme, _, rest = value.partition("://")
-                data[section][key] = f"{scheme}://**********@{rest.split('@', 1)[1]}"
+        """Effective settings as plain data, secrets masked, for `openclaw-rl config`.
+
+        SecretStr fields dump as the mask already; credentials inside URL-valued fields (user:password@ and
+        secret-named query parameters) are masked wherever they are, so a new URL field needs no entry here.
+        """
+        data = _mask_urls(self.model_dump(mode="json"))
+        address = data["temporal"]["address"]
+        if address:  # host:port without a scheme, which _mask_urls does not recognise as a URL
+            data["temporal"]["address"] = _mask_url(f"//{address}").removeprefix("//")
         return data
 
 
@@ -476,6 +510,34 @@ class _ConventionalEnv(PydanticBaseSettingsSource):
         if os.environ.get("REDIS_URL"):
             out["redis"] = {"url": os.environ["REDIS_URL"]}
         return out
+
+
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S*")
+_SECRET_PARAM = re.compile(r"(?i)(^|&)([^=&]*(?:pass|secret|token|key|auth|credential)[^=&]*)=[^&]*")
+
+
+def _mask_urls(value: Any) -> Any:
+    """`value` (plain dumped data) with the credentials of every URL string in it masked."""
+    if isinstance(value, dict):
+        return {k: _mask_urls(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_mask_urls(v) for v in value]
+    if isinstance(value, str) and _URL.fullmatch(value):
+        return _mask_url(value)
+    return value
+
+
+def _mask_url(url: str) -> str:
+    """The URL with its user:password@ and secret-named query parameters masked; unchanged if it has neither."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # not parseable as a URL: show nothing of it rather than risk a secret
+        return MASK
+    netloc = f"{MASK}@{parts.netloc.rpartition('@')[2]}" if "@" in parts.netloc else parts.netloc
+    query = _SECRET_PARAM.sub(lambda m: f"{m[1]}{m[2]}={MASK}", parts.query)
+    if (netloc, query) == (parts.netloc, parts.query):
+        return url
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 def _connect_host(bind_host: str) -> str:

@@ -82,8 +82,10 @@ class PolicyClient:
         connect_timeout_s: float = 5.0,
         max_attempts: int = 4,
         backoff_s: float = 0.25,
+        api_key: str = "",
         transport: httpx.AsyncBaseTransport | None = None,
     ):
+        """`api_key`: sent as `Authorization: Bearer <key>` on every call (SGLang's --api-key); empty sends none."""
         if not urls:
             raise ValueError("PolicyClient needs at least one server URL")
         self.urls = [u.rstrip("/") for u in urls]
@@ -93,11 +95,13 @@ class PolicyClient:
         self._http = httpx.AsyncClient(
             timeout=httpx.Timeout(request_timeout_s, connect=connect_timeout_s),
             limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
+            headers={"Authorization": f"Bearer {api_key}"} if api_key else None,
             transport=transport,
         )
 
     @classmethod
     def from_settings(cls, settings: Any) -> "PolicyClient":
+        """The policy servers of `settings`, called with their key (the embedded engine's own when it serves)."""
         p = settings.policy
         return cls(
             settings.policy_urls(),
@@ -105,6 +109,7 @@ class PolicyClient:
             connect_timeout_s=p.connect_timeout_s,
             max_attempts=p.max_attempts,
             backoff_s=p.backoff_s,
+            api_key=settings.policy_api_key().get_secret_value(),
         )
 
     async def aclose(self) -> None:

@@ -8,11 +8,22 @@ SGLang's triples (logprob, token_id, decoded_text_or_null).
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 LogprobEntry = tuple[float | None, int, str | None]
+
+_VERSION_LABEL = r"[A-Za-z0-9._-]{1,64}"
+WEIGHT_VERSION_PATTERN = f"^{_VERSION_LABEL}$"
+"""A weight version label: it is echoed in every answer, logged and stored with turns, so it stays a short plain
+token that can never carry a path separator, a newline or markup."""
+
+
+def is_safe_version(label: str) -> bool:
+    """Whether `label` matches WEIGHT_VERSION_PATTERN (fullmatch: Python's `$` would let a trailing newline in)."""
+    return re.fullmatch(_VERSION_LABEL, label) is not None
 
 
 class SamplingParams(BaseModel):
@@ -150,7 +161,8 @@ class UpdateWeightsFromDiskRequest(BaseModel):
     model_path: str
     load_format: str | None = None
     abort_all_requests: bool = False
-    weight_version: str | None = None
+    weight_version: str | None = Field(None, pattern=WEIGHT_VERSION_PATTERN)
+    """Label of the new weights; None: the checkpoint's own label, else the current one."""
     flush_cache: bool = True
 
 
