@@ -23,6 +23,22 @@ def prepare_model(settings: Settings, model_path: Path | None = None) -> Path:
     return ensure_tiny_model(settings.tiny_model_dir)
 
 
+def newest_trained(settings: Settings, base: Path) -> Path:
+    """After a restart, serve the newest trained version rather than the base model.
+
+    The servers load each new version as the trainer publishes it; an engine that restarts would otherwise serve the
+    base weights as version 0 while training is at vN, and every sample it then generates would be stale.
+    """
+    from openclaw_rl.checkpoints import newest_version, read_version_label, version_dir
+
+    newest = newest_version(settings.checkpoints_dir)
+    folder = version_dir(settings.checkpoints_dir, newest)
+    if newest and (folder / "config.json").is_file() and read_version_label(folder):
+        log.info("serving the newest trained version", version=newest, path=str(folder), base=str(base))
+        return folder
+    return base
+
+
 def serve_engine(
     settings: Settings, model_path: Path | None = None, port: int | None = None, weight_version: str = "0"
 ) -> None:
@@ -41,6 +57,8 @@ def serve_engine(
     if settings.engine.torch_threads:
         torch.set_num_threads(settings.engine.torch_threads)
     path = prepare_model(settings, model_path)
+    if model_path is None:
+        path = newest_trained(settings, path)
     cfg = settings.engine
     model = load_model(path, cfg.device, cfg.dtype, read_version_label(path) or weight_version)
     log.info("engine model loaded", path=str(path), device=str(model.device), weight_version=model.weight_version)
