@@ -12,17 +12,20 @@ import asyncio
 import json
 import time
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Mapping
 
+import redis.asyncio as aioredis
 import structlog
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import ValidationError
 
-from api import prefix_links
+from api import idempotency, prefix_links
 from api.auth import Caller, authenticate
 from api.errors import ApiError, error_body
+from api.idempotency import IdempotencyRecord
 from api.openai_schema import (
     AssistantMessage,
     ChatCompletion,
@@ -35,7 +38,10 @@ from api.openai_schema import (
     ModelList,
     Usage,
 )
-from api.session_identity import resolve_identity, strip_routing_fields
+from api.request_body import read_json
+from api.session_audit import is_next_state_of_a_turn
+from api.session_gateway import session_workflow_id
+from api.session_identity import InvalidSessionId, SessionIdentity, resolve_identity, strip_routing_fields
 from api.token_relay import relay_tokens
 from contracts.chat import ChatSampling, StoredChatRequest, TurnType
 from contracts.learning import NextState
@@ -63,115 +69,205 @@ async def list_models(request: Request, caller: Caller = Depends(authenticate)) 
     return ModelList(data=[card])
 
 
+@dataclass
+class _Turn:
+    """One chat request on its way through: what is stored, what Temporal runs, how the client is answered."""
+
+    user_id: str
+    session_id: str
+    turn_id: str
+    created: int
+    model: str
+    chat: ChatCompletionRequest
+    identity: SessionIdentity
+    messages: list[dict[str, Any]]
+    stored: StoredChatRequest
+    sampling: ChatSampling
+    marker: str
+    record: IdempotencyRecord | None = None
+    """Set when the request carries an Idempotency-Key."""
+
+    @property
+    def workflow_id(self) -> str:
+        return session_workflow_id(self.user_id, self.session_id)
+
+
+_REFUSED = (400, 429)
+"""Statuses of a turn refused as sent (400: the policy refused it; 429: the session admitted no more turns)."""
+
+
 @router.post("/v1/chat/completions")
 async def chat_completions(request: Request, caller: Caller = Depends(authenticate)) -> Any:
     app = request.app
-    settings = app.state.settings
-    body = await _read_json(request, settings.api.max_request_bytes)
+    body = await read_json(request, app.state.settings.api.max_request_bytes)
+    chat = _validate(body)
+    key = idempotency.key_from(request.headers)
+    t = await _prepare(app, caller.user_id, request.headers, body, chat)
+    fresh = True
+    if key is not None:
+        fresh = await _claim(app, t, key)
+        if t.record is not None and t.record.result is not None:  # a retry of a finished turn: its answer again
+            return await _respond(app, t, _finished(t.record.result))
+    log.info(
+        "chat turn",
+        user=t.user_id,
+        session=t.session_id,
+        source=t.identity.source,
+        turn_type=t.identity.turn_type.value,
+        turn_id=t.turn_id,
+        stream=chat.stream,
+        retry=not fresh,
+    )
     try:
-        chat = ChatCompletionRequest.model_validate(strip_routing_fields(body))
+        app.state.admission.acquire(t.user_id, t.workflow_id, t.turn_id)
+    except ApiError:
+        if key is not None and fresh:
+            await idempotency.forget(app.state.redis, t.turn_id)
+        raise
+    update = asyncio.ensure_future(_run(app, t, _turn_request(t)))
+    return await _respond(app, t, update)
+
+
+def _validate(body: dict[str, Any]) -> ChatCompletionRequest:
+    try:
+        return ChatCompletionRequest.model_validate(strip_routing_fields(body))
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise ApiError(422, f"{where or 'body'}: {first['msg']}", param=where or None) from None
 
-    messages = [m.for_template() for m in chat.messages]
-    identity = resolve_identity(request.headers, body, settings.session.side_call_markers)
-    marker = settings.session.internal_context_marker
-    session_id = identity.session_id
-    if session_id is None:
-        if identity.turn_type is TurnType.SIDE:
-            session_id = f"side-{datetime.now(timezone.utc):%Y%m%d}"  # hint-less side calls of a day share one session
-        else:
-            session_id = (
-                await prefix_links.find_session(app.state.redis, caller.user_id, messages, marker)
-                or f"chat-{uuid.uuid4().hex[:16]}"
-            )
 
-    turn_id = uuid.uuid4().hex
-    stored = StoredChatRequest(messages=messages, tools=chat.template_tools())
-    turn = TurnRequest(
-        turn_id=turn_id,
-        turn_type=identity.turn_type,
-        side_kind=identity.side_kind,
+async def _prepare(
+    app: FastAPI, user_id: str, headers: Mapping[str, str], body: dict[str, Any], chat: ChatCompletionRequest
+) -> _Turn:
+    settings = app.state.settings
+    messages = [m.for_template() for m in chat.messages]
+    try:
+        identity = resolve_identity(headers, body, settings.session.side_call_markers)
+    except InvalidSessionId as exc:
+        raise ApiError(400, str(exc), code="invalid_session_id") from None
+    marker = settings.session.internal_context_marker
+    return _Turn(
+        user_id=user_id,
+        session_id=identity.session_id or await _unhinted_session(app.state.redis, user_id, identity, messages, marker),
+        turn_id=uuid.uuid4().hex,
+        created=int(time.time()),
+        model=chat.model or settings.api.model_name,
+        chat=chat,
+        identity=identity,
+        messages=messages,
+        stored=StoredChatRequest(messages=messages, tools=chat.template_tools()),
         sampling=ChatSampling(
             temperature=1.0 if chat.temperature is None else chat.temperature,
             top_p=1.0 if chat.top_p is None else chat.top_p,
             max_tokens=chat.max_completion_tokens or chat.max_tokens,
             stop=chat.stop_list(),
         ),
-        stream=chat.stream,
-        prompt_summary=_prompt_summary(messages, marker),
-        message_count=len(messages),
-        next_state=_next_state(messages, marker, turn_id) if identity.turn_type is TurnType.MAIN else None,
-        session_done=identity.session_done,
+        marker=marker,
+    )
+
+
+async def _unhinted_session(
+    redis: aioredis.Redis, user_id: str, identity: SessionIdentity, messages: list[dict[str, Any]], marker: str
+) -> str:
+    if identity.turn_type is TurnType.SIDE:
+        return f"side-{datetime.now(timezone.utc):%Y%m%d}"  # hint-less side calls of a day share one session
+    return await prefix_links.find_session(redis, user_id, messages, marker) or f"chat-{uuid.uuid4().hex[:16]}"
+
+
+async def _claim(app: FastAPI, t: _Turn, key: str) -> bool:
+    """Bind the request to its key's turn; True if it is the first with the key, False for a retry."""
+    t.turn_id = idempotency.turn_id_for(t.user_id, key)
+    mine = IdempotencyRecord(
+        session_id=t.session_id, request_digest=idempotency.request_digest(t.stored, t.sampling), created=t.created
+    )
+    t.record, fresh = await idempotency.claim(app.state.redis, t.turn_id, mine)
+    # A retry goes where the first copy went, even if it resolved another session (prefix links change meanwhile).
+    t.session_id, t.created = t.record.session_id, t.record.created
+    return fresh
+
+
+def _turn_request(t: _Turn) -> TurnRequest:
+    main = t.identity.turn_type is TurnType.MAIN
+    return TurnRequest(
+        turn_id=t.turn_id,
+        turn_type=t.identity.turn_type,
+        side_kind=t.identity.side_kind,
+        sampling=t.sampling,
+        stream=t.chat.stream,
+        prompt_summary=_prompt_summary(t.messages, t.marker),
+        message_count=len(t.messages),
+        next_state=_next_state(t.messages, t.marker, t.turn_id) if main else None,
+        session_done=t.identity.session_done,
         received_at=datetime.now(timezone.utc),
     )
-    model = chat.model or settings.api.model_name
-    log.info(
-        "chat turn",
-        user=caller.user_id,
-        session=session_id,
-        source=identity.source,
-        turn_type=identity.turn_type.value,
-        turn_id=turn_id,
-        stream=chat.stream,
-    )
-
-    app.state.admission.acquire(caller.user_id)
-
-    async def run() -> TurnResult:
-        """The turn, then its prefix link; runs to the end even if a streaming client leaves."""
-        try:
-            await app.state.redis.set(redis_keys.chat_request(turn_id), stored.model_dump_json(), ex=REQUEST_TTL_S)
-            result = await app.state.gateway.run_turn(caller.user_id, session_id, turn)
-            if identity.turn_type is TurnType.MAIN:
-                reply = _assistant_message(result).model_dump(exclude_none=True)
-                await prefix_links.remember(
-                    app.state.redis,
-                    caller.user_id,
-                    messages,
-                    reply,
-                    session_id,
-                    marker,
-                    settings.session.prefix_link_ttl_s,
-                )
-            return result
-        finally:
-            app.state.admission.release(caller.user_id)
-
-    update = asyncio.ensure_future(run())
-    if not chat.stream:
-        result = await asyncio.shield(update)
-        return JSONResponse(
-            _completion(turn_id, model, result).model_dump(exclude_none=True), headers={"X-Session-Id": session_id}
-        )
-
-    include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
-    tokens = relay_tokens(app.state.redis, turn_id, update)
-    first = await anext(tokens, None)  # an error before the first token is still an HTTP error
-    sse = _sse(turn_id, model, first, tokens, update, include_usage)
-    return StreamingResponse(
-        sse, media_type="text/event-stream", headers={"X-Session-Id": session_id, "Cache-Control": "no-cache"}
-    )
 
 
-async def _read_json(request: Request, limit: int) -> dict[str, Any]:
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
-        raise ApiError(413, f"request body is {int(declared)} bytes; the limit is {limit} (api.max_request_bytes)")
-    raw = bytearray()
-    async for chunk in request.stream():
-        raw += chunk
-        if len(raw) > limit:
-            raise ApiError(413, f"request body exceeds {limit} bytes (api.max_request_bytes)")
+async def _run(app: FastAPI, t: _Turn, turn: TurnRequest) -> TurnResult:
+    """The turn, then its prefix link; runs to the end even if a streaming client leaves."""
+    redis = app.state.redis
     try:
-        body = json.loads(raw)
-    except ValueError as exc:
-        raise ApiError(400, f"the body is not valid JSON: {exc}", code="invalid_json") from None
-    if not isinstance(body, dict):
-        raise ApiError(422, "the body must be a JSON object")
-    return body
+        await redis.set(redis_keys.chat_request(t.turn_id), t.stored.model_dump_json(), ex=REQUEST_TTL_S)
+        try:
+            result = await app.state.gateway.run_turn(t.user_id, t.session_id, turn)
+        except ApiError as exc:
+            if exc.status in _REFUSED:
+                await _forget_refused(app, t, turn, admitted=exc.status != 429)
+            raise
+        if t.record is not None:
+            await idempotency.save_result(redis, t.turn_id, t.record, result)
+        if t.identity.turn_type is TurnType.MAIN:
+            reply = _assistant_message(result).model_dump(exclude_none=True)
+            await prefix_links.remember(
+                redis,
+                t.user_id,
+                t.messages,
+                reply,
+                t.session_id,
+                t.marker,
+                app.state.settings.session.prefix_link_ttl_s,
+            )
+        return result
+    finally:
+        app.state.admission.release(t.user_id, t.workflow_id, t.turn_id)
+
+
+async def _forget_refused(app: FastAPI, t: _Turn, turn: TurnRequest, admitted: bool) -> None:
+    """A refused turn leaves nothing behind, except a request an earlier turn took as its next state.
+
+    A main-line request pairs the session's pending turn before its own generation
+    starts, so a request refused as too long may still be that turn's next state,
+    which its judge reads. `admitted`: the workflow saw the turn (else nothing paired).
+    """
+    key = redis_keys.chat_request(t.turn_id)
+    try:
+        if t.record is not None:
+            await idempotency.forget(app.state.redis, t.turn_id)
+        if admitted and turn.next_state is not None:
+            client = await app.state.gateway.client()
+            if await is_next_state_of_a_turn(client, app.state.redis, t.user_id, t.session_id, key):
+                return
+        await app.state.redis.delete(key)
+    except Exception as exc:  # cleanup must never replace the refusal the client is owed; the TTL ends the key
+        log.warning("could not clean up a refused turn", turn_id=t.turn_id, error=f"{type(exc).__name__}: {exc}")
+
+
+def _finished(result: TurnResult) -> asyncio.Future:
+    done: asyncio.Future = asyncio.get_running_loop().create_future()
+    done.set_result(result)
+    return done
+
+
+async def _respond(app: FastAPI, t: _Turn, update: asyncio.Future) -> Any:
+    headers = {"X-Session-Id": t.session_id}
+    if not t.chat.stream:
+        result = await asyncio.shield(update)
+        return JSONResponse(_completion(t, result).model_dump(exclude_none=True), headers=headers)
+    include_usage = bool(t.chat.stream_options and t.chat.stream_options.include_usage)
+    tokens = relay_tokens(app.state.redis, t.turn_id, update)
+    first = await anext(tokens, None)  # an error before the first token is still an HTTP error
+    sse = _sse(t, first, tokens, update, include_usage)
+    return StreamingResponse(sse, media_type="text/event-stream", headers={**headers, "Cache-Control": "no-cache"})
 
 
 def _real_messages(messages: list[dict[str, Any]], marker: str) -> list[tuple[int, dict[str, Any]]]:
@@ -217,11 +313,11 @@ def _usage(result: TurnResult) -> Usage:
     )
 
 
-def _completion(turn_id: str, model: str, result: TurnResult) -> ChatCompletion:
+def _completion(t: _Turn, result: TurnResult) -> ChatCompletion:
     return ChatCompletion(
-        id=f"chatcmpl-{turn_id}",
-        created=int(time.time()),
-        model=model,
+        id=f"chatcmpl-{t.turn_id}",
+        created=t.created,
+        model=t.model,
         choices=[Choice(message=_assistant_message(result), finish_reason=result.output.finish_reason)],
         usage=_usage(result),
         system_fingerprint=result.output.weight_version,
@@ -229,15 +325,13 @@ def _completion(turn_id: str, model: str, result: TurnResult) -> ChatCompletion:
 
 
 async def _sse(
-    turn_id: str, model: str, first: str | None, tokens: AsyncIterator[str], update: asyncio.Future, include_usage: bool
+    t: _Turn, first: str | None, tokens: AsyncIterator[str], update: asyncio.Future, include_usage: bool
 ) -> AsyncIterator[str]:
-    created = int(time.time())
-
     def chunk(delta: Delta, finish: str | None = None, usage: Usage | None = None, choices: bool = True) -> str:
         c = ChatCompletionChunk(
-            id=f"chatcmpl-{turn_id}",
-            created=created,
-            model=model,
+            id=f"chatcmpl-{t.turn_id}",
+            created=t.created,
+            model=t.model,
             choices=[ChunkChoice(delta=delta, finish_reason=finish)] if choices else [],
             usage=usage,
         )

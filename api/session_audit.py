@@ -118,3 +118,23 @@ async def session_turns(
         runs=page.runs,
         turns=audited,
     )
+
+
+NEXT_STATE_LOOKBACK = 50
+"""Turns searched back from the end of the log: the turn a request pairs is the last main-line one before it."""
+
+
+async def is_next_state_of_a_turn(
+    client: Client, redis: aioredis.Redis, user_id: str, session_id: str, request_key: str
+) -> bool:
+    """Whether a turn of the session took the request stored under `request_key` as its next state."""
+    handle = client.get_workflow_handle(session_workflow_id(user_id, session_id))
+    total = (await handle.query(SessionWorkflow.summary)).turns
+    page: TurnsPageResult = await handle.query(
+        SessionWorkflow.turns, TurnsPage(offset=max(0, total - NEXT_STATE_LOOKBACK), limit=NEXT_STATE_LOOKBACK)
+    )
+    records = list(page.turns)
+    for seg in page.archived:  # the session may have continued as new since
+        raw = await redis.get(seg.key)
+        records += [TurnRecord.model_validate(r) for r in json.loads(raw)] if raw else []
+    return any(r.next_state is not None and r.next_state.request_key == request_key for r in records)

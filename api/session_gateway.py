@@ -2,6 +2,12 @@
 
 The update id is the turn id, so a request retried after Temporal was briefly
 unreachable attaches to the same update instead of running the turn twice.
+
+Temporal admits a bounded number of updates in flight per workflow (10 by
+default, `history.maxInFlightUpdates`) and refuses more with RESOURCE_EXHAUSTED,
+cause CONCURRENT_LIMIT. Main-line turns of one session queue behind each other
+in the workflow, so that limit is "too many requests on this session": a 429,
+not an outage (api.admission refuses such a turn first, without asking Temporal).
 """
 
 from __future__ import annotations
@@ -12,6 +18,8 @@ import re
 import time
 
 import structlog
+from temporalio.api.enums.v1 import ResourceExhaustedCause
+from temporalio.api.errordetails.v1 import MultiOperationExecutionFailure, ResourceExhaustedFailure
 from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
@@ -22,6 +30,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes, Workfl
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from api.admission import session_busy
 from api.errors import ApiError
 from contracts.errors import ErrorType
 from contracts.learning import LearningPlan, Method
@@ -99,23 +108,26 @@ class SessionGateway:
             learning=learning_plan(self.settings) if self.settings.learning.enabled else None,
         )
 
+    def _start_operation(self, user_id: str, session_id: str, wf_id: str) -> WithStartWorkflowOperation:
+        return WithStartWorkflowOperation(
+            SessionWorkflow.run,
+            SessionInput(user_id=user_id, session_id=session_id, config=self.session_config()),
+            id=wf_id,
+            task_queue=self.settings.temporal.task_queue(Pool.WORKFLOW),
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            search_attributes=TypedSearchAttributes(
+                [SearchAttributePair(USER_ID, user_id), SearchAttributePair(SESSION_ID, session_id)]
+            ),
+            static_summary=f"chat session {session_id} of {user_id}",
+        )
+
     async def run_turn(self, user_id: str, session_id: str, req: TurnRequest) -> TurnResult:
         wf_id = session_workflow_id(user_id, session_id)
         started = time.monotonic()
         while True:
+            op = self._start_operation(user_id, session_id, wf_id)
             try:
                 client = await self.client()
-                op = WithStartWorkflowOperation(
-                    SessionWorkflow.run,
-                    SessionInput(user_id=user_id, session_id=session_id, config=self.session_config()),
-                    id=wf_id,
-                    task_queue=self.settings.temporal.task_queue(Pool.WORKFLOW),
-                    id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                    search_attributes=TypedSearchAttributes(
-                        [SearchAttributePair(USER_ID, user_id), SearchAttributePair(SESSION_ID, session_id)]
-                    ),
-                    static_summary=f"chat session {session_id} of {user_id}",
-                )
                 return await client.execute_update_with_start_workflow(
                     SessionWorkflow.turn, req, start_workflow_operation=op, id=req.turn_id
                 )
@@ -133,6 +145,9 @@ class SessionGateway:
                 status, code = _ERROR_STATUS.get(kind or "", (500, "turn_failed"))
                 raise ApiError(status, getattr(cause, "message", None) or str(exc), code=code) from exc
             except (RPCError, WorkflowUpdateRPCTimeoutOrCancelledError, OSError, RuntimeError) as exc:
+                await _take_start_error(op)
+                if isinstance(exc, RPCError) and is_update_limit(exc):
+                    raise session_busy() from exc
                 if isinstance(exc, RPCError) and exc.status not in _TRANSIENT_RPC:
                     raise ApiError(503, f"Temporal refused the turn: {exc.message}", code="temporal_error") from exc
                 if time.monotonic() - started >= self.settings.api.temporal_retry_s:
@@ -143,3 +158,36 @@ class SessionGateway:
                     ) from exc
                 log.warning("temporal call failed; retrying", workflow_id=wf_id, turn_id=req.turn_id, error=str(exc))
                 await asyncio.sleep(_RETRY_SLEEP_S)
+
+
+async def _take_start_error(op: WithStartWorkflowOperation) -> None:
+    """A failed Update-with-start parks its error on the start operation too. Take it from there, or asyncio logs
+    "Future exception was never retrieved" with a traceback for every refused request."""
+    waiter = asyncio.ensure_future(op.workflow_handle())
+    await asyncio.sleep(0)  # a settled operation resolves in this one step
+    if not waiter.done():
+        waiter.cancel()  # the call failed before the start was sent: nothing is parked
+    elif not waiter.cancelled():
+        waiter.exception()
+
+
+def is_update_limit(exc: RPCError) -> bool:
+    """The workflow has as many updates in flight as Temporal admits (not a server-wide overload)."""
+    if exc.status != RPCStatusCode.RESOURCE_EXHAUSTED:
+        return False
+    return ResourceExhaustedCause.RESOURCE_EXHAUSTED_CAUSE_CONCURRENT_LIMIT in _exhausted_causes(exc)
+
+
+def _exhausted_causes(exc: RPCError) -> set[int]:
+    """ResourceExhaustedFailure causes in the status details: plain, or per operation of an Update-with-start."""
+    causes: set[int] = set()
+    for detail in exc.grpc_status.details:
+        exhausted, multi = ResourceExhaustedFailure(), MultiOperationExecutionFailure()
+        if detail.Unpack(exhausted):
+            causes.add(exhausted.cause)
+        elif detail.Unpack(multi):
+            for op in multi.statuses:
+                for d in op.details:
+                    if d.Unpack(exhausted):
+                        causes.add(exhausted.cause)
+    return causes

@@ -12,6 +12,9 @@ carries, first match wins:
 Side calls (memory flush, compaction summary, activity recap) are recognised by
 the markers in `session.side_call_markers`; an explicit `X-Turn-Type` /
 `turn_type` wins over the markers.
+
+A session id, from whichever source, is at most MAX_SESSION_ID_CHARS characters:
+it becomes a Temporal search attribute and part of Redis keys and log lines.
 """
 
 from __future__ import annotations
@@ -29,6 +32,13 @@ ROUTING_BODY_FIELDS = ("session_id", "turn_type", "session_done")
 _TRUTHY = {"1", "true", "yes", "on"}
 _RUNTIME_SESSION = re.compile(r"^Runtime:.*?\bsessionId=([^\s|]+)", re.MULTILINE)
 _COMPACTION_SUFFIX = re.compile(r":\d+$")
+
+MAX_SESSION_ID_CHARS = 256
+"""Well under Temporal's 2 KiB keyword search attribute limit (OpenclawSession), and any real client's ids."""
+
+
+class InvalidSessionId(ValueError):
+    """The request names a session id the server cannot use; the client has to send another."""
 
 
 class SessionIdentity(BaseModel):
@@ -87,9 +97,13 @@ def _turn_type(
 def resolve_identity(
     headers: Mapping[str, str], body: Mapping[str, Any], markers: Mapping[str, str] | None = None
 ) -> SessionIdentity:
-    """`markers`: system-prompt substring -> side-call kind (default: `session.side_call_markers`)."""
+    """`markers`: system-prompt substring -> side-call kind (default: `session.side_call_markers`).
+
+    Raises InvalidSessionId for a session id over MAX_SESSION_ID_CHARS.
+    """
     messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
     session_id, source = _session(headers, body, messages)
+    _check_session_id(session_id, source)
     turn_type, side_kind = _turn_type(
         headers, body, messages, SessionSettings().side_call_markers if markers is None else markers
     )
@@ -98,6 +112,13 @@ def resolve_identity(
     return SessionIdentity(
         session_id=session_id, source=source, turn_type=turn_type, side_kind=side_kind, session_done=done
     )
+
+
+def _check_session_id(session_id: str | None, source: str) -> None:
+    if session_id is not None and len(session_id) > MAX_SESSION_ID_CHARS:
+        raise InvalidSessionId(
+            f"the session id (from {source}) is {len(session_id)} characters; the limit is {MAX_SESSION_ID_CHARS}"
+        )
 
 
 def strip_routing_fields(body: Mapping[str, Any]) -> dict[str, Any]:
