@@ -102,7 +102,9 @@ def test_the_terminal_env_reports_the_limit_in_its_observation_and_keeps_serving
         obs = env.step(
             Action(
                 tool_calls=[
-                    ToolCallAction(id="c1", name="bash", arguments={"command": "bomb() { bomb | bomb & }; bomb"})
+                    ToolCallAction(
+                        id="c1", name="bash", arguments={"command": "bomb() { bomb | bomb & }; bomb; sleep 1"}
+                    )
                 ]
             )
         )

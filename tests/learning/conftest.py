@@ -97,7 +97,8 @@ def samples_of(stack: RunningStack, session_key: str) -> list:
 
     r = redis.Redis.from_url(stack.redis)
     out = [decode_sample(fields) for _, fields in r.xrange("oc:samples:personal")]
-    return [s for s in out if s.meta.sample_id.startswith(session_key + "#")]
+    # Sample ids are `<session workflow id>@<first run id>#<turn>`: a reused session id starts a new run chain.
+    return [s for s in out if s.meta.sample_id.split("#")[0].split("@")[0] == session_key]
 
 
 @pytest.fixture(scope="module")

@@ -101,6 +101,6 @@ def test_killing_the_judge_worker_mid_vote_loses_nothing_and_duplicates_nothing(
     records = [
         f
         for _, f in redis.Redis.from_url(llm_stack.redis).xrange("oc:records:personal:v0")
-        if f[b"id"] == b"session/kate/kill#0"
+        if f[b"id"].decode().split("@")[0] == "session/kate/kill" and f[b"id"].endswith(b"#0")
     ]
     assert len(records) == 1
