@@ -17,7 +17,7 @@ from temporalio import activity
 from activities.episode_data import conversation
 from activities.heartbeat import heartbeating
 from activities.rollout import Rollout
-from contracts.chat import ChatSampling
+from contracts.chat import AGENTS_TENANT, ChatSampling
 from contracts.episodes import AGENT_STEP, AgentStepInput, AgentStepOutput
 from contracts.summary import clip
 from envs.base import Action, ToolCallAction
@@ -44,7 +44,7 @@ class AgentActivities:
         sampling = ChatSampling(temperature=inp.temperature, max_tokens=inp.max_tokens)
         params = await self.rollout.params(sampling, len(prompt_ids))
         async with heartbeating(HEARTBEAT_S):
-            gen = await self.rollout.generate(prompt_ids, params)
+            gen = await self.rollout.generate(prompt_ids, params, tenant=AGENTS_TENANT)
         text = self.rollout.decode(gen.ids)
         await self.rollout.store(
             TurnTokens(

@@ -16,6 +16,7 @@ import torch
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.store_errors import store_outage_is_retryable
 from contracts.chat import StoredChatRequest
 from contracts.errors import ErrorType
 from contracts.learning import (
@@ -55,6 +56,7 @@ if ARGV[2] == '1' then
              'rollout_logprobs', ARGV[7], 'advantages', ARGV[8], 'teacher_logprobs', ARGV[9])
 end
 redis.call('XADD', KEYS[3], '*', 'id', ARGV[1], 'record', ARGV[3])
+redis.call('EXPIRE', KEYS[3], ARGV[11])  -- the audit copy ages out with the turn's data; the JSONL mirror stays
 redis.call('SET', KEYS[4], ARGV[3], 'EX', ARGV[11])
 if ARGV[10] == '1' then redis.call('SET', KEYS[5], '1', 'EX', ARGV[11]) end
 return 1
@@ -86,10 +88,12 @@ class LearningActivities:
 
     # ---- judge pool ---------------------------------------------------------
     @activity.defn(name=PRM_VOTE.name)
+    @store_outage_is_retryable
     async def prm_vote(self, inp: VoteInput) -> VoteResult:
         return await self._vote(inp.model_copy(update={"kind": "prm"}))
 
     @activity.defn(name=HINT_VOTE.name)
+    @store_outage_is_retryable
     async def hint(self, inp: VoteInput) -> VoteResult:
         return await self._vote(inp.model_copy(update={"kind": "hint"}))
 
@@ -147,6 +151,7 @@ class LearningActivities:
         return tokens
 
     @activity.defn(name=PUBLISH_SAMPLE.name)
+    @store_outage_is_retryable
     async def publish_sample(self, inp: PublishInput) -> PublishResult:
         tokens = await self._tokens(inp.turn_id)
         effective = bool(await self.redis.exists(redis_keys.session_effective(inp.session_key)))
@@ -242,7 +247,7 @@ class LearningActivities:
                 fields["advantages"],
                 fields["teacher_logprobs"],
                 "1" if effective_now else "0",
-                redis_keys.DATA_TTL_S,
+                self.settings.redis.data_ttl_s,
             ],
         )
         if not wrote:
@@ -266,6 +271,7 @@ class LearningActivities:
 
     # ---- policy pool --------------------------------------------------------
     @activity.defn(name=TEACHER_LOGPROBS.name)
+    @store_outage_is_retryable
     async def teacher_logprobs(self, inp: TeacherInput) -> TeacherResult:
         tokens = await self._tokens(inp.turn_id)
         if not tokens.response_ids:
@@ -280,7 +286,7 @@ class LearningActivities:
             enhanced + tokens.response_ids, len(enhanced), temperature=tokens.temperature or 1.0
         )
         key = redis_keys.teacher_logprobs(inp.turn_id)
-        await save_floats(self.redis, key, lps)
+        await save_floats(self.redis, key, lps, ttl_s=self.settings.redis.data_ttl_s)
         return TeacherResult(key=key, tokens=len(lps), mean_logprob=sum(lps) / len(lps))
 
     def _teacher_client(self) -> PolicyClient:

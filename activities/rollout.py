@@ -65,14 +65,22 @@ class Rollout:
         )
 
     async def generate(
-        self, input_ids: list[int], params: SamplingParams, on_tokens: OnTokens | None = None
+        self,
+        input_ids: list[int],
+        params: SamplingParams,
+        on_tokens: OnTokens | None = None,
+        *,
+        tenant: str | None = None,
     ) -> RolloutResult:
-        """One generation; streamed from the server when `on_tokens` wants tokens as they come."""
+        """One generation; streamed from the server when `on_tokens` wants tokens as they come.
+
+        `tenant`: whose request it is, so the embedded engine shares its slots fairly between users (None: the
+        shared system bucket)."""
         if params.max_new_tokens <= 0:
             return RolloutResult()
         try:
             if on_tokens is None:
-                gen = await self.policy.generate(input_ids, params)
+                gen = await self.policy.generate(input_ids, params, tenant=tenant)
                 return RolloutResult(
                     ids=gen.output_ids,
                     logprobs=gen.output_logprobs,
@@ -80,7 +88,7 @@ class Rollout:
                     weight_version=gen.weight_version,
                 )
             out = RolloutResult()
-            async for snap in self.policy.generate_stream(input_ids, params):
+            async for snap in self.policy.generate_stream(input_ids, params, tenant=tenant):
                 out.ids, out.logprobs = snap.output_ids, snap.output_logprobs
                 out.weight_version = snap.weight_version or out.weight_version
                 if snap.finish_reason is not None:
@@ -101,7 +109,7 @@ class Rollout:
 
     async def store(self, tokens: TurnTokens) -> None:
         """Keep the token-level data under the turn's key: the judges, the teacher and the sample read it there."""
-        await save_turn_tokens(self.redis, tokens)
+        await save_turn_tokens(self.redis, tokens, ttl_s=self.settings.redis.data_ttl_s)
 
     async def _budget(self, max_tokens: int | None, used: int) -> int:
         if self._context_limit is None:

@@ -9,6 +9,7 @@ the same Lua step as the stream entry).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import redis.asyncio as aioredis
 import structlog
@@ -16,6 +17,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities import episode_data
+from activities.store_errors import store_outage_is_retryable
 from contracts.episodes import (
     PUBLISH_STEP_SAMPLES,
     STEP_VOTE,
@@ -64,6 +66,7 @@ class StepLearningActivities:
         await self.redis.aclose()
 
     @activity.defn(name=STEP_VOTE.name)
+    @store_outage_is_retryable
     async def step_vote(self, inp: StepVoteInput) -> StepVote:
         if self._judge is None:
             self._judge = make_judge(self.settings)
@@ -78,8 +81,14 @@ class StepLearningActivities:
         opening = await episode_data.opening(self.redis, inp.attempt_key)
         instruction = next((m.get("content", "") for m in opening["messages"] if m.get("role") == "user"), "")
         views = [await self._view(inp.attempt_key, t) for t in range(max(0, inp.step - HISTORY_STEPS), inp.step + 1)]
+        shots = [v.screenshot for v in views if v.screenshot]
         return StepJudgeContext(
-            setting=inp.setting, task_instruction=instruction, history=views[:-1], current=views[-1]
+            setting=inp.setting,
+            task_instruction=instruction,
+            history=views[:-1],
+            current=views[-1],
+            # gui: the opening state's PNG lies beside the steps' (envs.gui.env.OPENING_SCREENSHOT)
+            opening_screenshot=str(Path(shots[0]).with_name("reset.png")) if shots else None,
         )
 
     async def _view(self, attempt_key: str, step: int) -> StepView:
@@ -104,9 +113,11 @@ class StepLearningActivities:
             tool_results=clip("\n".join(results), JUDGE_RAW_CHARS * 2),
             parse_error=action["parse_error"],
             errors=sum(bool(r.get("error")) for r in obs["tool_results"]),
+            screenshot=obs.get("screenshot"),
         )
 
     @activity.defn(name=PUBLISH_STEP_SAMPLES.name)
+    @store_outage_is_retryable
     async def publish_step_samples(self, inp: PublishStepsInput) -> PublishStepsResult:
         published = duplicates = missing = 0
         stream = redis_keys.sample_stream(inp.setting)
@@ -149,14 +160,14 @@ class StepLearningActivities:
                     f["rollout_logprobs"],
                     f["advantages"],
                     f["teacher_logprobs"],
-                    redis_keys.EPISODE_TTL_S,
+                    self.settings.redis.data_ttl_s,
                 ],
             )
             published += int(wrote)
             duplicates += int(not wrote)
             adv_key = redis_keys.episode_advantages(ref.episode_id)
             await self.redis.hset(adv_key, str(ref.step), f"{ref.reward} {ref.advantage}")
-            await self.redis.expire(adv_key, redis_keys.EPISODE_TTL_S)
+            await self.redis.expire(adv_key, self.settings.redis.data_ttl_s)
         if missing:
             log.warning("step samples without token data were skipped", group_id=inp.group_id, missing=missing)
         return PublishStepsResult(published=published, duplicates=duplicates, missing=missing)

@@ -13,6 +13,7 @@ import errno
 import hashlib
 import json
 import math
+import os
 import shutil
 import threading
 import time
@@ -62,6 +63,7 @@ from policy_client import PolicyClient
 from rlmath.loss import LossConfig
 from trainers import backend_class
 from trainers.base import CheckpointCorrupt, PolicyTrainer, TrainerConfig
+from trainers.lora import LoraConfig
 
 log = structlog.get_logger(__name__)
 
@@ -107,32 +109,60 @@ class TrainingActivities:
                 if "BUSYGROUP" not in str(exc):
                     raise
         got: dict[str, list[str]] = {src: [] for src in streams}
-        # Entries delivered to us before but never acknowledged come first (a claim or step that died).
+
+        def room() -> int:
+            return inp.batch_size - sum(map(len, got.values()))
+
+        # Entries delivered to us before but never acknowledged come first (a claim or step that died). Every read
+        # names one stream with its own count: Redis applies COUNT per stream, so one read over several streams
+        # could return up to COUNT from each and overshoot the batch and its shares.
         for src, key in streams.items():
-            pending = await self.redis.xreadgroup(GROUP, inp.consumer, {key: "0"}, count=inp.batch_size)
+            if room() <= 0:
+                break
+            pending = await self.redis.xreadgroup(GROUP, inp.consumer, {key: "0"}, count=room())
             got[src] += [eid.decode() for _, entries in pending for eid, _ in entries]
         total_w = sum(inp.source_weights.values()) or 1.0
         quota = {src: max(1, round(inp.batch_size * w / total_w)) for src, w in inp.source_weights.items()}
         deadline = asyncio.get_running_loop().time() + inp.wait_s
-        while sum(map(len, got.values())) < inp.batch_size:
-            left = inp.batch_size - sum(map(len, got.values()))
-            # Sources with room in their share first; once all are full, anyone may fill the rest.
-            wanting = {s: k for s, k in streams.items() if len(got[s]) < quota[s]} or streams
+        while room() > 0:
+            # Each source up to its share first; then, if the batch is still short (a source had too little),
+            # any source fills the rest, so a quiet source never holds a batch back.
+            read = 0
+            for src in streams:
+                read += await self._read_new(inp.consumer, streams, src, got, min(room(), quota[src] - len(got[src])))
+            for src in streams:
+                read += await self._read_new(inp.consumer, streams, src, got, room())
+            if read:
+                continue
             remaining = deadline - asyncio.get_running_loop().time()
-            if remaining <= 0:
+            if room() <= 0 or remaining <= 0:
                 break
             activity.heartbeat(sum(map(len, got.values())))
-            batch = await self.redis.xreadgroup(
-                GROUP,
-                inp.consumer,
-                {k: ">" for k in wanting.values()},
-                count=left,
-                block=int(min(remaining, HEARTBEAT_S) * 1000),
-            )
-            for key, entries in batch or []:
-                src = next(s for s, k in streams.items() if k == key.decode())
-                got[src] += [eid.decode() for eid, _ in entries]
+            await self._wait_for_new(streams.values(), min(remaining, HEARTBEAT_S))
         return ClaimResult(ids={s: v for s, v in got.items() if v}, backlog=await self._backlog(streams.values()))
+
+    async def _read_new(
+        self, consumer: str, streams: dict[str, str], src: str, got: dict[str, list[str]], count: int
+    ) -> int:
+        """Up to `count` entries of `src` never delivered to the group (no blocking); returns how many."""
+        if count <= 0:
+            return 0
+        batch = await self.redis.xreadgroup(GROUP, consumer, {streams[src]: ">"}, count=count)
+        ids = [eid.decode() for _, entries in batch or [] for eid, _ in entries]
+        got[src] += ids
+        return len(ids)
+
+    async def _wait_for_new(self, keys, timeout_s: float) -> None:
+        """Block until an entry the group has not been given yet exists in one of `keys`, or `timeout_s` passes.
+
+        A plain XREAD from each group's last delivered id: it consumes nothing, and returns at once if such entries
+        are already there (nothing slips between a read and this wait)."""
+        since = {}
+        for key in keys:
+            for group in await self.redis.xinfo_groups(key):
+                if group["name"] == GROUP.encode():
+                    since[key] = group["last-delivered-id"]
+        await self.redis.xread(since, count=1, block=max(1, int(timeout_s * 1000)))
 
     async def _backlog(self, keys) -> int:
         total = 0
@@ -156,7 +186,9 @@ class TrainingActivities:
         target = version_dir(self.settings.checkpoints_dir, inp.version + 1)
         done = _read_summary(target)
         if done is not None and done.batch == digest:
-            return done  # this batch was already trained and saved by an attempt that died afterwards
+            # this batch was already trained and saved by an attempt that died afterwards
+            await asyncio.to_thread(record_trained, self.settings.records_dir, done, inp.version)
+            return done
         samples, stale = [], []
         for src, ids in inp.ids.items():
             key = redis_keys.sample_stream(src)
@@ -200,8 +232,8 @@ class TrainingActivities:
             )
             try:
                 await asyncio.to_thread(self._save, trainer, target, summary)
-            except OSError as exc:
-                if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            except Exception as exc:
+                if not _disk_full(exc):
                     raise
                 raise ApplicationError(
                     f"no space left to write {target}: training pauses; free space, then `openclaw-rl train resume`",
@@ -215,6 +247,7 @@ class TrainingActivities:
             self.trainer = None  # its weights may be half-updated: reload from the checkpoint next time
             raise
         self.trainer_version = inp.version + 1
+        await asyncio.to_thread(record_trained, self.settings.records_dir, summary, inp.version)
         prune_versions(self.settings.checkpoints_dir, inp.version + 1, self.settings.training.keep_versions)
         return summary
 
@@ -236,6 +269,14 @@ class TrainingActivities:
                 entropy_coef=t.entropy_coef,
                 tis_cap=t.tis_cap,
             ),
+            lora=LoraConfig(
+                rank=t.lora.rank,
+                alpha=t.lora.alpha,
+                dropout=t.lora.dropout,
+                target_modules=tuple(t.lora.target_modules),
+            )
+            if t.lora.enabled
+            else None,
         )
         trainer_cls = backend_class(t.backend)
         folder = version_dir(self.settings.checkpoints_dir, version)
@@ -341,6 +382,45 @@ class TrainingActivities:
         return n
 
 
+TRAINED_LOG = "trained.jsonl"
+"""records/trained.jsonl: one line per saved train step (the version it made, its batch digest, the sample ids it
+trained on), appended and fsynced once its checkpoint is in place. Checkpoints are pruned; this log is not, so which
+sample went into which version stays answerable (and a sample trained twice shows)."""
+
+
+def record_trained(records_dir: Path, summary: StepSummary, from_version: int) -> None:
+    """Append the step's line once: a retried step whose checkpoint was already saved finds its line there."""
+    path = Path(records_dir) / TRAINED_LOG
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = json.dumps(
+        {
+            "version": summary.version,
+            "from_version": from_version,
+            "batch": summary.batch,
+            "sample_ids": summary.sample_ids,
+            "stale_ids": summary.stale_ids,
+            "at": round(time.time(), 3),
+        }
+    )
+    try:
+        with open(path, "rb") as f:  # only a retry can find its line, and only near the end
+            start = f.seek(max(0, f.seek(0, 2) - 64 * 1024))
+            tail = f.read().decode("utf-8", errors="replace").splitlines()[1 if start else 0 :]
+    except FileNotFoundError:
+        tail = []
+    for prev in tail:
+        try:
+            rec = json.loads(prev)
+        except ValueError:
+            continue
+        if rec.get("version") == summary.version and rec.get("batch") == summary.batch:
+            return
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(line + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
 def _finite(trainer: PolicyTrainer, metrics: StepMetrics) -> bool:
     """No NaN/Inf in the step's loss, gradient norm or the updated weights: only then may it be saved and served."""
     if not (math.isfinite(metrics.loss) and math.isfinite(metrics.grad_norm)):
@@ -354,3 +434,19 @@ def _read_summary(folder: Path) -> StepSummary | None:
         return StepSummary.model_validate(info["summary"]) if info else None
     except (KeyError, ValueError):
         return None
+
+
+_NO_SPACE = ("No space left on device", "os error 28", "Disk quota exceeded", "os error 122")
+
+
+def _disk_full(exc: BaseException) -> bool:
+    """ENOSPC/EDQUOT however the writer reports it: an OSError from Python, a SafetensorError or torch's
+    RuntimeError that carry only the message (they wrap the errno in their own text)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if any(text in str(seen) for text in _NO_SPACE):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False

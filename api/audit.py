@@ -1,4 +1,9 @@
-"""Audit routes: a caller sees only their own sessions and turns."""
+"""Audit routes: a caller sees only their own sessions and turns.
+
+A session id is any text a chat request named (api.session_identity), '/' included, so
+the routes take the rest of the path as the id: `a/b` is addressed as `/v1/sessions/a%2Fb/turns`
+(or `/v1/sessions/a/b/turns`), `..` as `/v1/sessions/%2E%2E/turns`.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from api.auth import Caller, authenticate
 from api.errors import ApiError
+from api.openapi_spec import AUTH_ERRORS, SESSION_ERRORS
 from api.session_audit import SessionInfo, SessionNotFound, TurnLog, list_sessions, session_turns
 from api.session_gateway import session_workflow_id
 from contracts.session import EndSession
@@ -15,7 +21,7 @@ from workflows.session import SessionWorkflow
 router = APIRouter()
 
 
-@router.get("/v1/sessions")
+@router.get("/v1/sessions", responses=AUTH_ERRORS)
 async def my_sessions(
     request: Request, limit: int = Query(50, ge=1, le=500), caller: Caller = Depends(authenticate)
 ) -> dict:
@@ -24,7 +30,7 @@ async def my_sessions(
     return {"object": "list", "data": [s.model_dump(mode="json") for s in sessions]}
 
 
-@router.get("/v1/sessions/{session_id}/turns")
+@router.get("/v1/sessions/{session_id:path}/turns", responses=SESSION_ERRORS)
 async def turns_of(
     request: Request,
     session_id: str,
@@ -39,7 +45,7 @@ async def turns_of(
         raise ApiError(404, f"no session {session_id!r} for this API key's user", code="session_not_found") from None
 
 
-@router.delete("/v1/sessions/{session_id}")
+@router.delete("/v1/sessions/{session_id:path}", responses=SESSION_ERRORS)
 async def end_session(request: Request, session_id: str, caller: Caller = Depends(authenticate)) -> dict:
     """End a session now; its last main-line turn is closed without a next state."""
     client = await request.app.state.gateway.client()

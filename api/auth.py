@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from fastapi import Request
+from fastapi import Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
 
 from api.errors import ApiError
@@ -13,7 +14,16 @@ class Caller(BaseModel):
     key_id: str
 
 
-async def authenticate(request: Request) -> Caller:
+_BEARER = HTTPBearer(
+    auto_error=False,
+    scheme_name="ApiKey",
+    bearerFormat="ocrl-<key id>-<secret>",
+    description="An API key from `openclaw-rl keys create --user NAME`",
+)
+"""Declares the scheme in /openapi.json only: authenticate() reads the header itself, for its own error bodies."""
+
+
+async def authenticate(request: Request, _declared: HTTPAuthorizationCredentials | None = Security(_BEARER)) -> Caller:
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():

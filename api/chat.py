@@ -9,6 +9,7 @@ whether or not the client stays.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import time
 import uuid
@@ -38,28 +39,33 @@ from api.openai_schema import (
     ModelList,
     Usage,
 )
+from api.openapi_spec import AUTH_ERRORS, CHAT_ERRORS, CHAT_OPENAPI
 from api.request_body import read_json
-from api.session_audit import is_next_state_of_a_turn
+from api.session_audit import find_turn, is_next_state_of_a_turn
 from api.session_gateway import session_workflow_id
-from api.session_identity import InvalidSessionId, SessionIdentity, resolve_identity, strip_routing_fields
+from api.session_identity import (
+    InvalidSessionId,
+    SessionIdentity,
+    header_value,
+    resolve_identity,
+    strip_routing_fields,
+)
 from api.token_relay import relay_tokens
 from contracts.chat import ChatSampling, StoredChatRequest, TurnType
 from contracts.learning import NextState
 from contracts.session import TurnRequest, TurnResult
 from contracts.summary import clip
 from openclaw_rl import redis_keys
+from openclaw_rl.turn_data import load_turn_tokens
 from policy_client.chat import message_text
-from policy_client.chat_output import ParsedCompletion, StreamingSplitter
+from policy_client.chat_output import ParsedCompletion, StreamingSplitter, generate_output
 
 log = structlog.get_logger(__name__)
 
 router = APIRouter()
 
-REQUEST_TTL_S = 30 * 24 * 3600
-"""Chat requests are kept for the judges and the audit; a month covers any training lag."""
 
-
-@router.get("/v1/models")
+@router.get("/v1/models", responses=AUTH_ERRORS)
 async def list_models(request: Request, caller: Caller = Depends(authenticate)) -> ModelList:
     app = request.app
     update = app.state.policy_version.latest
@@ -86,6 +92,8 @@ class _Turn:
     marker: str
     record: IdempotencyRecord | None = None
     """Set when the request carries an Idempotency-Key."""
+    key_turn_id: str | None = None
+    """The id of the key's record (its first turn's id); `turn_id` is the key's current attempt."""
 
     @property
     def workflow_id(self) -> str:
@@ -96,7 +104,7 @@ _REFUSED = (400, 429)
 """Statuses of a turn refused as sent (400: the policy refused it; 429: the session admitted no more turns)."""
 
 
-@router.post("/v1/chat/completions")
+@router.post("/v1/chat/completions", responses=CHAT_ERRORS, openapi_extra=CHAT_OPENAPI)
 async def chat_completions(request: Request, caller: Caller = Depends(authenticate)) -> Any:
     app = request.app
     body = await read_json(request, app.state.settings.api.max_request_bytes)
@@ -106,6 +114,8 @@ async def chat_completions(request: Request, caller: Caller = Depends(authentica
     fresh = True
     if key is not None:
         fresh = await _claim(app, t, key)
+        if t.record is not None and t.record.result is None and not fresh:
+            t.record.result = await _ran_in_an_earlier_run(app, t)
         if t.record is not None and t.record.result is not None:  # a retry of a finished turn: its answer again
             return await _respond(app, t, _finished(t.record.result))
     log.info(
@@ -122,7 +132,7 @@ async def chat_completions(request: Request, caller: Caller = Depends(authentica
         app.state.admission.acquire(t.user_id, t.workflow_id, t.turn_id)
     except ApiError:
         if key is not None and fresh:
-            await idempotency.forget(app.state.redis, t.turn_id)
+            await idempotency.forget(app.state.redis, t.key_turn_id)
         raise
     update = asyncio.ensure_future(_run(app, t, _turn_request(t)))
     return await _respond(app, t, update)
@@ -177,11 +187,12 @@ async def _unhinted_session(
 
 async def _claim(app: FastAPI, t: _Turn, key: str) -> bool:
     """Bind the request to its key's turn; True if it is the first with the key, False for a retry."""
-    t.turn_id = idempotency.turn_id_for(t.user_id, key)
+    t.key_turn_id = idempotency.turn_id_for(t.user_id, key)
     mine = IdempotencyRecord(
         session_id=t.session_id, request_digest=idempotency.request_digest(t.stored, t.sampling), created=t.created
     )
-    t.record, fresh = await idempotency.claim(app.state.redis, t.turn_id, mine)
+    t.record, fresh = await idempotency.claim(app.state.redis, t.key_turn_id, mine)
+    t.turn_id = idempotency.attempt_turn_id(t.key_turn_id, t.record.attempt)
     # A retry goes where the first copy went, even if it resolved another session (prefix links change meanwhile).
     t.session_id, t.created = t.record.session_id, t.record.created
     return fresh
@@ -200,6 +211,7 @@ def _turn_request(t: _Turn) -> TurnRequest:
         next_state=_next_state(t.messages, t.marker, t.turn_id) if main else None,
         session_done=t.identity.session_done,
         received_at=datetime.now(timezone.utc),
+        request_digest=hashlib.sha256(t.stored.model_dump_json().encode()).hexdigest()[:32] if main else None,
     )
 
 
@@ -207,15 +219,18 @@ async def _run(app: FastAPI, t: _Turn, turn: TurnRequest) -> TurnResult:
     """The turn, then its prefix link; runs to the end even if a streaming client leaves."""
     redis = app.state.redis
     try:
-        await redis.set(redis_keys.chat_request(t.turn_id), t.stored.model_dump_json(), ex=REQUEST_TTL_S)
+        ttl_s = app.state.settings.redis.data_ttl_s
+        await redis.set(redis_keys.chat_request(t.turn_id), t.stored.model_dump_json(), ex=ttl_s)
         try:
             result = await app.state.gateway.run_turn(t.user_id, t.session_id, turn)
         except ApiError as exc:
             if exc.status in _REFUSED:
                 await _forget_refused(app, t, turn, admitted=exc.status != 429)
+            elif exc.code == "policy_unavailable" and t.record is not None:  # the turn ran and failed: a fresh one next
+                await _move_on(app, t)
             raise
         if t.record is not None:
-            await idempotency.save_result(redis, t.turn_id, t.record, result)
+            await idempotency.save_result(redis, t.key_turn_id, t.record, result)
         if t.identity.turn_type is TurnType.MAIN:
             reply = _assistant_message(result).model_dump(exclude_none=True)
             await prefix_links.remember(
@@ -242,7 +257,7 @@ async def _forget_refused(app: FastAPI, t: _Turn, turn: TurnRequest, admitted: b
     key = redis_keys.chat_request(t.turn_id)
     try:
         if t.record is not None:
-            await idempotency.forget(app.state.redis, t.turn_id)
+            await idempotency.forget(app.state.redis, t.key_turn_id)
         if admitted and turn.next_state is not None:
             client = await app.state.gateway.client()
             if await is_next_state_of_a_turn(client, app.state.redis, t.user_id, t.session_id, key):
@@ -252,6 +267,50 @@ async def _forget_refused(app: FastAPI, t: _Turn, turn: TurnRequest, admitted: b
         log.warning("could not clean up a refused turn", turn_id=t.turn_id, error=f"{type(exc).__name__}: {exc}")
 
 
+async def _ran_in_an_earlier_run(app: FastAPI, t: _Turn) -> TurnResult | None:
+    """The result of a retried request's turn that finished but was never kept under its key (the API died, or the
+    store failed, before it could), rebuilt from the turn's token data. Temporal hands an update's outcome back only
+    within one run: after the session continued as new, sending the update again would run the turn a second time.
+    None when it did not finish (still running attaches to the same update; failed or never run runs again)."""
+    try:
+        client = await app.state.gateway.client()
+        rec = await find_turn(client, app.state.redis, t.user_id, t.session_id, t.turn_id)
+        if rec is None or rec.status != "done":
+            return None
+        tokens = await load_turn_tokens(app.state.redis, t.turn_id)
+        if tokens is None:
+            return None
+        result = TurnResult(
+            turn_index=rec.index,
+            turn_id=t.turn_id,
+            output=generate_output(
+                tokens.response_text,
+                tokens.finish_reason,
+                call_id_prefix=t.turn_id[:12],
+                prompt_tokens=len(tokens.prompt_ids),
+                completion_tokens=len(tokens.response_ids),
+                weight_version=tokens.weight_version,
+                attempt=rec.attempts or 1,
+                resumed_at=tokens.resumed_at,
+            ),
+        )
+        await idempotency.save_result(app.state.redis, t.key_turn_id, t.record, result)
+        return result
+    except Exception as exc:  # the lookup is a shortcut: without it the retry is sent as before
+        log.warning("could not look the retried turn up", turn_id=t.turn_id, error=f"{type(exc).__name__}: {exc}")
+        return None
+
+
+async def _move_on(app: FastAPI, t: _Turn) -> None:
+    """A keyed turn failed on a passing outage (the policy servers away past the generate retries): the client's
+    next copy with the same key runs a fresh turn. Unrecorded (the store away too), the next copy gets this failure
+    again."""
+    try:
+        await idempotency.move_on(app.state.redis, t.key_turn_id, t.record)
+    except Exception as exc:
+        log.warning("could not let the key retry", turn_id=t.turn_id, error=f"{type(exc).__name__}: {exc}")
+
+
 def _finished(result: TurnResult) -> asyncio.Future:
     done: asyncio.Future = asyncio.get_running_loop().create_future()
     done.set_result(result)
@@ -259,7 +318,7 @@ def _finished(result: TurnResult) -> asyncio.Future:
 
 
 async def _respond(app: FastAPI, t: _Turn, update: asyncio.Future) -> Any:
-    headers = {"X-Session-Id": t.session_id}
+    headers = {"X-Session-Id": header_value(t.session_id)}
     if not t.chat.stream:
         result = await asyncio.shield(update)
         return JSONResponse(_completion(t, result).model_dump(exclude_none=True), headers=headers)

@@ -9,6 +9,9 @@ import structlog
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import OutOfMemoryError, RedisError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 log = structlog.get_logger(__name__)
@@ -43,6 +46,26 @@ def error_body(status: int, message: str, *, code: str | None = None, param: str
     return {"error": {"message": message, "type": _TYPES.get(status, "api_error"), "param": param, "code": code}}
 
 
+def store_is_full(exc: BaseException) -> bool:
+    """Redis at its `maxmemory` with `noeviction` (or nothing left to evict) refuses writes with an OOM error."""
+    return isinstance(exc, OutOfMemoryError) or (isinstance(exc, ResponseError) and str(exc).startswith("OOM"))
+
+
+def store_failure_code(exc: RedisError) -> str:
+    return "storage_full" if store_is_full(exc) else "store_unavailable"
+
+
+def store_failure_message(exc: RedisError) -> str:
+    if store_is_full(exc):
+        return (
+            "the server's store is full (redis.maxmemory_mb reached); nothing of this request was kept. "
+            "Retry later: stored data expires and training frees room; an operator can raise the limit."
+        )
+    if isinstance(exc, (RedisConnectionError, RedisTimeoutError)):
+        return "the server's store (Redis) cannot be reached; retry shortly"
+    return f"the server's store failed the request ({type(exc).__name__}); retry shortly"
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
@@ -55,6 +78,13 @@ def install_error_handlers(app: FastAPI) -> None:
         return ApiError(
             422, f"{where or 'request'}: {first.get('msg', 'invalid value')}", param=where or None
         ).response()
+
+    @app.exception_handler(RedisError)
+    async def _store(request: Request, exc: RedisError) -> JSONResponse:
+        log.warning(
+            "the store refused or failed a request", path=request.url.path, error=f"{type(exc).__name__}: {exc}"
+        )
+        return ApiError(503, store_failure_message(exc), code=store_failure_code(exc)).response()
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -41,8 +41,7 @@ IDEMPOTENCY_TTL_S = 24 * 3600
 
 
 def record_key(turn_id: str) -> str:
-    """JSON IdempotencyRecord of the turn a key names (the `oc:` layout; see openclaw_rl.redis_keys)."""
-    return f"{redis_keys.PREFIX}:idempotency:{turn_id}"
+    return redis_keys.idempotency(turn_id)
 
 
 class IdempotencyRecord(BaseModel):
@@ -53,6 +52,9 @@ class IdempotencyRecord(BaseModel):
     """The response's `created`, so every copy gets an identical response."""
     result: TurnResult | None = None
     """Set once the turn is done."""
+    attempt: int = 0
+    """Turns the key has started. One that failed on a passing outage (a 503) moves it on, so the next copy runs a
+    fresh turn instead of getting that failure back from Temporal (which keeps an update's outcome by its id)."""
 
 
 def key_from(headers: Mapping[str, str]) -> str | None:
@@ -70,8 +72,16 @@ def key_from(headers: Mapping[str, str]) -> str | None:
 
 
 def turn_id_for(user_id: str, key: str) -> str:
-    """Same (user, key), same turn id; the user is part of it, so users never share a turn."""
+    """Same (user, key), same turn id; the user is part of it, so users never share a turn. It also names the key's
+    record."""
     return hashlib.sha256(json.dumps(["idempotency", user_id, key]).encode()).hexdigest()[:32]
+
+
+def attempt_turn_id(key_turn_id: str, attempt: int) -> str:
+    """The turn id of the key's `attempt`-th turn (the first is the key's own)."""
+    if attempt == 0:
+        return key_turn_id
+    return hashlib.sha256(f"{key_turn_id}#{attempt}".encode()).hexdigest()[:32]
 
 
 def request_digest(stored: StoredChatRequest, sampling: ChatSampling) -> str:
@@ -102,6 +112,12 @@ async def claim(redis: aioredis.Redis, turn_id: str, mine: IdempotencyRecord) ->
 async def save_result(redis: aioredis.Redis, turn_id: str, record: IdempotencyRecord, result: TurnResult) -> None:
     done = record.model_copy(update={"result": result})
     await redis.set(record_key(turn_id), done.model_dump_json(), ex=IDEMPOTENCY_TTL_S)
+
+
+async def move_on(redis: aioredis.Redis, key_turn_id: str, record: IdempotencyRecord) -> None:
+    """The key's turn failed on a passing outage: the next copy with the key starts a fresh turn."""
+    nxt = record.model_copy(update={"attempt": record.attempt + 1, "result": None})
+    await redis.set(record_key(key_turn_id), nxt.model_dump_json(), ex=IDEMPOTENCY_TTL_S)
 
 
 async def forget(redis: aioredis.Redis, turn_id: str) -> None:

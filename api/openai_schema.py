@@ -32,8 +32,33 @@ class ToolCallIn(BaseModel):
     function: FunctionCall
 
 
+def _needs(roles: list[str], then: dict[str, Any]) -> dict[str, Any]:
+    return {"if": {"properties": {"role": {"enum": roles}}, "required": ["role"]}, "then": then}
+
+
+_HAS_CONTENT = {"required": ["content"], "properties": {"content": {"not": {"type": "null"}}}}
+_MESSAGE_RULES = {
+    "allOf": [
+        _needs(["system", "developer", "user"], _HAS_CONTENT),
+        _needs(
+            ["tool"], {"required": ["tool_call_id"], "properties": {"tool_call_id": {"type": "string", "minLength": 1}}}
+        ),
+        _needs(
+            ["assistant"],
+            {
+                "anyOf": [
+                    _HAS_CONTENT,
+                    {"required": ["tool_calls"], "properties": {"tool_calls": {"type": "array", "minItems": 1}}},
+                ]
+            },
+        ),
+    ]
+}
+"""ChatMessage._complete as JSON Schema, so /openapi.json describes the messages the API accepts."""
+
+
 class ChatMessage(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", json_schema_extra=_MESSAGE_RULES)
 
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[TextPart] | None = None
@@ -108,8 +133,17 @@ class ChatCompletionRequest(BaseModel):
     top_p: float | None = Field(None, gt=0, le=1)
     max_tokens: int | None = Field(None, ge=1)
     max_completion_tokens: int | None = Field(None, ge=1)
-    stop: str | list[str] | None = None
-    n: int = 1
+    stop: str | list[str] | None = Field(
+        None,
+        json_schema_extra={
+            "anyOf": [
+                {"type": "string"},
+                {"type": "array", "items": {"type": "string"}, "maxItems": 4},
+                {"type": "null"},
+            ]
+        },
+    )
+    n: int = Field(1, json_schema_extra={"const": 1})
     stream: bool = False
     stream_options: StreamOptions | None = None
 

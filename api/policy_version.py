@@ -74,10 +74,17 @@ class PolicyVersionWatcher:
         except (KeyError, ValueError) as exc:
             log.warning("malformed policy update entry ignored", error=str(exc))
             return
-        if self.latest is not None and update.version <= self.latest.version:
+        previous = self.latest
+        if previous is not None and (update.version, update.checkpoint) == (previous.version, previous.checkpoint):
             return  # a retried publication repeats its entry
+        # The stream's order is what the servers did: a lower version after a higher one is a rollback they now
+        # serve (an operator restored an older checkpoint), and the API must say so rather than keep the old number.
         self.latest = update
-        if announce:
+        if previous is not None and update.version < previous.version:
+            log.warning(
+                "policy rolled back", version=update.version, was=previous.version, checkpoint=update.checkpoint
+            )
+        elif announce:
             log.info(
                 "policy updated",
                 version=update.version,

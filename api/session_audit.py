@@ -120,6 +120,27 @@ async def session_turns(
     )
 
 
+async def find_turn(
+    client: Client, redis: aioredis.Redis, user_id: str, session_id: str, turn_id: str
+) -> TurnRecord | None:
+    """The record of turn `turn_id` among the session's last NEXT_STATE_LOOKBACK turns (any run), or None."""
+    handle = client.get_workflow_handle(session_workflow_id(user_id, session_id))
+    try:
+        total = (await handle.query(SessionWorkflow.summary)).turns
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            return None
+        raise
+    page: TurnsPageResult = await handle.query(
+        SessionWorkflow.turns, TurnsPage(offset=max(0, total - NEXT_STATE_LOOKBACK), limit=NEXT_STATE_LOOKBACK)
+    )
+    records = list(page.turns)
+    for seg in page.archived:
+        raw = await redis.get(seg.key)
+        records += [TurnRecord.model_validate(r) for r in json.loads(raw)] if raw else []
+    return next((r for r in records if r.turn_id == turn_id), None)
+
+
 NEXT_STATE_LOOKBACK = 50
 """Turns searched back from the end of the log: the turn a request pairs is the last main-line one before it."""
 

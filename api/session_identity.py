@@ -13,13 +13,17 @@ Side calls (memory flush, compaction summary, activity recap) are recognised by
 the markers in `session.side_call_markers`; an explicit `X-Turn-Type` /
 `turn_type` wins over the markers.
 
-A session id, from whichever source, is at most MAX_SESSION_ID_CHARS characters:
-it becomes a Temporal search attribute and part of Redis keys and log lines.
+A session id, from whichever source, is at most MAX_SESSION_ID_CHARS characters
+of text without control characters: it becomes a Temporal search attribute, part
+of Redis keys and log lines, and the response's X-Session-Id header. Session
+headers are read as UTF-8 (HTTP hands header bytes over as Latin-1), so a
+non-ASCII id names the same session in a header, the body and an audit URL.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel
@@ -57,17 +61,33 @@ def _header(headers: Mapping[str, str], name: str) -> str | None:
     return value.strip() if isinstance(value, str) and value.strip() else None
 
 
+def _session_header(headers: Mapping[str, str], name: str) -> str | None:
+    """A session header's text: its bytes as UTF-8 where they are UTF-8 (any client sends that), else as they came."""
+    value = _header(headers, name)
+    if value is None:
+        return None
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except UnicodeError:  # not Latin-1 text (a caller's own str), or bytes that are not UTF-8
+        return value
+
+
+def header_value(session_id: str) -> str:
+    """`session_id` for a response header: Starlette writes header text as Latin-1, so hand it the UTF-8 bytes."""
+    return session_id.encode("utf-8").decode("latin-1")
+
+
 def _strip_compaction(value: str) -> str:
     return _COMPACTION_SUFFIX.sub("", value)
 
 
 def _session(headers: Mapping[str, str], body: Mapping[str, Any], messages: list[dict]) -> tuple[str | None, str]:
-    if v := _header(headers, "x-session-id"):
+    if v := _session_header(headers, "x-session-id"):
         return v, "x-session-id"
     if isinstance(body.get("session_id"), str) and body["session_id"].strip():
         return body["session_id"].strip(), "body"
     for name in ("session_id", "x-session-affinity"):
-        if v := _header(headers, name):
+        if v := _session_header(headers, name):
             return _strip_compaction(v), "affinity-header"
     if isinstance(body.get("prompt_cache_key"), str) and body["prompt_cache_key"].strip():
         return _strip_compaction(body["prompt_cache_key"].strip()), "prompt_cache_key"
@@ -99,7 +119,7 @@ def resolve_identity(
 ) -> SessionIdentity:
     """`markers`: system-prompt substring -> side-call kind (default: `session.side_call_markers`).
 
-    Raises InvalidSessionId for a session id over MAX_SESSION_ID_CHARS.
+    Raises InvalidSessionId for a session id over MAX_SESSION_ID_CHARS or with a control character.
     """
     messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
     session_id, source = _session(headers, body, messages)
@@ -115,10 +135,18 @@ def resolve_identity(
 
 
 def _check_session_id(session_id: str | None, source: str) -> None:
-    if session_id is not None and len(session_id) > MAX_SESSION_ID_CHARS:
+    if session_id is None:
+        return
+    if len(session_id) > MAX_SESSION_ID_CHARS:
         raise InvalidSessionId(
             f"the session id (from {source}) is {len(session_id)} characters; the limit is {MAX_SESSION_ID_CHARS}"
         )
+    for i, ch in enumerate(session_id):
+        if unicodedata.category(ch) in ("Cc", "Cs"):  # control characters; lone surrogates
+            raise InvalidSessionId(
+                f"the session id (from {source}) contains U+{ord(ch):04X} at character {i}: "
+                "a session id is text without control characters"
+            )
 
 
 def strip_routing_fields(body: Mapping[str, Any]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ import json
 import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from openclaw_rl.masking import mask_url
 from openclaw_rl.settings import Settings
 
 
@@ -44,7 +45,8 @@ async def keys_command(args: argparse.Namespace, settings: Settings) -> int:
         return 2
     except (RedisConnectionError, OSError) as exc:
         print(
-            f"openclaw-rl: cannot reach Redis at {settings.redis.target()}: {exc}. Is the stack up (`openclaw-rl up`)?"
+            f"openclaw-rl: cannot reach Redis at {mask_url(settings.redis.target())}: {exc}. "
+            "Is the stack up (`openclaw-rl up`)?"
         )
         return 1
     finally:
@@ -58,7 +60,7 @@ async def _client(settings: Settings):
         return await connect(settings.temporal)
     except RuntimeError as exc:
         raise SystemExit(
-            f"openclaw-rl: cannot reach Temporal at {settings.temporal.target()}: {exc}. "
+            f"openclaw-rl: cannot reach Temporal at {mask_url(settings.temporal.target())}: {exc}. "
             "Is the stack up (`openclaw-rl up`)?"
         ) from None
 

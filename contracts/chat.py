@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from datetime import timedelta
 from enum import StrEnum
 from typing import Any, Literal
@@ -55,6 +56,8 @@ class GenerateInput(BaseModel):
     stream: bool = True
     """Publish tokens as they come (the client streams). False: one plain generation, published whole at the end;
     a retry then starts over, which no client can notice since it saw nothing yet."""
+    tenant: str | None = None
+    """Whose turn it is, as an opaque token (`tenant_of`): the engine shares its slots fairly between tenants."""
 
 
 class GenerateOutput(BaseModel):
@@ -74,11 +77,22 @@ GENERATE = ActivityDef(
     "generate",
     GenerateInput,
     GenerateOutput,
+    # 20 attempts, 5 s apart once backed off: a turn waits out about 90 s of policy-server outage (an engine
+    # restart takes 10-40 s) before it fails; 5 attempts (15 s) failed every turn in flight during one.
     retry=Retry(
         initial_interval=timedelta(milliseconds=200),
         maximum_interval=timedelta(seconds=5),
-        maximum_attempts=5,
+        maximum_attempts=20,
         non_retryable=(ErrorType.PROMPT_TOO_LONG, ErrorType.INVALID_REQUEST, ErrorType.REQUEST_MISSING),
     ),
 )
 """Timeouts are `session.generate_timeout_s` / `generate_heartbeat_s`, passed by the session at the call."""
+
+
+def tenant_of(user_id: str) -> str:
+    """The engine's name for a user: stable, and no user id leaves the system's own stores in a request header."""
+    return "u-" + hashlib.sha256(f"openclaw-rl tenant\0{user_id}".encode()).hexdigest()[:16]
+
+
+AGENTS_TENANT = "agents"
+"""General-agent rollouts share one tenant: a large rollout gets its share of the engine, not all of it."""

@@ -21,6 +21,8 @@ class ErrorType(StrEnum):
     # judging
     TURN_DATA_MISSING = "TurnDataMissing"
     JUDGE_CALL_FAILED = "JudgeCallFailed"
+    STORE_UNAVAILABLE = "StoreUnavailable"
+    """Redis is down, unreachable or full: retried until it is back (a sample is never given up for it)."""
     # training
     SAMPLE_MISSING = "SampleMissing"
     WEIGHT_LOAD_FAILED = "WeightLoadFailed"

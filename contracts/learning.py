@@ -184,10 +184,11 @@ PUBLISH_SAMPLE = ActivityDef(
     PublishInput,
     PublishResult,
     start_to_close=timedelta(seconds=60),
+    # Until it lands, however long the store is down: giving up would lose the sample (idempotent, so no double).
     retry=Retry(
         initial_interval=timedelta(milliseconds=500),
-        maximum_interval=timedelta(seconds=10),
-        maximum_attempts=10,
+        maximum_interval=timedelta(seconds=30),
+        maximum_attempts=0,
         non_retryable=(ErrorType.TURN_DATA_MISSING,),
     ),
 )

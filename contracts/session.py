@@ -39,6 +39,9 @@ class TurnRequest(BaseModel):
     """For a main-line request: its last real message, the next state of the pending turn."""
     session_done: bool = False
     received_at: datetime
+    request_digest: str | None = None
+    """Digest of the request's messages and tools: a main-line request identical to the pending turn's own is the
+    client retrying it (its answer was lost), not the user's reply, so it does not pair."""
 
 
 class TurnRecord(BaseModel):
@@ -65,8 +68,10 @@ class TurnRecord(BaseModel):
     data_key: str
     """Redis hash with prompt ids, response ids and rollout log-probs."""
     next_state: NextState | None = None
-    next_state_status: Literal["pending", "paired", "none", "n/a"] = "n/a"
-    """Main-line turns: pending until the next main-line request pairs them; `none` if the session ended first."""
+    next_state_status: Literal["pending", "paired", "none", "retried", "n/a"] = "n/a"
+    """Main-line turns: pending until the next main-line request pairs them; `none` if the session ended first;
+    `retried` if the client sent the same request again (the answer never reached it), so no reply can follow."""
+    request_digest: str | None = None
 
 
 class ArchivedSegment(BaseModel):

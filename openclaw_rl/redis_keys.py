@@ -8,8 +8,9 @@ from __future__ import annotations
 
 PREFIX = "oc"
 DATA_TTL_S = 30 * 24 * 3600
-"""Per-turn and per-step data (token data, teacher log-probs, judgements, idempotency keys) expire after this:
-long enough for any training lag and the audit, and Redis memory stays bounded."""
+"""The default of `redis.data_ttl_s`: per-turn and per-step data (requests, token data, teacher log-probs,
+judgements, record streams, idempotency keys) expire after it, so Redis memory stays bounded. Keys without a TTL:
+the sample streams (trained entries are deleted), API keys, policy version and updates."""
 
 
 def api_key(key_hash: str) -> str:
@@ -29,6 +30,11 @@ def chat_request(turn_id: str) -> str:
 def token_stream(turn_id: str) -> str:
     """Redis stream of one turn's tokens as they are produced; also the resume checkpoint."""
     return f"{PREFIX}:stream:{turn_id}"
+
+
+def idempotency(turn_id: str) -> str:
+    """JSON record of the chat request an Idempotency-Key named (its session, digest and, once done, its result)."""
+    return f"{PREFIX}:idempotency:{turn_id}"
 
 
 def stream_owner(turn_id: str) -> str:
@@ -72,7 +78,8 @@ def sample_published(sample_id: str) -> str:
 
 
 def record_stream(source: str, policy_version: str) -> str:
-    """Judged-turn records of one source and policy version; never wiped."""
+    """Judged-turn records of one source and policy version (the audit's copy; expires with the turn data, the
+    records/ JSONL files on disk are kept)."""
     return f"{PREFIX}:records:{source}:v{policy_version}"
 
 

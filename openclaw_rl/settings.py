@@ -11,19 +11,20 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from enum import Enum
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote
 
-from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator
+from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     TomlConfigSettingsSource,
 )
+
+from openclaw_rl.masking import mask_url, mask_urls
 
 LOOPBACK = "127.0.0.1"
 MASK = "**********"
@@ -87,6 +88,22 @@ class EngineSettings(BaseModel):
     weight_roots: list[Path] | None = None
     """Folders /update_weights_from_disk may load checkpoints from (symlinks resolved first); other paths get
     HTTP 400. None: the data directory (its checkpoints folder included) and the served model's folder."""
+    tenant_slot_share: float = Field(0.5, gt=0, le=1)
+    """Largest fraction of max_batch_size one tenant (the X-Openclaw-Tenant header; none: the system bucket) may
+    hold while other tenants have requests waiting; rounded up. A tenant alone may use every slot."""
+    max_queued_per_tenant: int = Field(64, ge=1)
+    """Most requests one tenant may have waiting for a slot; more get HTTP 503 with Retry-After. The system bucket
+    (requests without the tenant header: judges, teacher, training) is not bounded."""
+    prefix_cache_mb: float = Field(512.0, ge=0)
+    """Memory budget of the prefix cache (KV of token prefixes shared across requests and a session's turns,
+    evicted least recently used first); 0 disables it. Emptied on every weight update and by POST /flush_cache."""
+    prefill_chunk_tokens: int = Field(512, ge=0)
+    """A prompt with more tokens than this left to prefill is prefilled this many at a time, between decode steps
+    of the running requests, so it never stalls them for its whole prefill; 0 prefills every prompt at once."""
+    incremental_streaming_output: bool = False
+    """SGLang's --incremental-streaming-output: every streamed event carries only the new tokens, log-probs and
+    text. Off (SGLang's default): cumulative snapshots, unless a request asks with `X-Openclaw-Stream: incremental`
+    (PolicyClient always does with this engine)."""
 
 
 class PolicySettings(BaseModel):
@@ -109,6 +126,9 @@ class PolicySettings(BaseModel):
     api_key: SecretStr = SecretStr("")
     """Bearer key sent to server_urls on every call (the servers' --api-key). Unused with the embedded engine, which
     is called with engine.api_key."""
+    incremental_streaming: bool = False
+    """server_urls run with SGLang's --incremental-streaming-output (streamed events carry only what is new, so a
+    long answer streams in linear time). The embedded engine streams incrementally whatever this says."""
 
 
 class SessionSettings(BaseModel):
@@ -172,6 +192,9 @@ class LlmJudgeSettings(BaseModel):
     """Most tokens a hint vote may write."""
     timeout_s: float = Field(120.0, gt=0)
     """Upper bound on one vote; a vote that times out counts as no vote."""
+    vision: bool = False
+    """The endpoint accepts images (OpenAI `image_url` content): GUI step votes get the screenshots; else the page's
+    element listing. `openai` api only; the judge worker reads the PNGs from the data directory."""
 
 
 class LearningSettings(BaseModel):
@@ -202,6 +225,19 @@ class LearningSettings(BaseModel):
 
     def votes_for_prm(self) -> int:
         return self.prm_votes or (3 if self.method == "binary" else 1)
+
+
+class LoraSettings(BaseModel):
+    """Low-rank adapters instead of full fine-tuning (torch backend): a single consumer GPU can train a 4-8B policy."""
+
+    enabled: bool = False
+    rank: int = Field(16, ge=1, le=1024)
+    alpha: int = Field(32, ge=1)
+    dropout: float = Field(0.0, ge=0, lt=1)
+    target_modules: list[str] = Field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    )
+    """Every attention and MLP projection by default."""
 
 
 class TrainingSettings(BaseModel):
@@ -238,6 +274,14 @@ class TrainingSettings(BaseModel):
     heartbeat_timeout_s: float = Field(30.0, gt=0)
     """A train step, weight publication or checkpoint export that stops heartbeating this long is retried (a step
     from the last checkpoint)."""
+    lora: LoraSettings = Field(default_factory=LoraSettings)
+    """Each version then holds the merged weights (what the servers load) and the adapter (`adapter/`)."""
+
+    @model_validator(mode="after")
+    def _lora_needs_torch(self) -> "TrainingSettings":
+        if self.lora.enabled and self.backend != "torch":
+            raise ValueError("training.lora applies to the torch backend; megatron trains every weight")
+        return self
 
 
 class SandboxLimits(BaseModel):
@@ -282,12 +326,31 @@ class AgentSettingConfig(BaseModel):
     """Extra task folders (terminal: Terminal-Bench/Harbor layout) beside the shipped ones."""
 
 
+class GuiSettingConfig(AgentSettingConfig):
+    """The gui setting (envs.gui): MiniWoB++ pages in the env worker's headless Chromium."""
+
+    time_limit_s: float = Field(600.0, gt=0)
+    """The least time an episode gets on the task's own timer (MiniWoB++ tasks allow 7-30 s, meant for people)."""
+    settle_s: float = Field(0.3, ge=0, le=10)
+    """Pause after each action before the page is read again (animations, event handlers)."""
+    tree_chars: int = Field(6000, ge=200)
+    """Most characters of the page's element listing the agent reads per state."""
+    chromium: str = "chromium"
+    """The browser: a name on PATH or a path (Debian's `chromium`)."""
+    chromedriver: str = "chromedriver"
+    """Its driver, same version (Debian's `chromium-driver`)."""
+
+
 class EnvsSettings(BaseModel):
     """General-agent episodes: the env pool, its sandbox, and each setting."""
 
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     terminal: AgentSettingConfig = Field(default_factory=lambda: AgentSettingConfig(max_steps=10))
     toolcall: AgentSettingConfig = Field(default_factory=lambda: AgentSettingConfig(max_steps=16))
+    swe: AgentSettingConfig = Field(default_factory=lambda: AgentSettingConfig(max_steps=20))
+    """SWE (envs.swe): task_dirs holds SWE-bench-style instance files (*.jsonl) or folders of them."""
+    gui: GuiSettingConfig = Field(default_factory=lambda: GuiSettingConfig(max_steps=30, prm_votes=3))
+    """GUI (envs.gui): MiniWoB++ tasks in headless Chromium (the paper: 30 steps, 3 votes a step)."""
     envs_per_worker: int = Field(16, ge=1, le=4096)
     """Environments one env worker holds at once; a full worker stops taking new episodes (the others take them)."""
     episode_attempts: int = Field(3, ge=1, le=10)
@@ -298,9 +361,12 @@ class EnvsSettings(BaseModel):
     """Upper bound on one env step (a step runs its commands one by one, each with the sandbox's wall limit)."""
 
     def setting(self, name: str) -> AgentSettingConfig:
-        if name not in ("terminal", "toolcall"):
-            raise ValueError(f"unknown agent setting {name!r}: terminal or toolcall")
-        return getattr(self, name)
+        # Every setting is a field of its own config type, so a new one needs no change here.
+        cfg = getattr(self, name, None) if not name.startswith("_") else None
+        if not isinstance(cfg, AgentSettingConfig):
+            names = [k for k, v in self.__dict__.items() if isinstance(v, AgentSettingConfig)]
+            raise ValueError(f"unknown agent setting {name!r}: one of {', '.join(names)}")
+        return cfg
 
 
 class TemporalSettings(BaseModel):
@@ -316,9 +382,36 @@ class TemporalSettings(BaseModel):
     """Start the embedded dev server without its Web UI."""
     task_queue_prefix: str = "openclaw-rl"
     """Task queues are named <prefix>-<pool>."""
+    api_key: SecretStr = Field(SecretStr(""), validation_alias=AliasChoices("api_key", "TEMPORAL_API_KEY"))
+    """Temporal Cloud (or a cluster behind an API-key proxy): sent as `Authorization: Bearer`; turns TLS on."""
+    tls: bool = False
+    """Connect with TLS (system roots unless `tls_ca_path`); on by itself when a key or a client certificate is set."""
+    tls_ca_path: Path | None = None
+    """PEM of the CA that signed the server's certificate (a self-hosted cluster's own CA)."""
+    tls_cert_path: Path | None = None
+    """PEM client certificate for mTLS (Temporal Cloud's certificate auth, or a cluster that requires it)."""
+    tls_key_path: Path | None = None
+    """PEM private key of `tls_cert_path`."""
+    tls_server_name: str | None = None
+    """The name to verify on the server's certificate, when it differs from the address's host."""
 
     def target(self) -> str:
         return self.address or f"{LOOPBACK}:{self.port}"
+
+    @model_validator(mode="after")
+    def _security_needs_a_cluster(self) -> "TemporalSettings":
+        if (self.tls_cert_path is None) != (self.tls_key_path is None):
+            raise ValueError("temporal.tls_cert_path and tls_key_path go together: set both or neither")
+        if self.address is None and self.uses_tls:
+            raise ValueError(
+                "temporal.tls, api_key and certificates apply to an existing cluster: set temporal.address "
+                "(TEMPORAL_ADDRESS); the embedded dev server listens on loopback without TLS"
+            )
+        return self
+
+    @property
+    def uses_tls(self) -> bool:
+        return bool(self.tls or self.api_key.get_secret_value() or self.tls_cert_path or self.tls_ca_path)
 
     @property
     def embedded(self) -> bool:
@@ -335,9 +428,30 @@ class RedisSettings(BaseModel):
     """Port of the embedded valkey server."""
     appendfsync: Literal["always", "everysec", "no"] = "always"
     """fsync policy of the embedded server's append-only file; `always` so no acknowledged sample is lost if it dies."""
+    password: SecretStr = SecretStr("")
+    """The embedded server requires it (`requirepass`) and every client sends it; for `url`, used when the URL
+    carries no credentials of its own."""
+    maxmemory_mb: int = Field(1024, ge=0)
+    """Memory limit of the embedded server (0: none). What happens at the limit is `maxmemory_policy`."""
+    maxmemory_policy: Literal["noeviction", "volatile-lru", "volatile-ttl"] = "noeviction"
+    """At the limit: `noeviction` refuses writes (new turns get a 503 with the reason; reads, training and expiry
+    go on and free room) and never drops anything; `volatile-*` drop the oldest expiring data (audit records, old
+    turn data) first. No policy here can evict samples waiting for training or API keys: they carry no TTL, and
+    the `allkeys-*` policies, which could, are not offered."""
+    data_ttl_s: int = Field(30 * 24 * 3600, ge=3600)
+    """How long per-turn and per-step data (requests, token data, teacher log-probs, judgements, idempotency keys,
+    episode steps, record streams) is kept: longer than any training lag, as long as the audit should reach back."""
 
     def target(self) -> str:
-        return self.url or f"redis://{LOOPBACK}:{self.port}/0"
+        """The URL clients connect with, the password in it (show it only through `masking.mask_url`)."""
+        url = self.url or f"redis://{LOOPBACK}:{self.port}/0"
+        secret = self.password.get_secret_value()
+        if not secret:
+            return url
+        scheme, sep, rest = url.partition("://")
+        if not sep or "@" in rest.split("/", 1)[0]:
+            return url  # the URL's own credentials win
+        return f"{scheme}://:{quote(secret, safe='')}@{rest}"
 
     @property
     def embedded(self) -> bool:
@@ -486,10 +600,10 @@ class Settings(BaseSettings):
         SecretStr fields dump as the mask already; credentials inside URL-valued fields (user:password@ and
         secret-named query parameters) are masked wherever they are, so a new URL field needs no entry here.
         """
-        data = _mask_urls(self.model_dump(mode="json"))
+        data = mask_urls(self.model_dump(mode="json"))
         address = data["temporal"]["address"]
-        if address:  # host:port without a scheme, which _mask_urls does not recognise as a URL
-            data["temporal"]["address"] = _mask_url(f"//{address}").removeprefix("//")
+        if address:  # host:port without a scheme, which mask_urls does not recognise as a URL
+            data["temporal"]["address"] = mask_url(address)
         return data
 
 
@@ -510,34 +624,6 @@ class _ConventionalEnv(PydanticBaseSettingsSource):
         if os.environ.get("REDIS_URL"):
             out["redis"] = {"url": os.environ["REDIS_URL"]}
         return out
-
-
-_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S*")
-_SECRET_PARAM = re.compile(r"(?i)(^|&)([^=&]*(?:pass|secret|token|key|auth|credential)[^=&]*)=[^&]*")
-
-
-def _mask_urls(value: Any) -> Any:
-    """`value` (plain dumped data) with the credentials of every URL string in it masked."""
-    if isinstance(value, dict):
-        return {k: _mask_urls(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_mask_urls(v) for v in value]
-    if isinstance(value, str) and _URL.fullmatch(value):
-        return _mask_url(value)
-    return value
-
-
-def _mask_url(url: str) -> str:
-    """The URL with its user:password@ and secret-named query parameters masked; unchanged if it has neither."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:  # not parseable as a URL: show nothing of it rather than risk a secret
-        return MASK
-    netloc = f"{MASK}@{parts.netloc.rpartition('@')[2]}" if "@" in parts.netloc else parts.netloc
-    query = _SECRET_PARAM.sub(lambda m: f"{m[1]}{m[2]}={MASK}", parts.query)
-    if (netloc, query) == (parts.netloc, parts.query):
-        return url
-    return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 def _connect_host(bind_host: str) -> str:

@@ -1,17 +1,40 @@
-"""The one Temporal client factory every process uses (pydantic data converter)."""
+"""The one Temporal client factory every process uses (pydantic data converter, the deployment's TLS and key)."""
 
 from __future__ import annotations
 
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import TLSConfig
 
 from openclaw_rl.search_attributes import SEARCH_ATTRIBUTES
 from openclaw_rl.settings import TemporalSettings
 
 
+def tls_config(temporal: TemporalSettings) -> TLSConfig | bool:
+    """What `Client.connect(tls=...)` takes: False on plain loopback, else the CA, client certificate and name."""
+    if not temporal.uses_tls:
+        return False
+
+    def read(path) -> bytes | None:
+        return path.expanduser().read_bytes() if path is not None else None
+
+    return TLSConfig(
+        server_root_ca_cert=read(temporal.tls_ca_path),
+        client_cert=read(temporal.tls_cert_path),
+        client_private_key=read(temporal.tls_key_path),
+        domain=temporal.tls_server_name,
+    )
+
+
 async def connect(temporal: TemporalSettings) -> Client:
-    return await Client.connect(temporal.target(), namespace=temporal.namespace, data_converter=pydantic_data_converter)
+    return await Client.connect(
+        temporal.target(),
+        namespace=temporal.namespace,
+        api_key=temporal.api_key.get_secret_value() or None,
+        tls=tls_config(temporal),
+        data_converter=pydantic_data_converter,
+    )
 
 
 async def ensure_search_attributes(client: Client, namespace: str) -> list[str]:

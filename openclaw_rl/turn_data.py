@@ -40,7 +40,7 @@ def _unpack(raw: bytes, code: str) -> list:
     return out.tolist()
 
 
-async def save_turn_tokens(redis: aioredis.Redis, data: TurnTokens) -> str:
+async def save_turn_tokens(redis: aioredis.Redis, data: TurnTokens, *, ttl_s: int = redis_keys.DATA_TTL_S) -> str:
     key = redis_keys.turn_data(data.turn_id)
     async with redis.pipeline(transaction=True) as pipe:
         pipe.hset(
@@ -56,7 +56,7 @@ async def save_turn_tokens(redis: aioredis.Redis, data: TurnTokens) -> str:
                 "temperature": str(data.temperature),
             },
         )
-        pipe.expire(key, redis_keys.DATA_TTL_S)
+        pipe.expire(key, ttl_s)
         await pipe.execute()
     return key
 
@@ -79,8 +79,10 @@ async def load_turn_tokens(redis: aioredis.Redis, turn_id: str) -> TurnTokens | 
     )
 
 
-async def save_floats(redis: aioredis.Redis, key: str, values: list[float]) -> None:
-    await redis.set(key, _pack(values, "f"), ex=redis_keys.DATA_TTL_S)
+async def save_floats(
+    redis: aioredis.Redis, key: str, values: list[float], *, ttl_s: int = redis_keys.DATA_TTL_S
+) -> None:
+    await redis.set(key, _pack(values, "f"), ex=ttl_s)
 
 
 async def load_floats(redis: aioredis.Redis, key: str) -> list[float] | None:

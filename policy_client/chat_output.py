@@ -13,7 +13,7 @@ import re
 
 from pydantic import BaseModel, Field
 
-from contracts.chat import ToolCall
+from contracts.chat import GenerateOutput, ToolCall
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
@@ -57,6 +57,33 @@ def parse_completion(text: str, call_id_prefix: str) -> ParsedCompletion:
     if calls:
         content = content.strip()
     return ParsedCompletion(content=content, reasoning=reasoning, tool_calls=calls)
+
+
+def generate_output(
+    text: str,
+    finish: str,
+    *,
+    call_id_prefix: str,
+    prompt_tokens: int,
+    completion_tokens: int,
+    weight_version: str | None,
+    attempt: int = 1,
+    resumed_at: int = 0,
+) -> GenerateOutput:
+    """A turn's answer from its whole decoded text: what `generate` returns, and what the API rebuilds from a turn's
+    kept token data when a retried request's turn ran in an earlier run of its session."""
+    parsed = parse_completion(text, call_id_prefix=call_id_prefix)
+    return GenerateOutput(
+        content=parsed.content,
+        reasoning=parsed.reasoning,
+        tool_calls=parsed.tool_calls,
+        finish_reason="tool_calls" if parsed.tool_calls and finish == "stop" else finish,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        weight_version=weight_version,
+        attempt=attempt,
+        resumed_at=resumed_at,
+    )
 
 
 class StreamingSplitter:

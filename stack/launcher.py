@@ -145,36 +145,55 @@ class Stack:
         log.info("all pools answered", pools=[p.pool for p in result.pongs])
 
     async def supervise(self) -> None:
-        """Restart children that die until asked to stop; give up on one that keeps dying."""
-        while not self._stopping.is_set():
-            for p in self.tier1 + self.tier2:
-                if self._stopping.is_set() or p.running():
-                    continue
-                now = time.monotonic()
-                p.restarts = [t for t in p.restarts if now - t < RESTART_WINDOW_S]
-                if len(p.restarts) >= MAX_RESTARTS:
-                    self.failure = (
-                        f"{p.spec.name} died {MAX_RESTARTS} times within {RESTART_WINDOW_S:.0f}s; stopping the stack. "
-                        f"Last lines of {p.log_path}:\n{p.tail()}"
-                    )
-                    self._stopping.set()
-                    break
-                code = p.proc.returncode if p.proc else None
-                delay = min(2 ** len(p.restarts), 30)
-                log.error("service exited; restarting", service=p.spec.name, code=code, restart_in_s=delay)
-                p.restarts.append(now)
-                await asyncio.sleep(delay)
-                p.start()
+        """Restart children that die until asked to stop; give up on one that keeps dying.
+
+        Each restart runs on its own: a service that takes long to come back (an engine loading a large
+        checkpoint may take minutes) never holds up the restart of another one that died meanwhile.
+        """
+        restarting: dict[str, asyncio.Task] = {}
+        try:
+            while not self._stopping.is_set():
+                for name in [n for n, task in restarting.items() if task.done()]:
+                    task = restarting.pop(name)
+                    if not task.cancelled() and task.exception() is not None:
+                        log.error("restart failed", service=name, error=repr(task.exception()))
+                for p in self.tier1 + self.tier2:
+                    if self._stopping.is_set() or p.spec.name in restarting or p.running():
+                        continue
+                    now = time.monotonic()
+                    p.restarts = [t for t in p.restarts if now - t < RESTART_WINDOW_S]
+                    if len(p.restarts) >= MAX_RESTARTS:
+                        self.failure = (
+                            f"{p.spec.name} died {MAX_RESTARTS} times within {RESTART_WINDOW_S:.0f}s; stopping the "
+                            f"stack. Last lines of {p.log_path}:\n{p.tail()}"
+                        )
+                        self._stopping.set()
+                        break
+                    code = p.proc.returncode if p.proc else None
+                    delay = min(2 ** len(p.restarts), 30)
+                    log.error("service exited; restarting", service=p.spec.name, code=code, restart_in_s=delay)
+                    p.restarts.append(now)
+                    restarting[p.spec.name] = asyncio.ensure_future(self._restart(p, delay))
                 try:
-                    await p.wait_ready()
-                    log.info("service back", service=p.spec.name)
-                except ServiceFailed as exc:
-                    log.error("restart failed", service=p.spec.name, error=str(exc).splitlines()[0])
-                self._write_state("up")
-            try:
-                await asyncio.wait_for(self._stopping.wait(), timeout=0.5)
-            except asyncio.TimeoutError:
-                pass
+                    await asyncio.wait_for(self._stopping.wait(), timeout=0.5)
+                except asyncio.TimeoutError:
+                    pass
+        finally:
+            for task in restarting.values():
+                task.cancel()
+            await asyncio.gather(*restarting.values(), return_exceptions=True)
+
+    async def _restart(self, p: ManagedProcess, delay: float) -> None:
+        await asyncio.sleep(delay)
+        if self._stopping.is_set():
+            return
+        p.start()
+        try:
+            await p.wait_ready()
+            log.info("service back", service=p.spec.name)
+        except ServiceFailed as exc:
+            log.error("restart failed", service=p.spec.name, error=str(exc).splitlines()[0])
+        self._write_state("up")
 
     def request_stop(self) -> None:
         self._stopping.set()

@@ -59,6 +59,7 @@ class ManagedProcess:
         return self.proc is not None and self.proc.poll() is None
 
     def start(self) -> None:
+        self.kill_leftovers()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         out = open(self.log_path, "ab", buffering=0)
         out.write(f"\n--- {time.strftime('%Y-%m-%dT%H:%M:%S')} starting {' '.join(self.spec.argv)}\n".encode())
@@ -75,6 +76,26 @@ class ManagedProcess:
         )
         out.close()
         log.info("service started", service=self.spec.name, pid=self.proc.pid)
+
+    def kill_leftovers(self) -> int:
+        """SIGKILL what a dead incarnation left running in its process group (a killed env worker's browser and
+        driver, a worker's stray children); returns how many were found.
+
+        The group is the dead leader's pid (each incarnation starts its own session). Linux does not hand out a pid
+        still in use as a group id, so a group that still answers is that incarnation's, never a stranger's.
+        """
+        if self.proc is None or self.proc.poll() is None:
+            return 0
+        pgid = self.proc.pid
+        left = [pid for pid in _group_members(pgid) if pid != os.getpid()]
+        if not left:
+            return 0
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            return 0
+        log.warning("killed what a dead service left running", service=self.spec.name, pids=left)
+        return len(left)
 
     async def wait_ready(self) -> None:
         deadline = time.monotonic() + self.spec.ready_timeout_s
@@ -97,6 +118,7 @@ class ManagedProcess:
 
     async def stop(self) -> None:
         if not self.running():
+            self.kill_leftovers()
             return
         assert self.proc is not None
         try:
@@ -121,3 +143,19 @@ class ManagedProcess:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return "(no log)"
+
+
+def _group_members(pgid: int) -> list[int]:
+    """Pids of the live processes in process group `pgid` (from /proc; zombies left out)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            members.append(int(entry.name))
+    return members

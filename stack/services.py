@@ -2,38 +2,17 @@
 
 from __future__ import annotations
 
-import re
 import sys
 
 import httpx
 import redis.asyncio as aioredis
 
+from openclaw_rl.masking import mask_url  # noqa: F401  (re-exported: the launcher and tests use it from here)
 from openclaw_rl.settings import LOOPBACK, Pool, Settings
 from stack.preflight import find_temporal_binary, find_valkey_binary, private_dir
 from stack.process import ServiceSpec
 
 PYTHON_CLI = [sys.executable, "-m", "cli"]
-
-MASK = "****"
-# The user info is taken to run to the last @: a password may hold an unescaped @, / or ?, which a URL parser would
-# split elsewhere and so leak. A URL with an @ in its path or query (none of ours) is only masked more than needed.
-_USERINFO = re.compile(r"((?:[A-Za-z][A-Za-z0-9+.-]*:)?//|)(.*)@", re.S)
-_SECRET_PARAM = re.compile(r"(?i)(^|&)([^=&]*(?:pass|secret|token|key|auth)[^=&]*)=[^&]*")
-
-
-def mask_url(url: str) -> str:
-    """`url` as it may be shown or written down: the password in its user info masked (`redis://:****@host:6379/0`;
-    a user name alone too, as some services take a token there) and secret-named query parameters (redis-py reads
-    `?password=`). Also takes `user:password@host:port` without a scheme, as a Temporal address is written."""
-    if m := _USERINFO.match(url):
-        user, colon, _ = m[2].partition(":")
-        url = f"{m[1]}{user}:{MASK}@{url[m.end() :]}" if colon else f"{m[1]}{MASK}@{url[m.end() :]}"
-    base, question, query = url.partition("?")
-    if question:
-        query, hash_, fragment = query.partition("#")
-        query = _SECRET_PARAM.sub(lambda q: f"{q[1]}{q[2]}={MASK}", query) + hash_ + fragment
-    return base + question + query
-
 
 def _http_ok(url: str):
     async def check() -> bool:
@@ -110,7 +89,19 @@ def valkey_service(settings: Settings) -> ServiceSpec:
         "",  # the append-only file is the persistence; no RDB snapshots
         "--protected-mode",
         "yes",
+        "--maxmemory",
+        f"{r.maxmemory_mb}mb",
+        "--maxmemory-policy",
+        r.maxmemory_policy,
     ]
+    secret = r.password.get_secret_value()
+    if secret:
+        # In a private file, not on the command line, where every local user could read it with `ps`.
+        conf = settings.redis_dir / "auth.conf"
+        conf.touch(mode=0o600)
+        conf.chmod(0o600)
+        conf.write_text(f'requirepass "{_conf_quote(secret)}"\n')
+        argv.insert(1, str(conf))  # the config file is valkey's first argument; the flags after it still apply
 
     async def ready() -> bool:
         client = aioredis.from_url(r.target())
@@ -120,6 +111,11 @@ def valkey_service(settings: Settings) -> ServiceSpec:
             await client.aclose()
 
     return ServiceSpec("valkey", argv, ready, ready_timeout_s=30)
+
+
+def _conf_quote(value: str) -> str:
+    """A value inside a double-quoted valkey.conf string."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def engine_service(settings: Settings) -> ServiceSpec:

@@ -3,7 +3,7 @@
 Started by the SessionWorkflow and left to run on its own (parent close policy
 ABANDON), so serving never waits for judging. Votes are parallel activities on
 the judge pool, one per vote: a vote that fails or times out after its retries
-counts as no vote. An accepted hint is turned into teacher log-probs on the
+counts as no vote (a store outage is waited out, not counted). An accepted hint is turned into teacher log-probs on the
 policy pool. `publish_sample` applies the method's rules and writes the sample
 exactly once.
 """
@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from rlmath.signals import HintVote, majority_vote, representative, select_hint
     from workflows.activity_calls import execute
+    from workflows.store_outage import waiting_out_store_outages
 
 
 @workflow.defn(name=JUDGE_TURN_WORKFLOW)
@@ -69,11 +70,13 @@ class JudgeTurnWorkflow:
         teacher = None
         if hint is not None:
             try:
-                teacher = await execute(
-                    TEACHER_LOGPROBS,
-                    TeacherInput(turn_id=inp.turn_id, hint=hint),
-                    task_queue=plan.policy_task_queue,
-                    start_to_close=timedelta(seconds=plan.vote_timeout_s),
+                teacher = await waiting_out_store_outages(
+                    lambda: execute(
+                        TEACHER_LOGPROBS,
+                        TeacherInput(turn_id=inp.turn_id, hint=hint),
+                        task_queue=plan.policy_task_queue,
+                        start_to_close=timedelta(seconds=plan.vote_timeout_s),
+                    )
                 )
             except ActivityError:
                 workflow.logger.warning("teacher log-probs failed; the hint is dropped", extra={"turn_id": inp.turn_id})
@@ -101,11 +104,13 @@ class JudgeTurnWorkflow:
 
     async def _vote(self, inp: JudgeTurnInput, kind: str, index: int) -> VoteResult | None:
         try:
-            return await execute(
-                PRM_VOTE if kind == "prm" else HINT_VOTE,
-                VoteInput(turn_id=inp.turn_id, kind=kind, vote=index, next_state=inp.next_state),
-                task_queue=inp.plan.judge_task_queue,
-                start_to_close=timedelta(seconds=inp.plan.vote_timeout_s),
+            return await waiting_out_store_outages(
+                lambda: execute(
+                    PRM_VOTE if kind == "prm" else HINT_VOTE,
+                    VoteInput(turn_id=inp.turn_id, kind=kind, vote=index, next_state=inp.next_state),
+                    task_queue=inp.plan.judge_task_queue,
+                    start_to_close=timedelta(seconds=inp.plan.vote_timeout_s),
+                )
             )
         except ActivityError:
             return None  # a failed vote is ignored, never fatal

@@ -24,9 +24,9 @@ from temporalio.exceptions import ActivityError, ApplicationError, WorkflowAlrea
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
-    from contracts.chat import GENERATE, GenerateInput, GenerateOutput, ToolCall, TurnType
+    from contracts.chat import GENERATE, GenerateInput, GenerateOutput, ToolCall, TurnType, tenant_of
     from contracts.errors import ErrorType
-    from contracts.learning import JudgeTurnInput, Method, NextState, judge_workflow_id, session_key
+    from contracts.learning import JudgeTurnInput, Method, judge_workflow_id, session_key
     from contracts.session import (
         ARCHIVE_TURNS,
         SESSION_WORKFLOW,
@@ -121,7 +121,7 @@ class SessionWorkflow:
     async def _run_turn(self, req: TurnRequest) -> TurnResult:
         main = req.turn_type is TurnType.MAIN
         if main:
-            self._pair_pending(req.next_state)
+            self._pair_pending(req)
         rec = TurnRecord(
             index=self.state.next_index,
             turn_id=req.turn_id,
@@ -133,6 +133,7 @@ class SessionWorkflow:
             prompt_summary=clip(req.prompt_summary),
             request_key=redis_keys.chat_request(req.turn_id),
             data_key=redis_keys.turn_data(req.turn_id),
+            request_digest=req.request_digest,
         )
         self.state.next_index += 1
         self.state.turns.append(rec)
@@ -141,7 +142,9 @@ class SessionWorkflow:
         try:
             out: GenerateOutput = await execute(
                 GENERATE,
-                GenerateInput(turn_id=req.turn_id, sampling=req.sampling, stream=req.stream),
+                GenerateInput(
+                    turn_id=req.turn_id, sampling=req.sampling, stream=req.stream, tenant=tenant_of(self.state.user_id)
+                ),
                 task_queue=self.config.policy_task_queue,
                 start_to_close=timedelta(seconds=self.config.generate_timeout_s),
                 heartbeat=timedelta(seconds=self.config.generate_heartbeat_s),
@@ -169,11 +172,22 @@ class SessionWorkflow:
         self._note_policy_version(out.weight_version)
         return TurnResult(turn_index=rec.index, turn_id=rec.turn_id, output=out)
 
-    def _pair_pending(self, next_state: NextState | None) -> None:
+    def _pair_pending(self, req: TurnRequest) -> None:
         pending = next(
             (r for r in reversed(self.state.turns) if r.turn_type is TurnType.MAIN and r.status == "done"), None
         )
+        next_state = req.next_state
         if pending is None or pending.next_state_status != "pending" or next_state is None:
+            return
+        if (
+            req.request_digest is not None
+            and req.request_digest == pending.request_digest
+            and workflow.patched("retried-request-does-not-pair")
+        ):
+            # The same request again: the client retried (its answer was lost), so this is no reply to that answer.
+            pending.next_state_status = "retried"
+            if self.config.learning is not None and self.config.learning.method is Method.BINARY:
+                self._judge(pending)  # submitted with loss mask 0, as an unpaired turn at the session's end
             return
         pending.next_state = next_state
         pending.next_state_status = "paired"

@@ -395,13 +395,14 @@ def test_masked_hides_keys_and_credentials_in_urls(settings):
     for secret in ("pepper-secret", "engine-secret", "policy-secret", "pw-", "tok-two", "judge-secret"):
         assert secret not in text, secret
     assert data["engine"]["api_key"] == data["policy"]["api_key"] == "**********"
+    # URLs are masked as the start-up banner masks them (openclaw_rl.masking): the user name stays, the password goes
     assert data["policy"]["server_urls"] == [
-        "http://**********@gpu1:30000",
-        "https://gpu2:30000/?token=**********&x=1",
+        "http://alice:****@gpu1:30000",
+        "https://gpu2:30000/?token=****&x=1",
     ]
-    assert data["redis"]["url"] == "redis://**********@cache:6379/0"
-    assert data["temporal"]["address"] == "**********@temporal:7233"
-    assert data["learning"]["teacher_url"] == "http://**********@teacher:30000"
+    assert data["redis"]["url"] == "redis://:****@cache:6379/0"
+    assert data["temporal"]["address"] == "bob:****@temporal:7233"
+    assert data["learning"]["teacher_url"] == "http://carol:****@teacher:30000"
     assert data["learning"]["judge"]["url"] == "http://judge:30000"  # nothing to hide: unchanged
     empty = settings().masked()
     assert empty["engine"]["api_key"] == "" and empty["redis"]["url"] is None

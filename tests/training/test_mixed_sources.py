@@ -70,3 +70,35 @@ async def test_one_train_step_consumes_the_personal_and_terminal_streams(tmp_pat
     assert sum(i.startswith("session/") for i in summary.sample_ids) == 4
     await steps.aclose()
     await acts.aclose()
+
+
+def _fill(port: int, counts: dict[str, int]) -> None:
+    """`counts[source]` entries in each source's stream (the claim only reads ids, never the fields)."""
+    r = redis.Redis(port=port)
+    for src, n in counts.items():
+        for i in range(n):
+            r.xadd(redis_keys.sample_stream(src), {"id": f"{src}#{i}"})
+
+
+async def test_a_claim_keeps_the_batch_size_and_each_sources_share(tmp_path, valkey, tiny_model):  # noqa: F811
+    """Redis applies COUNT per stream: one read over four full streams returned up to 4x the batch (15 for 8)."""
+    acts = TrainingActivities(settings_for(tmp_path, valkey, tiny_model))
+    env = ActivityEnvironment()
+    _fill(valkey, {"terminal": 10, "toolcall": 10, "swe": 10, "gui": 10, "personal": 10})
+
+    async def claim(consumer: str, weights: dict[str, float]) -> dict[str, int]:
+        got = await env.run(
+            acts.claim_batch, ClaimInput(consumer=consumer, batch_size=8, source_weights=weights, wait_s=0.5)
+        )
+        return {k: len(v) for k, v in got.ids.items()}
+
+    assert await claim("a", {"terminal": 1, "toolcall": 1, "swe": 1, "gui": 1}) == {
+        "terminal": 2,
+        "toolcall": 2,
+        "swe": 2,
+        "gui": 2,
+    }
+    assert await claim("b", {"personal": 3, "terminal": 1}) == {"personal": 6, "terminal": 2}
+    # a source with too little: the others fill the batch rather than leave it short
+    assert await claim("c", {"swe": 1, "gui": 1, "empty": 1}) in ({"swe": 4, "gui": 4}, {"swe": 5, "gui": 3})
+    await acts.aclose()

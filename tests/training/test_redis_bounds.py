@@ -17,6 +17,7 @@ from tests.training.test_train_step_activity import publish, settings_for, valke
 
 async def test_every_per_turn_key_of_a_published_sample_expires(tmp_path, valkey, tiny_model):  # noqa: F811
     settings = settings_for(tmp_path, valkey, tiny_model)
+    settings.redis.data_ttl_s = ttl_s = 2 * 3600  # the setting, not the default, bounds every key
     r = aioredis.Redis(port=valkey)
     await save_turn_tokens(
         r,
@@ -28,8 +29,9 @@ async def test_every_per_turn_key_of_a_published_sample_expires(tmp_path, valkey
             weight_version="0",
             finish_reason="stop",
         ),
+        ttl_s=ttl_s,
     )
-    await save_floats(r, redis_keys.teacher_logprobs("t1"), [-0.5, -0.5])
+    await save_floats(r, redis_keys.teacher_logprobs("t1"), [-0.5, -0.5], ttl_s=ttl_s)
     acts = LearningActivities(settings)
     inp = PublishInput(
         sample_id="session/u/s#0",
@@ -52,9 +54,11 @@ async def test_every_per_turn_key_of_a_published_sample_expires(tmp_path, valkey
         redis_keys.sample_published("session/u/s#0"),
         redis_keys.judgement("t1"),
         redis_keys.session_effective("session/u/s"),
+        redis_keys.record_stream("personal", "0"),
     ):
         ttl = await r.ttl(key)
-        assert 0 < ttl <= redis_keys.DATA_TTL_S, (key, ttl)
+        assert 0 < ttl <= ttl_s, (key, ttl)
+    assert await r.ttl(redis_keys.sample_stream("personal")) == -1  # samples wait for training however long it takes
     await acts.aclose()
     await r.aclose()
 
@@ -74,3 +78,34 @@ async def test_acknowledged_entries_leave_the_sample_stream(tmp_path, valkey, ti
     )
     assert claim.count == 2 and claim.backlog == 0
     await acts.aclose()
+
+
+async def test_a_store_outage_is_a_retryable_typed_failure(tmp_path, tiny_model):
+    """Redis down: publish_sample fails as STORE_UNAVAILABLE (retried until the store is back), not a generic error."""
+    from temporalio.exceptions import ApplicationError
+
+    from contracts.errors import ErrorType
+    from tests.helpers import free_port
+
+    acts = LearningActivities(settings_for(tmp_path, free_port(), tiny_model))  # nothing listens there
+    inp = PublishInput(
+        sample_id="session/u/s#0",
+        session_key="session/u/s",
+        source="personal",
+        method=Method.BINARY,
+        user_id="u",
+        session_id="s",
+        turn_id="t1",
+        turn_index=0,
+        policy_version="0",
+        has_next_state=True,
+        judge=JudgeSummary(judge="test", prm_votes=[1], eval_score=1),
+    )
+    try:
+        await ActivityEnvironment().run(acts.publish_sample, inp)
+    except ApplicationError as exc:
+        assert exc.type == ErrorType.STORE_UNAVAILABLE and not exc.non_retryable
+    else:
+        raise AssertionError("publish_sample succeeded with no store")
+    finally:
+        await acts.aclose()

@@ -10,7 +10,7 @@ import redis
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.training import TrainingActivities
+from activities.training import GROUP, TrainingActivities
 from contracts.errors import ErrorType
 from contracts.learning import JudgeSummary
 from contracts.training import ClaimInput, ExportInput, TrainInput
@@ -201,3 +201,41 @@ async def test_a_full_disk_is_a_typed_error_and_leaves_no_half_written_checkpoin
         await env.run(acts.train_step, TrainInput(ids=claim.ids, version=0, max_staleness=4))
     assert err.value.type == ErrorType.DISK_FULL and "train resume" in err.value.message
     assert not (settings.checkpoints_dir / "policy-1").exists()
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 24 MiB tmpfs: room for the stream's records, not for a checkpoint of the tiny model (weights + optimizer)."""
+    import os
+
+    mount = tmp_path / "small-disk"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+        os.rmdir(mount)
+
+
+async def test_a_checkpoint_on_a_disk_that_fills_up_is_a_typed_error_and_nothing_half_written_remains(
+    tmp_path, valkey, tiny_model, small_disk
+):
+    """The real thing, not a patched save: the data directory on a small tmpfs that runs out while saving."""
+    publish(valkey, 0, 4)
+    settings = settings_for(tmp_path, valkey, tiny_model)
+    settings.data_dir = small_disk
+    acts = TrainingActivities(settings)
+    env = ActivityEnvironment()
+    claim = await env.run(
+        acts.claim_batch, ClaimInput(consumer="t", batch_size=4, source_weights={"personal": 1.0}, wait_s=1.0)
+    )
+    with pytest.raises(ApplicationError) as err:
+        await env.run(acts.train_step, TrainInput(ids=claim.ids, version=0, max_staleness=4))
+    assert err.value.type == ErrorType.DISK_FULL and err.value.non_retryable
+    leftovers = sorted(p.name for p in settings.checkpoints_dir.iterdir()) if settings.checkpoints_dir.exists() else []
+    assert leftovers == []  # neither policy-1 nor its staging folder: nothing half-written for a server to load
+    # the batch stays claimed, unacknowledged: trained again once the operator frees space and resumes
+    assert redis.Redis(port=valkey).xpending(redis_keys.sample_stream("personal"), GROUP)["pending"] == 4

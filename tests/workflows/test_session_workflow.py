@@ -221,3 +221,31 @@ async def test_a_session_id_reused_after_its_session_ended_keeps_learning_and_it
         await eventually(lambda: len({p.sample_id for p in judge.published}) >= 3, what="the second run's sample")
     ids = [p.sample_id for p in judge.published]
     assert f"{first_key}#0" in ids and f"{second_key}#0" in ids and len(ids) == len(set(ids))
+
+
+async def test_the_same_request_sent_again_is_a_retry_not_the_reply_it_would_pair_with(env: WorkflowEnvironment):
+    """A client that retried (its answer was lost to a 503 or a dropped stream) sends the pending turn's own
+    request again: that copy's last user message is not a reply to the lost answer, so nothing is paired with it;
+    the retried turn's own answer is the one a real reply pairs with."""
+    q = new_queue()
+    inp = session_input(q, "retried", learning=learning_plan(q, prm_votes=1))
+    wf_id = session_workflow_id(inp.user_id, inp.session_id)
+    session, judge = SessionActivities(), JudgeActivities()
+    async with Worker(
+        env.client, task_queue=q, workflows=[SessionWorkflow, JudgeTurnWorkflow], activities=session.all() + judge.all()
+    ):
+        first = main_turn("t0").model_copy(update={"request_digest": "d-question"})
+        await send_turn(env.client, inp, first)
+        again = main_turn("t1", next_state=reply_to("t1")).model_copy(update={"request_digest": "d-question"})
+        await send_turn(env.client, inp, again)
+        reply = main_turn("t2", next_state=reply_to("t2")).model_copy(update={"request_digest": "d-reply"})
+        await send_turn(env.client, inp, reply)
+        handle = env.client.get_workflow_handle_for(SessionWorkflow.run, wf_id)
+        page = await handle.query(SessionWorkflow.turns, TurnsPage())
+        status = {t.turn_id: t.next_state_status for t in page.turns}
+        assert status == {"t0": "retried", "t1": "paired", "t2": "pending"}
+        outcome = await judged(env, wf_id, 1)
+        assert outcome.result.published and outcome.result.loss_mask == 1
+        await eventually(lambda: len(judge.published) >= 2, what="the binary submission of the retried turn")
+    by_turn = {p.turn_index: p for p in judge.published}
+    assert not by_turn[0].has_next_state  # submitted with loss mask 0, never paired with its own copy

@@ -1,0 +1,315 @@
+"""Soak: many sessions talking at once for minutes, with judging and training on.
+
+Starts the whole local stack (`openclaw-rl up`) on the tiny Qwen3 model in a
+temporary data directory, training on (a step per --batch-size samples) and
+the stack's default learning set-up (the heuristic judge on the tiny model),
+then runs --sessions scripted sessions at once for --minutes. Each session
+sends --turns-per-session turns, every follow-up pairing the previous turn
+with feedback a judge scores ("thanks" or a correction), then starts a fresh
+session; every other turn is streamed. Clients retry connection errors, 5xx
+and 429 with an `Idempotency-Key`, as a careful client does (each refusal is
+counted). Once the time is up the load stops and judging is given
+--drain-s seconds to catch up. Prints:
+  - turns served, and errors by status (every failed attempt, retried or not);
+  - samples expected (paired turns: every turn that got a follow-up in its
+    session), judged (a record each), published; duplicates: sample ids
+    recorded twice, and samples trained twice (`records/trained.jsonl`);
+  - train steps, samples trained, the policy version reached;
+  - p50/p99 of the endpoint latency (request to last byte, non-streamed and
+    streamed turns), of the engine time, and their difference, the added latency.
+    The engine time is measured as benchmarks/chat_latency.py does, straight
+    at the engine with the same rendered prompt, during the same load: after
+    every --probe-every-th served turn, a direct POST /generate of that turn's
+    prompt ids, generating exactly as many tokens as the turn did (ignore_eos), under the soak user's engine
+    tenant, so it waits for a slot behind that user's turns as they do (the engine shares slots by tenant);
+  - Redis memory (INFO memory used_memory) at the start, after the load and
+    after draining.
+
+    .venv/bin/python benchmarks/soak.py [--sessions 50] [--minutes 5] [--tokens 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import httpx
+import redis
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from contracts.chat import tenant_of  # noqa: E402
+from tests.helpers import CLI, REPO, RunningStack, stack_env  # noqa: E402
+
+FEEDBACK = ("Thanks, perfect!", "Don't repeat yourself, that was wrong.")
+RETRYABLE = (429, 500, 502, 503, 504)
+USER = "soak"
+TENANT = tenant_of(USER)
+"""The engine tenant the policy workers send for the soak user's turns."""
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
+
+
+class Soak:
+    def __init__(self, stack: RunningStack, key: str, model: Path, args: argparse.Namespace):
+        from policy_client.chat import renderer_for
+
+        self.stack, self.key, self.args = stack, key, args
+        self.renderer = renderer_for(str(model))
+        limits = httpx.Limits(max_connections=args.sessions + 8, max_keepalive_connections=args.sessions + 8)
+        self.http = httpx.AsyncClient(timeout=httpx.Timeout(300.0, connect=10.0), limits=limits)
+        self.statuses: Counter[str] = Counter()
+        self.served = 0
+        self.paired = 0  # turns that got a follow-up in their session: each should become one judged record
+        self.endpoint: list[float] = []
+        self.engine: list[float] = []
+        self.pairs: list[float] = []  # endpoint minus engine time of the same prompt, per probed turn
+        self.gave_up = 0
+        self.probes: set[asyncio.Task] = set()
+
+    async def turn(self, sid: str, history: list[dict], stream: bool) -> tuple[float, dict] | None:
+        """One turn, retried with its idempotency key until it is answered; its latency (the attempt that
+        succeeded) and the response."""
+        body = {"messages": history, "max_tokens": self.args.tokens, "temperature": 0.8, "stream": stream}
+        headers = {
+            "Authorization": f"Bearer {self.key}",
+            "X-Session-Id": sid,
+            "Idempotency-Key": uuid.uuid4().hex,
+        }
+        url = f"{self.stack.api}/v1/chat/completions"
+        for _ in range(20):
+            t = time.perf_counter()
+            try:
+                if stream:
+                    status, out = await self._stream(url, body, headers)
+                else:
+                    r = await self.http.post(url, json=body, headers=headers)
+                    status, out = r.status_code, (r.json() if r.status_code == 200 else None)
+            except httpx.TransportError as exc:
+                status, out = f"transport:{type(exc).__name__}", None
+            took = time.perf_counter() - t
+            if status == 200:
+                return took, out
+            self.statuses[str(status)] += 1
+            if isinstance(status, int) and status not in RETRYABLE:
+                return None
+            await asyncio.sleep(1.0)
+        return None
+
+    async def _stream(self, url: str, body: dict, headers: dict) -> tuple[int | str, dict | None]:
+        text, usage, finish = "", None, None
+        body = body | {"stream_options": {"include_usage": True}}
+        async with self.http.stream("POST", url, json=body, headers=headers) as r:
+            if r.status_code != 200:
+                await r.aread()
+                return r.status_code, None
+            async for line in r.aiter_lines():
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                chunk = json.loads(line[6:])
+                if "error" in chunk:
+                    return f"sse:{chunk['error'].get('type')}", None
+                usage = chunk.get("usage") or usage
+                for ch in chunk["choices"]:
+                    text += ch["delta"].get("content") or ""
+                    finish = ch.get("finish_reason") or finish
+        if finish is None:
+            return "sse:cut-off", None
+        return 200, {"choices": [{"message": {"content": text}}], "usage": usage or {}}
+
+    async def probe(self, messages: list[dict], tokens: int, endpoint_s: float) -> None:
+        """The engine's own time for the same prompt and as many tokens, under the same load."""
+        body = {
+            "input_ids": self.renderer.render(messages),
+            "sampling_params": {
+                "max_new_tokens": max(1, tokens),
+                "temperature": 0.8,
+                "ignore_eos": True,
+            },
+        }
+        t = time.perf_counter()
+        try:
+            # As the soak user's tenant: the probe queues for an engine slot behind the same user's turns, as they do.
+            r = await self.http.post(f"{self.stack.engine}/generate", json=body, headers={"X-Openclaw-Tenant": TENANT})
+        except httpx.TransportError:
+            return
+        took = time.perf_counter() - t
+        if r.status_code == 200:
+            self.engine.append(took)
+            self.pairs.append(endpoint_s - took)
+
+    async def session_loop(self, slot: int, until: float) -> None:
+        n = 0
+        while time.monotonic() < until:
+            n += 1
+            sid = f"soak-{slot}-{n}-{uuid.uuid4().hex[:6]}"
+            history: list[dict] = []
+            question = f"Session {slot}.{n}: tell me about the weather."
+            for t in range(self.args.turns_per_session):
+                if time.monotonic() >= until:
+                    break
+                history.append({"role": "user", "content": question})
+                got = await self.turn(sid, history, stream=(slot + t) % 2 == 1)
+                if got is None:
+                    self.gave_up += 1
+                    break
+                if t > 0:
+                    self.paired += 1  # this request was the previous turn's next state
+                took, out = got
+                self.served += 1
+                self.endpoint.append(took)
+                content = out["choices"][0]["message"].get("content") or ""
+                if self.served % self.args.probe_every == 0:
+                    tokens = int((out.get("usage") or {}).get("completion_tokens") or self.args.tokens)
+                    task = asyncio.create_task(self.probe(list(history), tokens, took))
+                    self.probes.add(task)
+                    task.add_done_callback(self.probes.discard)
+                history.append({"role": "assistant", "content": content})
+                question = f"{FEEDBACK[(slot + t) % 2]} Next, question {t + 1}."
+
+    async def run(self) -> None:
+        until = time.monotonic() + self.args.minutes * 60
+        await asyncio.gather(*(self.session_loop(s, until) for s in range(self.args.sessions)))
+        if self.probes:
+            await asyncio.gather(*self.probes)
+        await self.http.aclose()
+
+
+def used_memory(r: redis.Redis) -> int:
+    return int(r.info("memory")["used_memory"])
+
+
+def records(stack: RunningStack, r: redis.Redis) -> list[dict]:
+    return [json.loads(f[b"record"]) for key in r.scan_iter("oc:records:personal:v*") for _, f in r.xrange(key)]
+
+
+def trained_steps(stack: RunningStack) -> list[dict]:
+    path = stack.data_dir / "records" / "trained.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.is_file() else []
+
+
+def train_status(stack: RunningStack) -> dict:
+    out = subprocess.run(
+        CLI + ["train", "status", "--json"], env=stack.env, capture_output=True, text=True, cwd=REPO, timeout=120
+    )
+    return json.loads(out.stdout) if out.returncode == 0 else {}
+
+
+def mib(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sessions", type=int, default=50, help="sessions talking at once")
+    ap.add_argument("--minutes", type=float, default=5.0, help="how long the load runs")
+    ap.add_argument("--tokens", type=int, default=16, help="max_tokens of every turn (temperature 0.8)")
+    ap.add_argument("--turns-per-session", type=int, default=6, help="turns of a session before a fresh one starts")
+    ap.add_argument("--batch-size", type=int, default=16, help="samples per train step (training.batch_size)")
+    ap.add_argument("--probe-every", type=int, default=4, help="time the engine directly after every n-th turn")
+    ap.add_argument("--drain-s", type=float, default=180.0, help="longest wait for judging to catch up afterwards")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="soak-"))
+    from engine.tiny_qwen3 import ensure_tiny_model
+
+    model = ensure_tiny_model(work / "tiny-qwen3")
+    env = stack_env(work / "data", model_path=model) | {
+        "OPENCLAW_RL_TRAINING__AUTO_START": "true",
+        "OPENCLAW_RL_TRAINING__BATCH_SIZE": str(args.batch_size),
+        "OPENCLAW_RL_TRAINING__WAIT_S": "5",
+        "OPENCLAW_RL_TEMPORAL__HEADLESS": "true",
+    }
+    stack = RunningStack(env).start()
+    try:
+        key = subprocess.run(
+            CLI + ["keys", "create", "--user", USER],
+            env=stack.env,
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            check=True,
+        ).stdout.split()[0]
+        r = redis.Redis.from_url(stack.redis)
+        mem_start = used_memory(r)
+        start_status = train_status(stack)
+        load_start = os.getloadavg()[0]  # the machine's other work weighs on every figure
+        soak = Soak(stack, key, model, args)
+        t0 = time.monotonic()
+        asyncio.run(soak.run())
+        load_s = time.monotonic() - t0
+        mem_load = used_memory(r)
+        # Drain: judging catches up with every paired turn and training with every full batch (or the wait ends).
+        deadline = time.monotonic() + args.drain_s
+        while time.monotonic() < deadline and (
+            len(records(stack, r)) < soak.paired or r.xlen("oc:samples:personal") >= args.batch_size
+        ):
+            time.sleep(2)
+        drain_s = args.drain_s - max(0.0, deadline - time.monotonic())
+        recs = records(stack, r)
+        mem_end = used_memory(r)
+        status = train_status(stack)
+        steps = trained_steps(stack)
+        judge_line = next((ln for ln in stack.output().splitlines() if "learning" in ln and "judge" in ln), "").strip()
+    finally:
+        stack.stop()
+
+    ids = [x["sample_id"] for x in recs]
+    published = [x for x in recs if x["result"]["published"]]
+    trained = [i for st in steps for i in st["sample_ids"]]
+    dup_records = sum(c - 1 for c in Counter(ids).values() if c > 1)
+    dup_trained = sum(c - 1 for c in Counter(trained).values() if c > 1)
+    not_published = len(set(trained) - {x["sample_id"] for x in published})
+    added = [e - d for e, d in ((pct(soak.endpoint, q), pct(soak.engine, q)) for q in (0.5, 0.99))]
+    print(
+        f"soak: {args.sessions} sessions x {args.minutes:g} min (load ran {load_s:.0f}s), tiny Qwen3, "
+        f"{args.tokens} tokens/turn, {args.turns_per_session} turns/session, train batch {args.batch_size}, "
+        f"cpu cores: {os.cpu_count()}, load average at start/end: {load_start:.1f}/{os.getloadavg()[0]:.1f}"
+    )
+    print(f"  {judge_line}")
+    print(f"turns served        {soak.served} ({soak.served / load_s:.1f}/s); sessions given up on: {soak.gave_up}")
+    print(f"errors by status    {dict(soak.statuses) or 'none'} (every failed attempt; all retried)")
+    print(
+        f"samples             expected {soak.paired} (paired turns), judged {len(recs)}, published {len(published)}"
+        f" ({len(recs) - len(published)} judged but not published by the method's rules)"
+    )
+    print(
+        f"duplicates          records {dup_records}, trained twice {dup_trained}, trained but not published "
+        f"{not_published}"
+    )
+    print(
+        f"training            {status.get('steps', 0) - start_status.get('steps', 0)} steps, "
+        f"{len(trained)} samples trained, {status.get('samples_dropped_stale', 0)} stale dropped, "
+        f"policy v{status.get('version')}, backlog {status.get('backlog')}"
+    )
+    print(
+        f"latency             endpoint p50 {pct(soak.endpoint, 0.5) * 1000:.0f} ms, p99 "
+        f"{pct(soak.endpoint, 0.99) * 1000:.0f} ms (n={len(soak.endpoint)}); engine p50 "
+        f"{pct(soak.engine, 0.5) * 1000:.0f} ms, p99 {pct(soak.engine, 0.99) * 1000:.0f} ms (n={len(soak.engine)})"
+    )
+    print(
+        f"added latency       p50 {added[0] * 1000:.0f} ms, p99 {added[1] * 1000:.0f} ms (endpoint minus engine "
+        f"percentiles); per probed turn p50 {pct(soak.pairs, 0.5) * 1000:.0f} ms, p99 "
+        f"{pct(soak.pairs, 0.99) * 1000:.0f} ms"
+    )
+    print(
+        f"redis used_memory   start {mib(mem_start)}, after the load {mib(mem_load)}, "
+        f"after draining ({drain_s:.0f}s) {mib(mem_end)}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+"""Wait out a store (Redis) outage in a workflow instead of counting it as a failed vote or a lost hint.
+
+An activity raises STORE_UNAVAILABLE once its own few retries are spent (a vote
+retries 3 times, well under a minute); the workflow then sleeps and asks again,
+for up to an hour, because the outage says nothing about the judge or the turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import TypeVar
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError
+
+from contracts.errors import ErrorType
+
+T = TypeVar("T")
+
+ASK_AGAIN_AFTER = timedelta(seconds=15)
+GIVE_UP_AFTER = timedelta(hours=1)
+PATCH = "wait-out-store-outages"
+"""Runs recorded before this behaviour failed the call at once; they replay that way."""
+
+
+def _store_down(exc: ActivityError) -> bool:
+    cause = exc.cause
+    return isinstance(cause, ApplicationError) and cause.type == ErrorType.STORE_UNAVAILABLE
+
+
+async def waiting_out_store_outages(call: Callable[[], Awaitable[T]]) -> T:
+    """`call()`; while it fails only because the store is down, sleep and call again (then raise as it did)."""
+    waited = timedelta(0)
+    while True:
+        try:
+            return await call()
+        except ActivityError as exc:
+            if not (_store_down(exc) and waited < GIVE_UP_AFTER and workflow.patched(PATCH)):
+                raise
+            workflow.logger.warning("the store is down; asking again", extra={"waited_s": waited.total_seconds()})
+            await workflow.sleep(ASK_AGAIN_AFTER)
+            waited += ASK_AGAIN_AFTER
