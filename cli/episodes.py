@@ -15,6 +15,7 @@ import sys
 import time
 import uuid
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import redis.asyncio as aioredis
 from temporalio.client import Client, WorkflowExecutionStatus
@@ -27,9 +28,12 @@ from contracts.episodes import (
     EpisodeInput,
     EpisodeResult,
     RolloutInput,
+    RolloutPart,
     TaskGroupInput,
 )
+from envs.registry import SOURCES
 from openclaw_rl import redis_keys
+from openclaw_rl.masking import mask_url
 from openclaw_rl.search_attributes import OUTCOME, SETTING, TASK_ID
 from openclaw_rl.settings import Pool, Settings
 from rlmath.stepwise import step_reward
@@ -43,7 +47,47 @@ STATUSES = {
     "canceled": "Canceled",
 }
 FAILED = ("Failed", "TimedOut", "Terminated", "Canceled")
+SETTINGS = list(SOURCES)
 _SINCE = re.compile(r"^(\d+)([smhd])$")
+_MIX = re.compile(r"^(?P<setting>[a-z]+)(?::(?P<tasks>[^@]*))?(?:@(?P<samples>[^@]*))?$")
+MIX_SYNTAX = "SETTING[:TASK,TASK...][@SAMPLES], e.g. terminal:files-dedupe,text-top-ips swe toolcall:math/0@4"
+
+
+def parse_mix(values: list[str]) -> list[tuple[str, list[str], int | None]]:
+    """`--mix` parts: (setting, task ids (empty: every task of the setting), episodes per task or None)."""
+    parts = []
+    for value in values:
+        m = _MIX.match(value.strip())
+        if not m:
+            raise ValueError(f"--mix {value!r}: expected {MIX_SYNTAX}")
+        setting, tasks, samples = m["setting"], m["tasks"], m["samples"]
+        if setting not in SETTINGS:
+            raise ValueError(f"--mix {value!r}: unknown setting {setting!r} (one of {', '.join(SETTINGS)})")
+        ids = [] if tasks is None else [t.strip() for t in tasks.split(",")]
+        if tasks is not None and not all(ids):
+            raise ValueError(f"--mix {value!r}: an empty task id (task ids are separated by commas, no spaces)")
+        n = None
+        if samples is not None:
+            if not samples.isdigit() or not 1 <= int(samples) <= 64:
+                raise ValueError(f"--mix {value!r}: @SAMPLES must be a number of episodes per task, 1 to 64")
+            n = int(samples)
+        parts.append((setting, ids, n))
+    if not parts:
+        raise ValueError(f"--mix needs at least one part: {MIX_SYNTAX}")
+    return parts
+
+
+def check_rollout_args(args: argparse.Namespace) -> None:
+    """`episodes rollout`: exactly one of --setting and --mix (checked before Temporal is reached)."""
+    mix = getattr(args, "mix", None)
+    if mix is None and not getattr(args, "setting", None):
+        raise ValueError("episodes rollout needs --setting SETTING, or --mix " + MIX_SYNTAX)
+    if mix is not None:
+        if getattr(args, "setting", None):
+            raise ValueError("--mix names each part's setting: give --setting or --mix, not both")
+        if args.tasks:
+            raise ValueError("--mix names each part's tasks (SETTING:TASK,TASK): --tasks is for --setting")
+        args.mix_parts = parse_mix(mix)
 
 
 def episode_config(settings: Settings, setting: str) -> EpisodeConfig:
@@ -113,6 +157,8 @@ async def episodes_command(args: argparse.Namespace, settings: Settings, client:
     if sub == "tasks":
         return list_tasks(args, settings)
     try:
+        if sub == "rollout":
+            check_rollout_args(args)
         client = client or await _connect(settings)
         if sub == "list":
             return await list_episodes(client, args)
@@ -122,7 +168,7 @@ async def episodes_command(args: argparse.Namespace, settings: Settings, client:
             return await retry_episodes(client, args)
         if sub == "watch":
             return await watch(client, args)
-        if sub in ("start", "group", "rollout"):
+        if sub in ("start", "run", "group", "rollout"):
             return await start(client, settings, args)
     except ValueError as exc:
         print(f"openclaw-rl: {exc}")
@@ -140,7 +186,7 @@ async def _connect(settings: Settings) -> Client:
         return await connect(settings.temporal)
     except RuntimeError as exc:
         raise SystemExit(
-            f"openclaw-rl: cannot reach Temporal at {settings.temporal.target()}: {exc}. "
+            f"openclaw-rl: cannot reach Temporal at {mask_url(settings.temporal.target())}: {exc}. "
             "Is the stack up (`openclaw-rl up`)?"
         ) from None
 
@@ -227,6 +273,8 @@ async def show_episode(client: Client, settings: Settings, args: argparse.Namesp
             int(k): v.decode().split()
             for k, v in (await redis.hgetall(redis_keys.episode_advantages(args.episode_id))).items()
         }
+        key = result.attempt_key if result is not None else redis_keys.episode_attempt(args.episode_id, attempt)
+        shots = await screenshots(redis, key, [s.index for s in steps])
     finally:
         await redis.aclose()
     if args.json:
@@ -239,6 +287,7 @@ async def show_episode(client: Client, settings: Settings, args: argparse.Namesp
                     "outcome": outcome,
                     "result": result.model_dump() if result else None,
                     "advantages": adv,
+                    "screenshots": shots,
                 },
                 indent=2,
             )
@@ -248,6 +297,9 @@ async def show_episode(client: Client, settings: Settings, args: argparse.Namesp
     if result is not None:
         head += f", {result.setting} {result.task_id}, ended: {result.end}, outcome {result.outcome:g}"
     print(head)
+    if shots:
+        first = Path(next(iter(shots.values()))).with_name("reset.png")  # envs.gui.env.OPENING_SCREENSHOT
+        print(f"screenshots: {first.parent}/ (opening: {first.name})")
     for s in steps:
         votes = ", ".join("-" if v is None else f"{v:+d}" for v in s.votes) or "none"
         reward = f"{step_reward(outcome, s.votes):+.2f}" if outcome is not None else "-"
@@ -256,7 +308,20 @@ async def show_episode(client: Client, settings: Settings, args: argparse.Namesp
         print(f"  action:      {_one_line(s.action)}" + (f"  [parse error: {s.parse_error}]" if s.parse_error else ""))
         print(f"  observation: {_one_line(s.observation)}")
         print(f"  votes [{votes}], step reward {reward}{a}" + (f"; ended: {s.done_reason}" if s.done_reason else ""))
+        if s.index in shots:
+            print(f"  screenshot:  {shots[s.index]}")
     return 0
+
+
+async def screenshots(redis: aioredis.Redis, attempt_key: str, indexes: list[int]) -> dict[int, str]:
+    """Each step's screenshot file (gui), from its stored observation (gone once the episode data expires)."""
+    out = {}
+    for i in indexes:
+        raw = await redis.get(redis_keys.episode_observation(attempt_key, i))
+        shot = json.loads(raw)["observation"].get("screenshot") if raw else None
+        if shot:
+            out[i] = shot
+    return out
 
 
 def _one_line(text: str, n: int = 110) -> str:
@@ -309,10 +374,16 @@ def _workflow_queue(args: argparse.Namespace) -> str:
 
 
 async def start(client: Client, settings: Settings, args: argparse.Namespace) -> int:
+    if getattr(args, "mix_parts", None):
+        return await start_mixed_rollout(client, settings, args)
     cfg = episode_config(settings, args.setting)
     queue = settings.temporal.task_queue(Pool.WORKFLOW)
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    if args.episodes_command == "start":
+    if getattr(args, "seed", None) is not None:
+        if args.setting != "gui":
+            raise ValueError("--seed is the task's own seed: gui tasks only")
+        args.task = f"{args.task}/{args.seed}"  # envs.gui.task: an id names the task and its seed
+    if args.episodes_command in ("start", "run"):
         from workflows.episode import EpisodeWorkflow
 
         wf_id = f"episode/{args.setting}-{args.task}-{stamp}-{uuid.uuid4().hex[:4]}".replace(" ", "_")
@@ -361,6 +432,39 @@ async def start(client: Client, settings: Settings, args: argparse.Namespace) ->
             task_queue=queue,
         )
     print(f"started {wf_id}")
+    if args.wait or args.episodes_command == "run":  # `run`: start and wait
+        result = await handle.result()
+        print(result.model_dump_json(indent=2))
+    return 0
+
+
+async def start_mixed_rollout(client: Client, settings: Settings, args: argparse.Namespace) -> int:
+    """A rollout over tasks of several settings (`--mix`), each part with its own setting's EpisodeConfig."""
+    from workflows.rollout import RolloutWorkflow
+
+    parts = [
+        RolloutPart(setting=setting, task_ids=ids, samples_per_task=n, config=episode_config(settings, setting))
+        for setting, ids, n in args.mix_parts
+    ]
+    names = "+".join(dict.fromkeys(p.setting for p in parts))
+    rollout_id = f"mixed-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+    wf_id = f"rollout/{rollout_id}"
+    handle = await client.start_workflow(
+        RolloutWorkflow.run,
+        RolloutInput(
+            rollout_id=rollout_id,
+            parts=parts,
+            samples_per_task=args.samples,
+            parallel=args.parallel,
+            passes=args.passes,
+            config=parts[0].config,
+            publish=not args.no_publish,
+        ),
+        id=wf_id,
+        task_queue=settings.temporal.task_queue(Pool.WORKFLOW),
+        static_summary=f"mixed rollout: {names}",
+    )
+    print(f"started {wf_id} ({names})")
     if args.wait:
         result = await handle.result()
         print(result.model_dump_json(indent=2))
@@ -394,9 +498,15 @@ async def watch(client: Client, args: argparse.Namespace) -> int:
                 finished &= desc.status != WorkflowExecutionStatus.RUNNING
                 mean = f", mean outcome {p.mean_outcome:.2f}" if p.mean_outcome is not None else ""
                 lines.append(
-                    f"{wf_id}: {p.groups_done}/{p.groups_total} groups, {p.running} running, {p.episodes_done} episodes"
-                    f"{mean}, {p.published} samples"
+                    f"{wf_id} [{p.setting}]: {p.groups_done}/{p.groups_total} groups, {p.running} running, "
+                    f"{p.episodes_done} episodes{mean}, {p.published} samples"
                 )
+                for name, sp in p.per_setting.items():  # a mixed rollout: each setting's share
+                    m = f", mean outcome {sp.mean_outcome:.2f}" if sp.mean_outcome is not None else ""
+                    lines.append(
+                        f"  {name}: {sp.groups_done}/{sp.groups_total} groups, {sp.episodes_done} episodes{m}, "
+                        f"{sp.published} samples"
+                    )
             text = "\n".join(lines) or "no running rollouts"
             if text != last:
                 print(text, flush=True)
@@ -424,15 +534,25 @@ def add_parser(sub: argparse._SubParsersAction, func) -> None:
     _filters(rt)
     rt.add_argument("--dry-run", action="store_true", help="only say what would be retried")
     tk = esub.add_parser("tasks", help="the tasks each setting offers")
-    tk.add_argument("--setting", choices=["terminal", "toolcall"])
+    tk.add_argument("--setting", choices=SETTINGS)
     tk.add_argument("--json", action="store_true")
     for name, what in (("start", "one episode"), ("group", "a task group"), ("rollout", "a rollout over a task set")):
-        p = esub.add_parser(name, help=f"start {what}")
-        p.add_argument("--setting", required=True, choices=["terminal", "toolcall"])
+        p = esub.add_parser(name, help=f"start {what}", aliases=["run"] if name == "start" else [])
+        p.add_argument("--setting", required=name != "rollout", choices=SETTINGS)
         if name != "rollout":
             p.add_argument("--task", required=True)
+            p.add_argument("--seed", type=int, help="gui: the task's own seed (the task id becomes TASK/SEED)")
         else:
             p.add_argument("--tasks", nargs="*", help="task ids (default: every task of the setting)")
+            p.add_argument(
+                "--mix",
+                nargs="+",
+                metavar="SETTING[:TASKS][@N]",
+                help="a mixed rollout instead of --setting: one part per setting, its groups interleaved "
+                "round-robin; SETTING alone takes every task of it, SETTING:A,B those tasks, @N episodes per task "
+                "(default --samples). E.g. --mix terminal:files-dedupe,text-top-ips swe:pager__paginate-1 "
+                "toolcall:math/0 gui:click-button",
+            )
             p.add_argument("--parallel", type=int, default=8, help="episodes at once")
             p.add_argument("--passes", type=int, default=1)
         if name != "start":
@@ -445,7 +565,7 @@ def add_parser(sub: argparse._SubParsersAction, func) -> None:
 
 
 def _filters(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--setting", choices=["terminal", "toolcall"], default=argparse.SUPPRESS)
+    p.add_argument("--setting", choices=SETTINGS, default=argparse.SUPPRESS)
     p.add_argument("--task", default=argparse.SUPPRESS)
     p.add_argument("--status", choices=list(STATUSES), default=argparse.SUPPRESS)
     p.add_argument("--since", default=argparse.SUPPRESS, help="30m, 2h, 1d or an ISO date")

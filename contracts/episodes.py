@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from contracts.activity import ActivityDef, Retry
 from contracts.errors import ErrorType
@@ -17,7 +17,7 @@ from contracts.errors import ErrorType
 EPISODE_WORKFLOW = "EpisodeWorkflow"
 TASK_GROUP_WORKFLOW = "TaskGroupWorkflow"
 ROLLOUT_WORKFLOW = "RolloutWorkflow"
-SETTINGS = ("terminal", "toolcall")
+SETTINGS = ("terminal", "toolcall", "swe", "gui")
 
 
 def episode_workflow_id(group_id: str, index: int) -> str:
@@ -51,7 +51,7 @@ class EpisodeConfig(BaseModel):
 
 
 class EpisodeInput(BaseModel):
-    setting: Literal["terminal", "toolcall"]
+    setting: Literal["terminal", "toolcall", "swe", "gui"]
     task_id: str
     config: EpisodeConfig = Field(default_factory=EpisodeConfig)
     group_id: str | None = None
@@ -208,7 +208,7 @@ class PublishStepsResult(BaseModel):
 # ---- group and rollout ---------------------------------------------------------------------------------------
 class TaskGroupInput(BaseModel):
     group_id: str
-    setting: Literal["terminal", "toolcall"]
+    setting: Literal["terminal", "toolcall", "swe", "gui"]
     task_id: str
     samples: int = Field(8, ge=1, le=64)
     config: EpisodeConfig = Field(default_factory=EpisodeConfig)
@@ -227,9 +227,22 @@ class TaskGroupResult(BaseModel):
     """Steps in constant (group, step) buckets: no signal, no sample."""
 
 
+class RolloutPart(BaseModel):
+    """One setting's share of a mixed rollout (`RolloutInput.parts`)."""
+
+    setting: Literal["terminal", "toolcall", "swe", "gui"]
+    task_ids: list[str] = Field(default_factory=list)
+    """Empty: every task of the setting."""
+    samples_per_task: int | None = Field(None, ge=1, le=64)
+    """None: the rollout's `samples_per_task`."""
+    config: EpisodeConfig | None = None
+    """None: the rollout's `config` (the CLI builds one per setting, from that setting's settings)."""
+
+
 class RolloutInput(BaseModel):
     rollout_id: str
-    setting: Literal["terminal", "toolcall"]
+    setting: Literal["terminal", "toolcall", "swe", "gui"] | None = None
+    """The setting of a single-setting rollout; None when `parts` is given."""
     task_ids: list[str] = Field(default_factory=list)
     """Empty: every task of the setting."""
     samples_per_task: int = Field(8, ge=1, le=64)
@@ -239,16 +252,36 @@ class RolloutInput(BaseModel):
     """Times over the task set."""
     config: EpisodeConfig = Field(default_factory=EpisodeConfig)
     publish: bool = True
+    parts: list[RolloutPart] = Field(default_factory=list)
+    """A mixed rollout: tasks of several settings, their groups interleaved round-robin across the parts (the
+    single-setting fields `setting` and `task_ids` are then unused). Empty: a single-setting rollout."""
     cursor: int = 0
     """Groups started so far (carried over continue-as-new)."""
     done: list[TaskGroupResult] = Field(default_factory=list)
     """Recent group results (the last few, carried over)."""
     totals: dict[str, float] = Field(default_factory=dict)
 
+    @model_validator(mode="after")
+    def _setting_or_parts(self) -> RolloutInput:
+        if self.setting is None and not self.parts:
+            raise ValueError("a rollout needs a setting, or parts (one per setting) for a mixed rollout")
+        return self
+
+
+class SettingProgress(BaseModel):
+    """One setting's share of a mixed rollout's progress."""
+
+    groups_total: int
+    groups_done: int = 0
+    episodes_done: int = 0
+    mean_outcome: float | None = None
+    published: int = 0
+
 
 class RolloutProgress(BaseModel):
     rollout_id: str
     setting: str
+    """The setting; a mixed rollout's settings joined with "+"."""
     groups_total: int
     groups_started: int
     groups_done: int
@@ -257,6 +290,9 @@ class RolloutProgress(BaseModel):
     mean_outcome: float | None
     published: int
     recent: list[TaskGroupResult]
+    settings: list[str] = Field(default_factory=list)
+    per_setting: dict[str, SettingProgress] = Field(default_factory=dict)
+    """A mixed rollout's progress per setting (empty for a single-setting rollout)."""
 
 
 # ---- activity definitions -------------------------------------------------------------------------------------
@@ -310,7 +346,8 @@ PUBLISH_STEP_SAMPLES = ActivityDef(
     PublishStepsInput,
     PublishStepsResult,
     start_to_close=timedelta(minutes=2),
+    # Until it lands, however long the store is down (idempotent per sample id, so never a double).
     retry=Retry(
-        initial_interval=timedelta(milliseconds=500), maximum_interval=timedelta(seconds=10), maximum_attempts=10
+        initial_interval=timedelta(milliseconds=500), maximum_interval=timedelta(seconds=30), maximum_attempts=0
     ),
 )

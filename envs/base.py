@@ -60,6 +60,8 @@ class Observation(BaseModel):
     done: bool = False
     """The episode ends after this step (the agent submitted, answered, or the task has no more turns)."""
     done_reason: Literal["submitted", "answered", "no_more_turns", ""] = ""
+    screenshot: str | None = None
+    """A screenshot of the state after the action (gui: a PNG path in the data directory; never sent to Temporal)."""
 
     def text(self) -> str:
         """The observation as the judge and the logs read it."""
@@ -119,3 +121,9 @@ class TaskSource(Protocol):
 
 class UnknownTask(LookupError):
     pass
+
+
+class EnvCrashed(RuntimeError):
+    """What the environment runs on died mid-episode (a crashed browser): this attempt of the episode is over.
+
+    The env pool reports it as a lost environment, so the episode starts over on a fresh one."""

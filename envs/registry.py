@@ -23,8 +23,32 @@ def _toolcall(settings: Settings) -> TaskSource:
     return ToolCallTasks(max_steps=settings.envs.toolcall.max_steps)
 
 
+def _swe(settings: Settings) -> TaskSource:
+    from envs.swe.source import BUILTIN_INSTANCES, SweTasks
+
+    cfg = settings.envs.swe
+    return SweTasks([*BUILTIN_INSTANCES, *cfg.task_dirs], max_steps=cfg.max_steps)
+
+
+def _gui(settings: Settings) -> TaskSource:
+    from envs.gui.source import GuiTasks
+    from envs.gui.task import GuiConfig
+
+    cfg = settings.envs.gui
+    return GuiTasks(
+        GuiConfig.model_validate(cfg.model_dump(include=set(GuiConfig.model_fields))),
+        settings.data_dir / "gui" / "screens",
+        keep_screens_s=settings.redis.data_ttl_s,
+    )
+
+
 # Imported on first use: a worker loads only the settings it serves.
-SOURCES: dict[str, Callable[[Settings], TaskSource]] = {"terminal": _terminal, "toolcall": _toolcall}
+SOURCES: dict[str, Callable[[Settings], TaskSource]] = {
+    "terminal": _terminal,
+    "toolcall": _toolcall,
+    "swe": _swe,
+    "gui": _gui,
+}
 
 
 class UnknownSetting(LookupError):

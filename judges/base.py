@@ -40,6 +40,8 @@ class StepView(BaseModel):
     parse_error: str | None = None
     errors: int = 0
     """Tool results that were errors (non-zero exit codes, refused calls)."""
+    screenshot: str | None = None
+    """gui: the PNG of the state after the step (a path in the data directory)."""
 
 
 class StepJudgeContext(BaseModel):
@@ -49,6 +51,8 @@ class StepJudgeContext(BaseModel):
     task_instruction: str
     history: list[StepView]
     current: StepView
+    opening_screenshot: str | None = None
+    """gui: the PNG of the state the agent first saw."""
 
 
 class Judge(Protocol):

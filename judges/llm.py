@@ -43,7 +43,9 @@ class LlmJudge:
         return await self._complete(messages(HINT_SYSTEM, ctx), self.cfg.hint_max_tokens)
 
     async def step(self, ctx: StepJudgeContext) -> str:
-        return await self._complete(step_messages(ctx), self.cfg.prm_max_tokens)
+        # Images only where they can go: an OpenAI-compatible endpoint said to accept them (native renders text).
+        images = self.cfg.vision and self.native is None
+        return await self._complete(step_messages(ctx, images=images), self.cfg.prm_max_tokens)
 
     async def _complete(self, msgs: list[dict], max_tokens: int) -> str:
         if self.native is not None:

@@ -46,6 +46,29 @@ STEP_SYSTEM = {
     ),
 }
 STEP_SYSTEM["toolcall"] = STEP_SYSTEM["terminal"].replace("a terminal agent", "a tool-calling agent")
+# C.4, SWE: the step is a THOUGHT plus one bash command, its next state the return code and output; the SWE
+# rubric's criteria ride in the system prompt, since the user prompt's rubric is shared by every setting.
+STEP_SYSTEM["swe"] = (
+    "You are a strict evaluator for a software engineering agent that fixes GitHub issues.\n"
+    "You are provided with:\n"
+    "1) the issue description (problem statement),\n"
+    "2) the agent's recent action history, and\n"
+    "3) the agent's most recent step (THOUGHT + bash command) to evaluate, with the execution result of that "
+    "command (returncode + output).\n"
+    "A good step runs without unexpected errors (returncode 0, or an expected non-zero like grep with no match), "
+    "is clearly relevant to diagnosing or fixing the stated issue, and gives useful information or makes a "
+    "logically correct change toward the fix. A bad step fails unexpectedly (wrong path, syntax error, missing "
+    "tool), is irrelevant, goes in circles (repeats a failed command or approach), introduces an obvious bug, or "
+    "wastes steps (re-reading files already fully examined)."
+)
+# C.4, GUI: its user prompt (states as screenshots, or element listings for a text-only judge) is judges.gui_prompt.
+STEP_SYSTEM["gui"] = (
+    "You are an evaluator for the most recent step of a GUI agent.\n"
+    "You are provided with:\n"
+    "1) the interaction history between the agent and the environment,\n"
+    "2) the agent's objective, and\n"
+    "3) the agent's most recent step to evaluate."
+)
 
 STEP_RUBRIC = (
     "Evaluate ONLY the single most recent step using the information above.\n\n"
@@ -72,8 +95,13 @@ def _step_json(step: StepView) -> dict:
     }
 
 
-def step_messages(ctx: StepJudgeContext) -> list[dict[str, str]]:
-    """The C.4 user prompt: task instruction, history, and the current step, as JSON fields."""
+def step_messages(ctx: StepJudgeContext, images: bool = False) -> list[dict]:
+    """The C.4 user prompt: task instruction, history, and the current step, as JSON fields (GUI: its own prompt,
+    with screenshots as images when `images`)."""
+    if ctx.setting == "gui":
+        from judges.gui_prompt import gui_step_messages
+
+        return gui_step_messages(ctx, STEP_SYSTEM["gui"], images)
     body = (
         f'"task_instruction": {json.dumps(ctx.task_instruction)}\n\n'
         f'"history": {json.dumps([_step_json(h) for h in ctx.history], indent=1)}\n\n'

@@ -48,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
     from openclaw_rl import redis_keys
     from openclaw_rl.search_attributes import OUTCOME, POLICY_VERSION, SETTING, TASK_ID
     from workflows.activity_calls import execute
+    from workflows.store_outage import waiting_out_store_outages
 
 
 class EnvLost(Exception):
@@ -196,11 +197,13 @@ class EpisodeWorkflow:
     async def _vote(self, inp: EpisodeInput, key: str, rec: StepRecord) -> None:
         async def one(i: int) -> int | None:
             try:
-                vote: StepVote = await execute(
-                    STEP_VOTE,
-                    StepVoteInput(attempt_key=key, setting=inp.setting, step=rec.index, vote=i),
-                    task_queue=self._cfg.judge_task_queue,
-                    start_to_close=timedelta(seconds=self._cfg.vote_timeout_s),
+                vote: StepVote = await waiting_out_store_outages(
+                    lambda: execute(
+                        STEP_VOTE,
+                        StepVoteInput(attempt_key=key, setting=inp.setting, step=rec.index, vote=i),
+                        task_queue=self._cfg.judge_task_queue,
+                        start_to_close=timedelta(seconds=self._cfg.vote_timeout_s),
+                    )
                 )
                 return vote.score
             except ActivityError:

@@ -67,5 +67,26 @@ def parse_junit(path: Path) -> tuple[int, int] | None:
     except (OSError, ET.ParseError):
         return None
     cases = list(root.iter("testcase"))
-    passed = sum(1 for c in cases if not any(ch.tag in ("failure", "error", "skipped") for ch in c))
+    passed = sum(1 for c in cases if _passed(c))
     return passed, len(cases)
+
+
+def junit_cases(path: Path) -> dict[tuple[str, str], bool] | None:
+    """Each test case of a pytest JUnit report, (classname, name) -> passed; None when there is no readable report.
+
+    A failure, error or skip counts as not passed; a case reported twice (an error in teardown) passes only if
+    every report of it does.
+    """
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError):
+        return None
+    cases: dict[tuple[str, str], bool] = {}
+    for c in root.iter("testcase"):
+        key = (c.get("classname", ""), c.get("name", ""))
+        cases[key] = cases.get(key, True) and _passed(c)
+    return cases
+
+
+def _passed(case: ET.Element) -> bool:
+    return not any(ch.tag in ("failure", "error", "skipped") for ch in case)

@@ -3,6 +3,9 @@
 The policy is a scripted server speaking SGLang's wire format (it stands in for a
 GPU LLM): per task it plays the oracle (the task's own solution) or a wrong
 policy, so outcomes are known in advance. Judging is the heuristic step judge.
+The last test mixes all four settings in one rollout (the oracle and a quitter
+taking turns on one task of each, so every group has samples to publish) and
+trains one step on what it published.
 """
 
 from __future__ import annotations
@@ -23,12 +26,16 @@ import redis
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from contracts.episodes import EpisodeResult, TaskGroupResult
+from contracts.episodes import EpisodeResult, RolloutProgress, TaskGroupResult
+from envs.gui import oracle as gui_oracle
 from envs.sandbox import sandbox_problem
+from envs.swe import SweTasks
+from envs.swe.protocol import SUBMIT_COMMAND
 from envs.terminal.source import TerminalTasks
 from envs.toolcall.bfcl import BfclTasks, oracle_turns
 from envs.toolcall.math_tasks import generate
 from openclaw_rl import redis_keys
+from tests.envs.gui_support import gui_problem
 from tests.helpers import CLI, REPO, RunningStack, stack_env
 from tests.scripted_policy import ScriptedPolicy, tool_call
 
@@ -48,6 +55,9 @@ MATH = {p.task_id: p for p in generate(200)}
 ORACLE_MATH, WRONG_MATH = "math/0", "math/1"
 BFCL_TASK, SILENT_BFCL = "bfcl/multi_turn_base_0", "bfcl/multi_turn_base_1"
 TURN_DONE = "Done with this request."
+MIX_MATH, MIX_SWE, MIX_GUI = "math/2", "pager__paginate-1", "click-button"
+"""The mixed rollout's tasks besides GROUP_TASK: the oracle and a quitter take turns on each."""
+SETTINGS = ("terminal", "toolcall", "swe", "gui")
 
 
 class Script:
@@ -63,16 +73,26 @@ class Script:
         self.bfcl_opening = next(m["content"] for m in self.bfcl.turns[0] if m.get("role") == "user")[:80]
         silent = BfclTasks(categories=("multi_turn_base",)).entry(SILENT_BFCL)
         self.silent_opening = next(m["content"] for m in silent.turns[0] if m.get("role") == "user")[:80]
+        self.swe = SweTasks().get(MIX_SWE)
+        self.turns: dict[str, int] = {}
+
+    def quits(self, task_id: str) -> bool:
+        """Every other episode of `task_id` quits at once (decided at its first step): groups that are not constant."""
+        with self.lock:
+            self.turns[task_id] = self.turns.get(task_id, 0) + 1
+            return self.turns[task_id] % 2 == 1
 
     def __call__(self, prompt: str) -> str:
         done = prompt.count("<|im_start|>assistant") - 1  # the last one is the generation prompt
         for task_id, task in self.terminal.items():
             if task.instruction.strip()[:80] in prompt:
                 return self.terminal_step(task_id, task, prompt, done)
-        for task_id in (ORACLE_MATH, WRONG_MATH):
+        for task_id in (ORACLE_MATH, WRONG_MATH, MIX_MATH):
             if MATH[task_id].question[:80] in prompt:
                 truth = MATH[task_id].answer
                 if task_id == WRONG_MATH:
+                    return "The answer is \\boxed{-12345}."
+                if task_id == MIX_MATH and done == 0 and self.quits(task_id):
                     return "The answer is \\boxed{-12345}."
                 return (
                     tool_call("python", code=f"print({truth!r})")
@@ -83,7 +103,25 @@ class Script:
             return self.bfcl_step(prompt)
         if self.silent_opening in prompt:
             return TURN_DONE  # never calls a function: BFCL's state check fails
+        if self.swe.problem_statement.strip()[:80] in prompt:
+            return self.swe_step(done)
+        if "You are a GUI agent" in prompt:
+            return self.gui_step(prompt, done)
         return "I cannot help with that."
+
+    def swe_step(self, done: int) -> str:
+        """The oracle applies the fix patch, then submits; the quitter submits with nothing fixed."""
+        if done == 0 and not self.quits(MIX_SWE):
+            return f"THOUGHT: Apply the fix.\n\n```bash\ngit apply <<'EOF_PATCH'\n{self.swe.patch}EOF_PATCH\n```"
+        return f"THOUGHT: Submitting.\n\n```bash\n{SUBMIT_COMMAND}\n```"
+
+    def gui_step(self, prompt: str, done: int) -> str:
+        """click-button: the oracle clicks the button the utterance names; the quitter says it is done."""
+        utterance = prompt.split("<|im_start|>user\n", 1)[1].split("\n\n", 1)[0]
+        if done > 0 or not re.match(r'Click on the ".*" button', utterance) or self.quits(MIX_GUI):
+            return tool_call("done")
+        listing = gui_oracle.latest_listing(prompt).split("<|im_end|>", 1)[0]
+        return "\n".join(tool_call(n, **a) for n, a in gui_oracle.next_calls(MIX_GUI, utterance, listing, False))
 
     def bfcl_step(self, prompt: str) -> str:
         """Replay BFCL's ground truth: a turn's calls in one step, then a reply without calls to end the turn."""
@@ -122,6 +160,13 @@ def agent_stack(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory):
             OPENCLAW_RL_ENVS__SANDBOX__ROOT=f"/tmp/oc-e2e-{uuid.uuid4().hex[:8]}",
             OPENCLAW_RL_ENVS__ENV_LOST_AFTER_S="4",
             OPENCLAW_RL_ENVS__TERMINAL__MAX_STEPS="4",
+            OPENCLAW_RL_ENVS__SWE__MAX_STEPS="4",
+            OPENCLAW_RL_ENVS__GUI__MAX_STEPS="4",
+            OPENCLAW_RL_ENVS__GUI__SETTLE_S="0.05",
+            # The mixed rollout's train step (started by the test: auto_start is off) draws on all four streams.
+            OPENCLAW_RL_TRAINING__SOURCE_WEIGHTS=json.dumps({s: 1.0 for s in SETTINGS}),
+            OPENCLAW_RL_TRAINING__BATCH_SIZE="8",
+            OPENCLAW_RL_TRAINING__WAIT_S="5",
         )
         stack = RunningStack(env).start()
         yield stack, policy
@@ -278,3 +323,82 @@ async def test_a_failed_episode_is_brought_to_success_by_episodes_retry(agent_st
     desc = await client.get_workflow_handle(new_id).describe()
     memo = await desc.memo()
     assert memo["retry_of"] == wf_id  # linked to the failed run
+
+
+@pytest.mark.timeout(900)
+async def test_one_rollout_mixes_all_four_settings_and_feeds_one_train_step(agent_stack):
+    """`episodes rollout --mix`: a group per setting, interleaved; each publishes to its own stream, and one train
+    step (batch 8, the four sources weighted alike) trains on samples of all four."""
+    stack, policy = agent_stack
+    no_gui = gui_problem()
+    settings = [s for s in SETTINGS if not (s == "gui" and no_gui)]
+    parts = {"terminal": GROUP_TASK, "toolcall": MIX_MATH, "swe": MIX_SWE, "gui": MIX_GUI}
+    mix = [f"{s}:{parts[s]}" for s in settings]
+    out = cli(stack, "episodes", "rollout", "--mix", *mix, "--samples", "2", "--parallel", "8").stdout
+    wf_id = out.split()[1]
+    assert wf_id.startswith("rollout/mixed-") and "+".join(settings) in out, out
+    progress: RolloutProgress = await result_of(stack, wf_id, RolloutProgress, timeout=420)
+    assert progress.settings == settings and progress.groups_done == len(settings), progress
+    assert progress.episodes_done == 2 * len(settings) and progress.running == 0
+    for s in settings:  # oracle and quitter: one success and one failure in each setting's group
+        assert progress.per_setting[s].groups_done == 1 and progress.per_setting[s].published > 0, (s, progress)
+        assert progress.per_setting[s].episodes_done == 2
+    watched = cli(stack, "episodes", "watch", wf_id, "--once").stdout
+    assert all(f"  {s}: 1/1 groups" in watched for s in settings), watched
+
+    r = redis.Redis.from_url(stack.redis)
+    prefix = f"episode/{wf_id.split('/', 1)[1]}.g"
+    published = {
+        s: {
+            json.loads(f[b"meta"])["sample_id"]
+            for _, f in r.xrange(redis_keys.sample_stream(s))
+            if json.loads(f[b"meta"])["sample_id"].startswith(prefix)
+        }
+        for s in settings
+    }
+    assert {s: len(ids) for s, ids in published.items()} == {s: progress.per_setting[s].published for s in settings}
+
+    cli(stack, "train", "start")
+    trained = stack.data_dir / "records" / "trained.jsonl"
+    deadline = time.monotonic() + 300
+    while not (trained.exists() and trained.read_text().strip()):
+        assert time.monotonic() < deadline, "no train step within 300 s:\n" + cli(stack, "train", "status").stdout
+        await asyncio.sleep(1.0)
+    step = json.loads(trained.read_text().splitlines()[0])
+    assert step["version"] == 1 and step["from_version"] == 0 and len(step["sample_ids"]) >= 8, step
+    ids = set(step["sample_ids"])
+    mixed = {s: len(ids & published[s]) for s in settings}
+    print(f"train step 1: {len(ids)} samples, of this rollout's by setting {mixed}; published {published_n(progress)}")
+    assert all(mixed.values()), mixed
+    deadline = time.monotonic() + 120
+    while r.get(redis_keys.POLICY_VERSION) != b"1":  # published: the servers load it, then the version is set
+        assert time.monotonic() < deadline, "version 1 never published"
+        await asyncio.sleep(0.5)
+    assert policy.weight_version == "1"
+    status = json.loads(cli(stack, "train", "status", "--json").stdout)
+    assert status["version"] >= 1
+    if no_gui:
+        pytest.skip(f"terminal, toolcall and swe mixed and trained; the gui part was left out: {no_gui}")
+
+
+def published_n(progress: RolloutProgress) -> dict[str, int]:
+    return {s: p.published for s, p in progress.per_setting.items()}
+
+
+def test_mix_parts_parse_and_interleave_round_robin():
+    from cli.episodes import parse_mix
+    from contracts.episodes import RolloutPart
+    from workflows.rollout import mixed_order
+
+    parsed = parse_mix(["terminal:files-dedupe,text-top-ips", "swe", "toolcall:math/0@4", "gui:click-button/3"])
+    assert parsed == [
+        ("terminal", ["files-dedupe", "text-top-ips"], None),
+        ("swe", [], None),
+        ("toolcall", ["math/0"], 4),
+        ("gui", ["click-button/3"], None),
+    ]
+    for bad, why in (("chess:e4", "unknown setting"), ("swe:a,,b", "empty task id"), ("swe@0", "1 to 64")):
+        with pytest.raises(ValueError, match=why):
+            parse_mix([bad])
+    parts = [RolloutPart(setting="terminal", task_ids=["a", "b"]), RolloutPart(setting="gui", task_ids=["g"])]
+    assert mixed_order(parts, 2) == [(0, "a"), (1, "g"), (0, "b"), (1, "g"), (0, "a"), (0, "b")]

@@ -21,12 +21,16 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from contracts.episodes import EpisodeResult, RolloutProgress
 from envs.sandbox import sandbox_problem
 from openclaw_rl import redis_keys
+from tests.envs.gui_support import gui_problem
 from tests.helpers import CLI, REPO, RunningStack, stack_env
 
 pytestmark = [
     pytest.mark.timeout(600),
     pytest.mark.skipif(sandbox_problem() is not None, reason=f"no sandbox here: {sandbox_problem()}"),
 ]
+
+
+_needs_gui = pytest.mark.skipif(gui_problem() is not None, reason=f"gui: {gui_problem()}")
 
 
 @pytest.fixture(scope="module")
@@ -39,6 +43,10 @@ def tiny_stack(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory):
         OPENCLAW_RL_ENVS__TERMINAL__MAX_TOKENS="24",
         OPENCLAW_RL_ENVS__TOOLCALL__MAX_STEPS="2",
         OPENCLAW_RL_ENVS__TOOLCALL__MAX_TOKENS="24",
+        OPENCLAW_RL_ENVS__GUI__MAX_STEPS="2",
+        OPENCLAW_RL_ENVS__GUI__MAX_TOKENS="24",
+        OPENCLAW_RL_ENVS__GUI__PRM_VOTES="1",
+        OPENCLAW_RL_ENVS__GUI__SETTLE_S="0.05",
     )
     stack = RunningStack(env).start()
     yield stack
@@ -52,7 +60,13 @@ def cli(stack: RunningStack, *args: str, timeout: float = 300) -> str:
 
 
 @pytest.mark.parametrize(
-    "setting, task", [("terminal", "files-dedupe"), ("toolcall", "math/3"), ("toolcall", "bfcl/multi_turn_base_2")]
+    "setting, task",
+    [
+        ("terminal", "files-dedupe"),
+        ("toolcall", "math/3"),
+        ("toolcall", "bfcl/multi_turn_base_2"),
+        pytest.param("gui", "click-button/7", marks=_needs_gui),  # the env worker's Chromium (tests/envs/test_gui_*)
+    ],
 )
 def test_the_tiny_model_runs_an_episode_of_each_environment(tiny_stack, setting, task):
     out = cli(tiny_stack, "episodes", "start", "--setting", setting, "--task", task, "--wait")

@@ -1,0 +1,1 @@
+"""Summaries of CSV columns."""

@@ -1,0 +1,5 @@
+from fib import fib
+
+
+def test_fib_1():
+    assert fib(1) == 1

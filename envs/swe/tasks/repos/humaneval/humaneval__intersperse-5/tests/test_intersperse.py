@@ -1,0 +1,5 @@
+from intersperse import intersperse
+
+
+def test_intersperse_1():
+    assert intersperse([], 7) == []

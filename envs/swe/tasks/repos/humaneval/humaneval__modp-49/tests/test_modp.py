@@ -1,0 +1,5 @@
+from modp import modp
+
+
+def test_modp_1():
+    assert modp(0, 101) == 1

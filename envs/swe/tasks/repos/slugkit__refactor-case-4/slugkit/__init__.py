@@ -1,0 +1,5 @@
+"""Slugs and search keys."""
+
+from slugkit.slug import slugify
+
+__all__ = ["slugify"]
