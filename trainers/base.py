@@ -23,6 +23,7 @@ from openclaw_rl.checkpoints import atomic_dir, write_version_info
 from openclaw_rl.samples import TrainingSample
 from rlmath.logprobs import scoring_temperature, token_entropy, token_logprobs
 from rlmath.loss import LossConfig, LossParts, policy_loss
+from trainers.lora import LoraConfig
 
 TOKENIZER_FILES = (
     "tokenizer.json",
@@ -66,6 +67,8 @@ class TrainerConfig:
     loss: LossConfig = LossConfig()
     device: str = "auto"
     seed: int = 0
+    lora: LoraConfig | None = None
+    """Train low-rank adapters instead of every weight (torch backend)."""
 
 
 @dataclass
@@ -135,9 +138,8 @@ class PolicyTrainer(ABC):
     step: int
 
     def make_optimizer(self) -> torch.optim.Optimizer:
-        return torch.optim.AdamW(
-            self.model.parameters(), lr=self.cfg.lr, weight_decay=self.cfg.weight_decay, betas=self.cfg.betas
-        )
+        trainable = [p for p in self.model.parameters() if p.requires_grad]  # with LoRA: the adapters only
+        return torch.optim.AdamW(trainable, lr=self.cfg.lr, weight_decay=self.cfg.weight_decay, betas=self.cfg.betas)
 
     # ---- what a backend provides ---------------------------------------------------
     @abstractmethod
@@ -224,7 +226,8 @@ class PolicyTrainer(ABC):
             with torch.no_grad():
                 gap = float(((new_lp - old_lp).abs() * mask).sum())
             totals.add(parts, share, gap, estimate)
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip))
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, self.cfg.grad_clip))
         self.opt.step()
         self.step += 1
         took = time.perf_counter() - started

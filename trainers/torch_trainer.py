@@ -18,6 +18,7 @@ from contracts.training import StepMetrics
 from openclaw_rl.device import pick_device
 from openclaw_rl.samples import TrainingSample
 from trainers.base import PolicyTrainer, TrainerConfig, padded_ids, response_rows
+from trainers.lora import base_of, with_lora, write_lora_checkpoint
 
 __all__ = ["TorchTrainer", "TrainerConfig", "StepMetrics"]
 
@@ -34,9 +35,15 @@ class TorchTrainer(PolicyTrainer):
         self.cfg = cfg
         self.source = Path(checkpoint)
         self.device = pick_device(cfg.device)
-        self.model = AutoModelForCausalLM.from_pretrained(self.source, dtype=torch.float32).to(self.device)
+        # A LoRA version resumes on the original base with its saved adapter; anything else loads as it is.
+        base = (base_of(self.source) or self.source) if cfg.lora else self.source
+        model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+        ref = copy.deepcopy(model).eval().requires_grad_(False) if cfg.loss.kl_coef else None
+        if cfg.lora:
+            model = with_lora(model, self.source, base, cfg.lora)
+        self.model = model.to(self.device)
         self.model.train()
-        self.ref = copy.deepcopy(self.model).eval().requires_grad_(False) if cfg.loss.kl_coef else None
+        self.ref = ref.to(self.device) if ref is not None else None
         self.opt = self.make_optimizer()
         self.step = 0
 
@@ -52,4 +59,7 @@ class TorchTrainer(PolicyTrainer):
         return model.get_output_embeddings()(hidden[b, t]), ids[b, t + 1]
 
     def write_weights(self, folder: Path) -> None:
-        self.model.save_pretrained(folder, safe_serialization=True)
+        if self.cfg.lora:
+            write_lora_checkpoint(self.model, folder)
+        else:
+            self.model.save_pretrained(folder, safe_serialization=True)

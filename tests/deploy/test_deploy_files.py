@@ -1,0 +1,76 @@
+"""deploy/ checked without a container engine or a cluster: Dockerfiles linted, the compose file against the
+Compose spec, Kubernetes manifests against the API schemas; and each worker pool has its image, service and
+Deployment, with GPUs where the models run."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from openclaw_rl.settings import Pool
+from tests.helpers import REPO
+
+DEPLOY = REPO / "deploy"
+BIN = Path(sys.executable).parent
+DOCKERFILES = sorted((DEPLOY / "docker").glob("Dockerfile.*"))
+MANIFESTS = sorted((DEPLOY / "k8s").glob("*.yaml"))
+COMPOSE = DEPLOY / "compose" / "docker-compose.yml"
+GPU_ROLES = {"sglang-policy", "sglang-judge", "trainer"}
+
+
+def _role(pool: Pool) -> str:
+    return "trainer" if pool is Pool.TRAINER else f"worker-{pool.value}"
+
+
+def _run(*argv: str | Path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
+def test_each_dockerfile_passes_hadolint(dockerfile: Path):
+    done = _run(BIN / "hadolint", "--failure-threshold", "info", dockerfile)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_one_image_per_role_and_each_runs_its_own_pool():
+    names = {p.name.removeprefix("Dockerfile.") for p in DOCKERFILES}
+    assert names == {"api"} | {_role(p) for p in Pool}
+    for pool in Pool:
+        text = (DEPLOY / "docker" / f"Dockerfile.{_role(pool)}").read_text()
+        assert f'CMD ["openclaw-rl", "worker", "--pool", "{pool.value}"]' in text
+
+
+def test_the_compose_file_follows_the_compose_spec_and_runs_every_role():
+    done = _run(BIN / "check-jsonschema", "--builtin-schema", "vendor.compose-spec", COMPOSE)
+    assert done.returncode == 0, done.stdout + done.stderr
+    services = yaml.safe_load(COMPOSE.read_text())["services"]
+    assert {"temporal", "temporal-ui", "postgresql", "valkey", "api"} <= services.keys()
+    assert {_role(p) for p in Pool} <= services.keys()
+    for role in GPU_ROLES:
+        devices = services[role]["deploy"]["resources"]["reservations"]["devices"]
+        assert devices[0]["capabilities"] == ["gpu"], role
+
+
+def test_the_kubernetes_manifests_validate_against_the_api_schemas():
+    done = _run(BIN / "kubernetes-validate", "--strict", "--quiet", *MANIFESTS)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_kubernetes_runs_each_pool_on_its_own_with_gpus_secrets_and_env_autoscaling():
+    docs = [d for m in MANIFESTS for d in yaml.safe_load_all(m.read_text()) if d]
+    workloads = {d["metadata"]["name"]: d for d in docs if d["kind"] in ("Deployment", "StatefulSet")}
+    assert {f"worker-{p.value}" for p in Pool} | {"api", "sglang-policy", "sglang-judge"} <= workloads.keys()
+    for name in ("worker-trainer", "sglang-policy", "sglang-judge"):
+        (container,) = workloads[name]["spec"]["template"]["spec"]["containers"]
+        assert container["resources"]["limits"]["nvidia.com/gpu"] == "1", name
+        assert workloads[name]["spec"]["template"]["spec"]["nodeSelector"], name
+    hpa = {d["spec"]["scaleTargetRef"]["name"] for d in docs if d["kind"] == "HorizontalPodAutoscaler"}
+    assert "worker-env" in hpa
+    secrets = [d for d in docs if d["kind"] == "Secret"]
+    assert secrets and {"REDIS_URL", "OPENCLAW_RL_API_KEY_PEPPER"} <= secrets[0]["stringData"].keys()
+    config = next(d for d in docs if d["kind"] == "ConfigMap")["data"]
+    assert not any(k in config for k in secrets[0]["stringData"]), "a secret in the ConfigMap"
