@@ -23,7 +23,7 @@ from openclaw_rl import redis_keys
 from openclaw_rl.settings import Settings
 from openclaw_rl.turn_data import TurnTokens
 from policy_client import PolicyClient
-from policy_client.chat_output import parse_completion
+from policy_client.chat_output import generate_output
 
 log = structlog.get_logger(__name__)
 
@@ -57,7 +57,7 @@ class GenerateActivities:
             params = await self.rollout.params(inp.sampling, len(prompt_ids) + len(done.ids))
             async with heartbeating(self.settings.session.generate_heartbeat_s / 3):
                 gen = await self.rollout.generate(
-                    prompt_ids + done.ids, params, on_tokens=stream.progress if stream else None
+                    prompt_ids + done.ids, params, on_tokens=stream.progress if stream else None, tenant=inp.tenant
                 )
         if stream:
             await stream.finish(gen.ids, gen.logprobs, gen.finish)
@@ -77,8 +77,6 @@ class GenerateActivities:
                 temperature=inp.sampling.temperature,
             ),
         )
-        parsed = parse_completion(text, call_id_prefix=inp.turn_id[:12])
-        finish = "tool_calls" if parsed.tool_calls and gen.finish == "stop" else gen.finish
         if done.ids:
             log.info(
                 "generation resumed after a failed attempt",
@@ -86,11 +84,10 @@ class GenerateActivities:
                 attempt=attempt,
                 kept_tokens=len(done.ids),
             )
-        return GenerateOutput(
-            content=parsed.content,
-            reasoning=parsed.reasoning,
-            tool_calls=parsed.tool_calls,
-            finish_reason=finish,
+        return generate_output(
+            text,
+            gen.finish,
+            call_id_prefix=inp.turn_id[:12],
             prompt_tokens=len(prompt_ids),
             completion_tokens=len(ids),
             weight_version=gen.weight_version,

@@ -19,6 +19,7 @@ from temporalio.exceptions import ApplicationError
 from contracts.errors import ErrorType
 from openclaw_rl import redis_keys
 from policy_client.chat import ChatRenderer
+from policy_client.detok import IncrementalDetokenizer
 
 STREAM_TTL_S = 24 * 3600
 """Token streams are only a relay and a resume checkpoint; the turn's data outlives them."""
@@ -61,7 +62,7 @@ class TokenStream:
         self.renderer = renderer
         self.done = StreamCheckpoint()
         self._published = 0
-        self._sent_text = ""
+        self._detok = IncrementalDetokenizer(renderer.tokenizer, skip_special_tokens=True)
         self._last_flush = time.monotonic()
 
     async def load_checkpoint(self) -> None:
@@ -73,10 +74,12 @@ class TokenStream:
             cp.text += fields[b"text"].decode()
             if fields[b"done"] != b"0":
                 cp.finish = fields[b"done"].decode()
-        self.done, self._published, self._sent_text = cp, len(cp.ids), cp.text
+        self.done, self._published = cp, len(cp.ids)
+        self._detok.extend(cp.ids)  # context for the text of the tokens to come (their text was published)
 
     async def progress(self, new_ids: list[int], new_lps: list[float]) -> None:
-        """This attempt's tokens so far; published at most every `flush_s`."""
+        """This attempt's tokens so far; published at most every `flush_s`. Only the tokens not yet published are
+        read (and decoded), so a whole answer costs time linear in its length."""
         if (
             time.monotonic() - self._last_flush >= self._s.flush_s
             and len(self.done.ids) + len(new_ids) > self._published
@@ -91,13 +94,11 @@ class TokenStream:
         await self._s.redis.expire(redis_keys.token_stream(self.turn_id), STREAM_TTL_S)
 
     async def _publish_upto(self, new_ids: list[int], new_lps: list[float], *, final: str | None) -> None:
-        ids = self.done.ids + new_ids
-        text = self.renderer.decode(ids, skip_special_tokens=True)
-        if not final:
-            text = text.rstrip("\ufffd")  # a multi-byte character still incomplete
-        delta = text[len(self._sent_text) :] if text.startswith(self._sent_text) else ""
-        chunk_ids = ids[self._published :]
-        chunk_lps = (self.done.lps + new_lps)[self._published :]
+        start = self._published - len(self.done.ids)  # this attempt's first token not yet published
+        chunk_ids, chunk_lps = new_ids[start:], new_lps[start:]
+        delta = self._detok.extend(chunk_ids)  # a multi-byte character still incomplete waits...
+        if final:
+            delta += self._detok.flush()  # ...unless the answer ends with it
         if not (chunk_ids or delta or final):
             return
         ok = await self._s._publish(
@@ -109,5 +110,4 @@ class TokenStream:
                 f"attempt {self.attempt} of turn {self.turn_id} lost its stream to a newer attempt",
                 type=ErrorType.STREAM_TAKEN_OVER,
             )
-        self._sent_text += delta
-        self._published = len(ids)
+        self._published += len(chunk_ids)

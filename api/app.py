@@ -12,7 +12,7 @@ import structlog
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
-from api import audit, chat
+from api import audit, chat, metrics, openapi_spec
 from api.admission import Admission
 from api.errors import install_error_handlers
 from api.keys import KeyStore
@@ -49,6 +49,8 @@ def create_app(settings: Settings) -> FastAPI:
     install_error_handlers(app)
     app.include_router(chat.router)
     app.include_router(audit.router)
+    metrics.install(app)
+    _document_hand_read_bodies(app)
 
     @app.get("/healthz")
     async def healthz() -> dict:
@@ -65,6 +67,18 @@ def create_app(settings: Settings) -> FastAPI:
         return JSONResponse(body, status_code=200 if ready else 503)
 
     return app
+
+
+def _document_hand_read_bodies(app: FastAPI) -> None:
+    """/openapi.json (served without a key, like /docs) with the request schemas of bodies read by hand."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = openapi_spec.add_hand_read_bodies(generate())
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 async def _temporal_ok(app: FastAPI) -> dict:

@@ -6,6 +6,13 @@ generates exactly --tokens tokens), and prints tokens/s and the speed-up that
 dynamic batching gives over one request at a time.
 
     .venv/bin/python benchmarks/engine_throughput.py [--model PATH] [--tokens 64] [--rounds 3]
+
+With --serving (issue 14's engine figures), also:
+  - shared prefix: 16 simultaneous requests sharing a 2,000-char and a 40,000-char prefix (the OpenClaw system
+    prompt's size), each with its own short question; p50 latency cold (the prefix is new) and warm (cached);
+  - sessions: 16 sessions of --turns-per-session turns over a 40,000-char system prompt, each turn resending the
+    whole history (previous answers included); p50 latency and cached share of the prompt per turn index;
+  - streaming: one --stream-tokens answer streamed through PolicyClient (incremental) vs the same non-streamed.
 """
 
 from __future__ import annotations
@@ -24,6 +31,87 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.helpers import CLI, REPO, free_port, wait_http  # noqa: E402
+
+SYSTEM_UNIT = "You are a personal agent. Follow the user's instructions carefully and use the tools you are given. "
+
+
+def system_prompt(chars: int) -> str:
+    return (SYSTEM_UNIT * (chars // len(SYSTEM_UNIT) + 1))[:chars]
+
+
+def p50(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
+
+
+async def timed_generate(http: httpx.AsyncClient, body: dict) -> tuple[float, dict]:
+    t = time.perf_counter()
+    r = await http.post("/generate", json=body)
+    took = time.perf_counter() - t
+    r.raise_for_status()
+    return took, r.json()
+
+
+async def shared_prefix(url: str, chars: int, tokens: int) -> tuple[float, float]:
+    """p50 latency of 16 simultaneous requests sharing a `chars`-char prefix: cold, then warm (other questions)."""
+    system = system_prompt(chars)
+    out = []
+    async with httpx.AsyncClient(base_url=url, timeout=1200) as http:
+        for round_ in ("cold", "warm"):
+            bodies = [
+                {
+                    "text": f"{system}\nQuestion {round_} {i}: what should I do next?",
+                    "sampling_params": {"max_new_tokens": tokens, "temperature": 0, "ignore_eos": True},
+                }
+                for i in range(16)
+            ]
+            took = await asyncio.gather(*(timed_generate(http, b) for b in bodies))
+            out.append(p50([t for t, _ in took]))
+    return out[0], out[1]
+
+
+async def sessions(url: str, chars: int, turns: int, tokens: int) -> list[tuple[float, float, int]]:
+    """Per turn index: (p50 latency, cached share of the prompt, mean prompt tokens) over 16 sessions."""
+    system = system_prompt(chars)
+    per_turn: list[list[tuple[float, float, int]]] = [[] for _ in range(turns)]
+
+    async def one(http: httpx.AsyncClient, s: int) -> None:
+        history = f"<|im_start|>system\n{system}<|im_end|>\n"
+        for t in range(turns):
+            history += f"<|im_start|>user\nsession {s} question {t}: what next?<|im_end|>\n<|im_start|>assistant\n"
+            body = {
+                "text": history,
+                "sampling_params": {"max_new_tokens": tokens, "temperature": 0, "ignore_eos": True},
+            }
+            took, ans = await timed_generate(http, body)
+            meta = ans["meta_info"]
+            per_turn[t].append((took, meta["cached_tokens"] / meta["prompt_tokens"], meta["prompt_tokens"]))
+            history += ans["text"] + "<|im_end|>\n"
+
+    async with httpx.AsyncClient(base_url=url, timeout=1200) as http:
+        await asyncio.gather(*(one(http, s) for s in range(16)))
+    return [
+        (p50([x[0] for x in xs]), sum(x[1] for x in xs) / len(xs), sum(x[2] for x in xs) // len(xs)) for xs in per_turn
+    ]
+
+
+async def streaming(url: str, tokens: int) -> tuple[float, float]:
+    """Seconds for one `tokens`-token answer non-streamed, then streamed (incremental) through PolicyClient."""
+    from policy_client import PolicyClient, SamplingParams
+
+    params = SamplingParams(max_new_tokens=tokens, temperature=0, ignore_eos=True)
+    async with PolicyClient([url], request_timeout_s=1200) as client:
+        ids = list(range(1000, 1020))
+        await client.generate(ids, SamplingParams(max_new_tokens=4))  # warm-up
+        t = time.perf_counter()
+        whole = await client.generate(ids, params)
+        plain = time.perf_counter() - t
+        t = time.perf_counter()
+        last = None
+        async for g in client.generate_stream(ids, params):
+            last = g
+        streamed = time.perf_counter() - t
+    assert last is not None and last.output_ids == whole.output_ids
+    return plain, streamed
 
 
 async def burst(url: str, concurrency: int, tokens: int) -> tuple[int, float]:
@@ -59,6 +147,9 @@ def main() -> None:
     ap.add_argument("--model", type=Path, default=None, help="local HF checkpoint (default: the tiny Qwen3 model)")
     ap.add_argument("--tokens", type=int, default=64, help="tokens generated per request")
     ap.add_argument("--rounds", type=int, default=3, help="repetitions per concurrency level (median reported)")
+    ap.add_argument("--serving", action="store_true", help="also the prefix-cache, session and streaming figures")
+    ap.add_argument("--turns-per-session", type=int, default=4, help="turns of each session (--serving)")
+    ap.add_argument("--stream-tokens", type=int, default=2000, help="answer length of the streaming case (--serving)")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="engine-bench-"))
     model = args.model
@@ -81,6 +172,10 @@ def main() -> None:
         url = f"http://127.0.0.1:{port}"
         wait_http(f"{url}/health", timeout=300, proc=proc)
         rates = asyncio.run(measure(url, args.tokens, args.rounds))
+        if args.serving:
+            prefix = {chars: asyncio.run(shared_prefix(url, chars, 16)) for chars in (2000, 40000)}
+            turns = asyncio.run(sessions(url, 40000, args.turns_per_session, 16))
+            plain, streamed = asyncio.run(streaming(url, args.stream_tokens))
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -89,6 +184,22 @@ def main() -> None:
     for c, r in rates.items():
         print(f"{c:>12} {r:>10.1f} {r / rates[1]:>5.2f}x")
     print(f"batching speed-up at 16 concurrent requests: {rates[16] / rates[1]:.2f}x")
+    if not args.serving:
+        return
+    print("\n16 simultaneous requests sharing a prefix, 16 greedy tokens each (p50 latency):")
+    for chars, (cold, warm) in prefix.items():
+        print(f"  {chars:>6}-char prefix: cold {cold * 1000:8.1f} ms   warm {warm * 1000:8.1f} ms")
+    ratio_cold = prefix[40000][0] / prefix[2000][0]
+    ratio_warm = prefix[40000][1] / prefix[2000][1]
+    print(f"  40,000 / 2,000 chars: cold {ratio_cold:.2f}x   warm {ratio_warm:.2f}x   (target: at most 1.5x)")
+    print("\n16 sessions, 40,000-char system prompt, history growing, 16 greedy tokens per turn:")
+    print(f"  {'turn':>4} {'prompt tokens':>14} {'cached':>8} {'p50 latency':>12}")
+    for i, (lat, cached, prompt) in enumerate(turns):
+        print(f"  {i:>4} {prompt:>14} {cached * 100:>7.1f}% {lat * 1000:>10.1f}ms")
+    print(
+        f"\nstreaming one {args.stream_tokens}-token answer: non-streamed {plain:.2f}s, streamed {streamed:.2f}s "
+        f"({streamed / plain:.2f}x; target at most 1.2x)"
+    )
 
 
 if __name__ == "__main__":

@@ -62,7 +62,15 @@ def serve_engine(
     cfg = settings.engine
     model = load_model(path, cfg.device, cfg.dtype, read_version_label(path) or weight_version)
     log.info("engine model loaded", path=str(path), device=str(model.device), weight_version=model.weight_version)
-    scheduler = Scheduler(model, max_batch_size=cfg.max_batch_size, batch_window_ms=cfg.batch_window_ms)
+    scheduler = Scheduler(
+        model,
+        max_batch_size=cfg.max_batch_size,
+        batch_window_ms=cfg.batch_window_ms,
+        tenant_slot_share=cfg.tenant_slot_share,
+        max_queued_per_tenant=cfg.max_queued_per_tenant,
+        prefix_cache_mb=cfg.prefix_cache_mb,
+        prefill_chunk_tokens=cfg.prefill_chunk_tokens,
+    )
     scheduler.start()
     roots = settings.engine_weight_roots(path)
     app = create_engine_app(scheduler, cfg, weight_roots=roots)

@@ -1,9 +1,13 @@
 """Batched generation and scoring on a Hugging Face causal LM.
 
-A `DecodeBatch` prefills requests (left-padded), decodes them step by step
-with a KV cache, and lets new requests join and finished ones leave between
-steps (continuous batching); each row keeps its own sampling parameters, stop
+A `DecodeBatch` prefills requests, decodes them step by step with a KV cache,
+and lets new requests join and finished (or abandoned) ones leave between steps
+(continuous batching); each row keeps its own sampling parameters, stop
 conditions and token budget.
+
+Prefill never pads one prompt to another's length: requests admitted together
+are prefilled per prompt length (equal lengths share one forward pass), then
+merged into the batch, so a short prompt never pays for a long one's prefill.
 Log-probs follow `rlmath.logprobs` (the convention the trainer uses too).
 """
 
@@ -11,6 +15,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -18,7 +23,9 @@ from typing import Callable
 import structlog
 import torch
 
+from engine.prefix_cache import PrefixCache
 from openclaw_rl.device import DeviceUnavailable, pick_device
+from policy_client.detok import IncrementalDetokenizer
 from policy_client.wire import FinishReason, LogprobEntry, SamplingParams
 from rlmath.logprobs import scoring_temperature, token_logprobs
 
@@ -96,6 +103,11 @@ class WorkItem:
     on_progress: Callable[["WorkResult"], None] | None = None
     """Called (from the engine thread) after every decoded token; streaming uses it."""
     received_at: float = field(default_factory=time.time)
+    tenant: str | None = None
+    """Whose request this is, for fair sharing of engine slots; None: the shared system bucket (judges, teacher,
+    training)."""
+    incremental: bool = False
+    """Streaming progress events carry only what is new (SGLang's incremental streaming output), not snapshots."""
 
 
 @dataclass
@@ -111,14 +123,17 @@ class WorkResult:
     output_top_logprobs: list[list[LogprobEntry]] | None = None
     input_top_logprobs: list[list[LogprobEntry] | None] | None = None
     e2e_latency: float = 0.0
+    cached_tokens: int = 0
+    completion_tokens: int | None = None
+    """Tokens generated so far; None: len(output_ids) (an incremental event carries only the new ones)."""
 
     def to_wire(self) -> dict:
         meta: dict = {
             "id": self.rid,
             "finish_reason": self.finish_reason.model_dump(exclude_none=True) if self.finish_reason else None,
             "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": len(self.output_ids),
-            "cached_tokens": 0,
+            "completion_tokens": len(self.output_ids) if self.completion_tokens is None else self.completion_tokens,
+            "cached_tokens": self.cached_tokens,
             "e2e_latency": round(self.e2e_latency, 6),
             "weight_version": self.weight_version,
         }
@@ -146,6 +161,16 @@ class _Row:
             self.stop_ids |= lm.eos_ids
         if self.params.max_new_tokens == 0:
             self.finish = FinishReason(type="length", length=0)
+        # Text is followed token by token only when someone reads it before the end (stop strings, streaming).
+        self.detok = (
+            IncrementalDetokenizer(lm.tokenizer, self.params.skip_special_tokens)
+            if (self.stops or item.on_progress)
+            else None
+        )
+        self.hold = max((len(s) for s in self.stops), default=1) - 1  # text that may still become a stop string
+        self.sent_ids = 0  # incremental streaming: what earlier progress events carried
+        self.sent_text = 0
+        self.cached_tokens = 0
 
     @property
     def done(self) -> bool:
@@ -208,17 +233,30 @@ def _decode_text(lm: LoadedModel, ids: list[int], skip_special: bool) -> str:
     return lm.tokenizer.decode(ids, skip_special_tokens=skip_special)  # type: ignore[attr-defined]
 
 
-def _check_stop_strings(row: _Row, lm: LoadedModel) -> None:
-    row.text = _decode_text(lm, row.out, row.params.skip_special_tokens)
+def _check_stop_strings(row: _Row, before: int) -> None:
+    """A stop string in the text, looking only where the newest text (from `before` on) can have completed one."""
     best: tuple[int, str] | None = None
     for s in row.stops:
-        at = row.text.find(s)
+        at = row.text.find(s, max(0, before - len(s) + 1))
         if at >= 0 and (best is None or at < best[0]):
             best = (at, s)
     if best is not None:
         at, s = best
         row.text = row.text[: at + (len(s) if row.params.no_stop_trim else 0)]
         row.finish = FinishReason(type="stop", matched=s)
+
+
+@dataclass
+class _Pending:
+    """A long prompt being prefilled chunk by chunk (chunked prefill) before it joins the decoding rows."""
+
+    row: _Row
+    started: float
+    done: int = 0  # prompt tokens whose KV is in `cache`
+    cache: object = None
+    entries: list | None = None
+    tops: list | None = None
+    last_hidden: torch.Tensor | None = None
 
 
 class DecodeBatch:
@@ -228,10 +266,37 @@ class DecodeBatch:
     prefilled on its own, its KV cache left-padded to the batch's length (or the
     batch's to its) and concatenated, and it decodes from the next step on. A
     finished row leaves at once, so the batch never computes for it again.
+
+    Prefix cache (`prefix_cache`, made for weights of `generation`): a prompt whose leading blocks are cached
+    reuses their KV and is prefilled from there on; prompts and finished answers are inserted. A prompt that asks
+    for input log-probs reuses no position whose log-prob it wants (those positions are computed, never skipped).
+
+    Chunked prefill (`chunk_tokens` > 0): a prompt with more than `chunk_tokens` tokens left to prefill waits in
+    `pending` and is prefilled `chunk_tokens` at a time, one chunk per `step` before the decode step of the running
+    rows, so a long prompt never stalls them for its whole prefill. Shorter prompts are prefilled at admission.
     """
 
-    def __init__(self, lm: LoadedModel, generator: torch.Generator):
+    def __init__(
+        self,
+        lm: LoadedModel,
+        generator: torch.Generator,
+        prefix_cache: PrefixCache | None = None,
+        chunk_tokens: int = 0,
+        generation: int | None = None,
+        on_timing: Callable[[str, float, int], None] | None = None,
+    ):
         self.lm, self.generator = lm, generator
+        self.prefix_cache = prefix_cache
+        self.generation = (prefix_cache.generation if prefix_cache else 0) if generation is None else generation
+        self.chunk_tokens = chunk_tokens
+        self.on_timing = on_timing
+        """Called with ("prefill" | "decode", seconds, tokens) after each forward pass (metrics)."""
+        self.pending: deque[_Pending] = deque()
+        self.prefill_chunks = 0  # forward passes of chunked prefill so far (tests count interleaving with these)
+        self.decode_steps = 0
+        self._clear_rows()
+
+    def _clear_rows(self) -> None:
         self.rows: list[_Row] = []
         self.inputs: list[tuple] = []  # per row: (input log-prob entries, input tops)
         self.prompt_lens: list[int] = []
@@ -241,15 +306,92 @@ class DecodeBatch:
         self.last_pos: torch.Tensor | None = None  # [B]: position of each row's last token
         self.next_logits: torch.Tensor | None = None  # [B, V]
 
-    def __len__(self) -> int:
-        return len(self.rows)
+    def reset(self) -> None:
+        """Drop every row and pending prefill (after a failed forward pass: the cache may be half-updated)."""
+        self.pending.clear()
+        self._clear_rows()
 
+    def __len__(self) -> int:
+        """Requests this batch holds: decoding rows and prompts still being prefilled."""
+        return len(self.rows) + len(self.pending)
+
+    def items(self) -> list[WorkItem]:
+        return [r.item for r in self.rows] + [p.row.item for p in self.pending]
+
+    def _timed(self, kind: str, started: float, tokens: int) -> None:
+        if self.on_timing is not None:
+            self.on_timing(kind, time.perf_counter() - started, tokens)
+
+    # ---- prefix cache ------------------------------------------------------------------------------------------
+    def _reuse_limit(self, it: WorkItem) -> int:
+        """Most leading prompt tokens whose KV may come from the cache: never the last (its hidden state gives the
+        first output token), never a position whose input log-prob is asked for (token p needs the state at p-1)."""
+        length = len(it.input_ids)
+        limit = length - 1
+        if it.return_logprob and 0 <= it.logprob_start_len < length:
+            limit = min(limit, max(it.logprob_start_len - 1, 0))
+        return limit
+
+    def _match(self, it: WorkItem) -> tuple[int, list | None]:
+        if self.prefix_cache is None:
+            return 0, None
+        return self.prefix_cache.match(it.input_ids, self._reuse_limit(it), self.generation)
+
+    def _match_len(self, it: WorkItem) -> int:
+        if self.prefix_cache is None:
+            return 0
+        return self.prefix_cache.match_len(it.input_ids, self._reuse_limit(it), self.generation)
+
+    def _insert(self, ids: list[int], kv: list) -> None:
+        if self.prefix_cache is not None:
+            self.prefix_cache.insert(ids, kv, self.generation)
+
+    # ---- admission ---------------------------------------------------------------------------------------------
     @torch.inference_mode()
     def add(self, items: list[WorkItem]) -> list[tuple[WorkItem, WorkResult]]:
-        """Prefill `items` and join them to the batch; returns those already finished (max_new_tokens 0)."""
+        """Prefill `items` and join them to the batch; returns those already finished (max_new_tokens 0).
+
+        Prompts are prefilled per (cached prefix, length): equal lengths together (no padding), different lengths
+        apart, so one long prompt admitted with short ones costs them nothing but its own forward pass. After each
+        group the cache is consulted again, so prompts admitted together that share a prefix compute it once.
+        Prompts longer than `chunk_tokens` (after their cached prefix) wait for chunked prefill in `step`.
+        """
+        results: list[tuple[WorkItem, WorkResult]] = []
+        todo: list[WorkItem] = []
+        for it in items:
+            if self.chunk_tokens and len(it.input_ids) - self._match_len(it) > self.chunk_tokens:
+                self.pending.append(_Pending(_Row(it, self.lm), time.time()))
+            else:
+                todo.append(it)
+        while todo:
+            hits = [self._match_len(it) for it in todo]
+            # shortest first (ready to decode soonest); among equal lengths the longest cached prefix
+            first = min(range(len(todo)), key=lambda i: (len(todo[i].input_ids), -hits[i]))
+            key = (len(todo[first].input_ids), hits[first])
+            group = [i for i in range(len(todo)) if (len(todo[i].input_ids), hits[i]) == key]
+            prefixes = [self._match(todo[i]) for i in group] if key[1] else [(0, None)] * len(group)
+            if any(n != key[1] for n, _ in prefixes):  # evicted in between (cannot happen on one thread): no reuse
+                key, prefixes = (key[0], 0), [(0, None)] * len(group)
+            results += self._add_group([todo[i] for i in group], key[1], [kv for _, kv in prefixes])
+            taken = set(group)
+            todo = [it for i, it in enumerate(todo) if i not in taken]
+        return results
+
+    def _add_group(self, items: list[WorkItem], cached: int, prefixes: list) -> list[tuple[WorkItem, WorkResult]]:
         started = time.time()
-        rows, inputs, lengths, cache, mask, positions, hidden = _prefill(self.lm, items)
+        t0 = time.perf_counter()
+        rows, inputs, lengths, cache, mask, positions, hidden = _prefill(self.lm, items, cached, prefixes)
+        self._timed("prefill", t0, (lengths[0] - cached) * len(items))
+        for i, row in enumerate(rows):
+            row.cached_tokens = cached
+            if self.prefix_cache is not None:
+                self.prefix_cache.record(lengths[i], cached)
+                self._insert(row.item.input_ids, [(layer.keys[i], layer.values[i]) for layer in cache.layers])
         next_logits = _project(self.lm, hidden[:, -1])
+        return self._join(rows, inputs, lengths, cache, mask, positions[:, -1], next_logits, started)
+
+    def _join(self, rows, inputs, lengths, cache, mask, last_pos, next_logits, started):
+        """Merge freshly prefilled rows into the batch; returns those already finished."""
         done = [i for i, r in enumerate(rows) if r.done]
         results = [(rows[i].item, _result(self.lm, rows[i], inputs[i], lengths[i], started, final=True)) for i in done]
         keep = [i for i in range(len(rows)) if not rows[i].done]
@@ -258,23 +400,137 @@ class DecodeBatch:
         if len(keep) < len(rows):
             idx = torch.tensor(keep, device=mask.device)
             cache.batch_select_indices(idx)
-            mask, positions, next_logits = mask[idx], positions[idx], next_logits[idx]
+            mask, last_pos, next_logits = mask[idx], last_pos[idx], next_logits[idx]
         if self.rows:
             cache, mask = _merge_caches(self.cache, self.mask, cache, mask)
-            positions_last = torch.cat([self.last_pos, positions[:, -1]])
+            last_pos = torch.cat([self.last_pos, last_pos])
             next_logits = torch.cat([self.next_logits, next_logits])
-        else:
-            positions_last = positions[:, -1]
-        self.cache, self.mask, self.last_pos, self.next_logits = cache, mask, positions_last, next_logits
+        self.cache, self.mask, self.last_pos, self.next_logits = cache, mask, last_pos, next_logits
         self.rows += [rows[i] for i in keep]
         self.inputs += [inputs[i] for i in keep]
         self.prompt_lens += [lengths[i] for i in keep]
         self.starts += [started] * len(keep)
         return results
 
+    # ---- chunked prefill ---------------------------------------------------------------------------------------
+    def _prefill_chunks(self, budget: int) -> list[tuple[WorkItem, WorkResult]]:
+        """Up to `budget` prompt tokens of the pending prefills, oldest first; the finished ones join the batch."""
+        from transformers import DynamicCache
+
+        results: list[tuple[WorkItem, WorkResult]] = []
+        lm = self.lm
+        while self.pending and budget > 0:
+            p = self.pending[0]
+            it = p.row.item
+            ids, length = it.input_ids, len(it.input_ids)
+            if p.entries is None:
+                p.entries, p.tops = _input_logprob_start(it, length)
+            if self._match_len(it) > p.done:  # another request cached more of this prompt meanwhile: jump ahead
+                cached, kv = self._match(it)
+                if cached > p.done:
+                    p.cache, p.done = DynamicCache(ddp_cache_data=kv), cached
+                    p.row.cached_tokens = cached
+            if p.cache is None:
+                p.cache = DynamicCache()
+            take = min(budget, length - p.done)
+            t0 = time.perf_counter()
+            hidden = lm.model.get_decoder()(
+                input_ids=torch.tensor([ids[p.done : p.done + take]], dtype=torch.long, device=lm.device),
+                position_ids=torch.arange(p.done, p.done + take, device=lm.device).unsqueeze(0),
+                past_key_values=p.cache,
+                use_cache=True,
+            ).last_hidden_state[0]
+            self.prefill_chunks += 1
+            self._timed("prefill", t0, take)
+            if p.entries is not None:
+                _span_logprobs(lm, p.row, hidden, p.done, p.entries, p.tops)
+            p.done += take
+            budget -= take
+            p.last_hidden = hidden[-1:]
+            self._insert(ids[: p.done], [(layer.keys[0], layer.values[0]) for layer in p.cache.layers])
+            if p.done < length:
+                continue
+            self.pending.popleft()
+            if self.prefix_cache is not None:
+                self.prefix_cache.record(length, p.row.cached_tokens)
+            mask = torch.ones((1, length), dtype=torch.long, device=lm.device)
+            last_pos = torch.tensor([length - 1], device=lm.device)
+            inputs = (p.entries, p.tops) if it.return_logprob else (None, None)
+            results += self._join(
+                [p.row], [inputs], [length], p.cache, mask, last_pos, _project(lm, p.last_hidden), p.started
+            )
+        return results
+
+    # ---- leaving -----------------------------------------------------------------------------------------------
+    @torch.inference_mode()
+    def remove(self, indices: list[int]) -> list[WorkItem]:
+        """Drop the rows at `indices` (requests nobody waits for any more) without decoding them again."""
+        gone = set(indices)
+        if not gone:
+            return []
+        items = [r.item for i, r in enumerate(self.rows) if i in gone]
+        self._keep([i for i in range(len(self.rows)) if i not in gone])
+        return items
+
+    @torch.inference_mode()
+    def remove_items(self, items: list[WorkItem]) -> list[WorkItem]:
+        """Drop these requests, decoding or still prefilling; returns those found."""
+        ids = {id(it) for it in items}
+        gone = [p.row.item for p in self.pending if id(p.row.item) in ids]
+        self.pending = deque(p for p in self.pending if id(p.row.item) not in ids)
+        return gone + self.remove([i for i, r in enumerate(self.rows) if id(r.item) in ids])
+
+    def _keep(self, keep: list[int]) -> None:
+        """Keep only the rows at `keep` (in order), then trim the left padding no remaining row needs."""
+        if not keep:
+            self._clear_rows()  # empty: drop the cache
+            return
+        if len(keep) < len(self.rows):
+            idx = torch.tensor(keep, device=self.mask.device)
+            self.cache.batch_select_indices(idx)
+            self.mask, self.last_pos = self.mask[idx], self.last_pos[idx]
+            if self.next_logits is not None:
+                self.next_logits = self.next_logits[idx]
+            for name in ("rows", "inputs", "prompt_lens", "starts"):
+                values = getattr(self, name)
+                setattr(self, name, [values[i] for i in keep])
+        # A long row that left would otherwise keep every other row's attention over its padding.
+        used = self.mask.any(dim=0).nonzero()
+        first = int(used[0]) if used.numel() else 0
+        if first > 0:
+            for layer in self.cache.layers:
+                layer.keys, layer.values = layer.keys[:, :, first:], layer.values[:, :, first:]
+            self.mask = self.mask[:, first:]
+
+    def _cache_finished(self, i: int) -> None:
+        """Insert a finished row's prompt and answer (all but the last token, whose KV was never computed), so the
+        session's next turn, which resends them, finds them."""
+        if self.prefix_cache is None or not self.prefix_cache.enabled:
+            return
+        row = self.rows[i]
+        ids = row.item.input_ids + row.out[:-1]
+        valid = int(self.mask[i].sum())
+        if valid != len(ids) or len(ids) < self.prefix_cache.block:
+            return
+        width = self.mask.shape[1]
+        self._insert(
+            ids,
+            [(layer.keys[i, :, width - valid :], layer.values[i, :, width - valid :]) for layer in self.cache.layers],
+        )
+
+    # ---- one step ----------------------------------------------------------------------------------------------
     @torch.inference_mode()
     def step(self) -> list[tuple[WorkItem, WorkResult]]:
-        """Decode one token for every row; returns the rows that finished (they leave the batch)."""
+        """One chunk of pending prefill (if any), then one token for every decoding row; returns the requests that
+        finished (they leave the batch)."""
+        finished: list[tuple[WorkItem, WorkResult]] = []
+        if self.pending:
+            finished += self._prefill_chunks(self.chunk_tokens or 1 << 62)
+        if self.rows:
+            finished += self._decode()
+        return finished
+
+    def _decode(self) -> list[tuple[WorkItem, WorkResult]]:
         lm, rows = self.lm, self.rows
         tokens = _sample(self.next_logits, rows, self.generator)
         score_temps = torch.tensor([scoring_temperature(r.params.temperature) for r in rows], device=lm.device)
@@ -293,35 +549,36 @@ class DecodeBatch:
                     row.out_tops.append(
                         _tops(torch.log_softmax(self.next_logits[i].float() / temp, dim=-1), row.item.top_logprobs_num)
                     )
-            if tok in row.stop_ids:
+            if row.detok is not None:
+                before = len(row.text)
+                row.text += row.detok.push(tok)
+                if tok in row.stop_ids:
+                    row.finish = FinishReason(type="stop", matched=tok)
+                elif row.stops:
+                    _check_stop_strings(row, before)
+            elif tok in row.stop_ids:
                 row.finish = FinishReason(type="stop", matched=tok)
-            elif row.stops:
-                _check_stop_strings(row, lm)
             if not row.done and len(row.out) >= row.params.max_new_tokens:
                 row.finish = FinishReason(type="length", length=row.params.max_new_tokens)
             if row.item.on_progress is not None and not row.done:  # the final answer is delivered separately
-                row.item.on_progress(_result(lm, row, self.inputs[i], self.prompt_lens[i], self.starts[i], final=False))
-        finished = [
-            (r.item, _result(lm, r, self.inputs[i], self.prompt_lens[i], self.starts[i], final=True))
-            for i, r in enumerate(rows)
-            if r.done
-        ]
+                row.item.on_progress(_progress(lm, row, self.inputs[i], self.prompt_lens[i], self.starts[i]))
+        finished = []
+        for i, r in enumerate(rows):
+            if r.done:
+                self._cache_finished(i)
+                finished.append((r.item, _result(lm, r, self.inputs[i], self.prompt_lens[i], self.starts[i], True)))
         keep = [i for i, r in enumerate(rows) if not r.done]
+        self.next_logits = None  # consumed; recomputed below for the rows that stay
+        self._keep(keep)
         if not keep:
-            self.__init__(lm, self.generator)  # empty: drop the cache
             return finished
-        if len(keep) < len(rows):
-            idx = torch.tensor(keep, device=lm.device)
-            self.cache.batch_select_indices(idx)
-            self.mask, self.last_pos, tokens = self.mask[idx], self.last_pos[idx], tokens[idx]
-            for name in ("rows", "inputs", "prompt_lens", "starts"):
-                values = getattr(self, name)
-                setattr(self, name, [values[i] for i in keep])
+        tokens = tokens[torch.tensor(keep, device=tokens.device)] if len(keep) < len(rows) else tokens
         self.mask = torch.cat(
             [self.mask, torch.ones((len(keep), 1), dtype=self.mask.dtype, device=self.mask.device)], dim=1
         )
         self.last_pos = self.last_pos + 1
         padded = bool((self.mask == 0).any())
+        t0 = time.perf_counter()
         hidden = lm.model.get_decoder()(
             input_ids=tokens.unsqueeze(1),
             attention_mask=self.mask if padded else None,
@@ -330,61 +587,85 @@ class DecodeBatch:
             use_cache=True,
         ).last_hidden_state
         self.next_logits = _project(lm, hidden[:, -1])
+        self.decode_steps += 1
+        self._timed("decode", t0, len(keep))
         return finished
 
 
-def _prefill(lm: LoadedModel, items: list[WorkItem]):
-    """Left-padded prefill of `items`: rows, input log-probs, lengths, cache, mask, positions, hidden states."""
+def _prefill(lm: LoadedModel, items: list[WorkItem], cached: int = 0, prefixes: list | None = None):
+    """Prefill of equal-length `items` (no padding) whose first `cached` tokens' KV is given (`prefixes`: per item,
+    per layer (K, V) [1, heads, cached, dim]): rows, input log-probs, lengths, cache, mask, positions, hidden
+    (positions and hidden cover the computed positions cached..L-1 only)."""
+    from transformers import DynamicCache
+
     model, dev = lm.model, lm.device
     rows = [_Row(it, lm) for it in items]
     lengths = [len(it.input_ids) for it in items]
-    width = max(lengths)
-    ids = torch.zeros((len(items), width), dtype=torch.long)
-    mask = torch.zeros((len(items), width), dtype=torch.long)
-    for i, it in enumerate(items):
-        ids[i, width - lengths[i] :] = torch.tensor(it.input_ids, dtype=torch.long)
-        mask[i, width - lengths[i] :] = 1
-    ids, mask = ids.to(dev), mask.to(dev)
-    positions = (mask.cumsum(-1) - 1).clamp_min(0)
-    from transformers import DynamicCache
-
-    cache = DynamicCache()
-    padded = any(n != width for n in lengths)
+    if len(set(lengths)) != 1:
+        raise ValueError(f"_prefill takes prompts of one length, got {sorted(set(lengths))}")
+    ids = torch.tensor([it.input_ids[cached:] for it in items], dtype=torch.long, device=dev)
+    mask = torch.ones((len(items), lengths[0]), dtype=torch.long, device=dev)  # for merging into a batch
+    positions = torch.arange(cached, lengths[0], device=dev).expand_as(ids)
+    if cached:
+        layers = len(prefixes[0])
+        cache = DynamicCache(
+            ddp_cache_data=[
+                (torch.cat([p[i][0] for p in prefixes]), torch.cat([p[i][1] for p in prefixes])) for i in range(layers)
+            ]
+        )
+    else:
+        cache = DynamicCache()
     hidden = model.get_decoder()(
         input_ids=ids,
-        attention_mask=mask if padded else None,
         position_ids=positions,
         past_key_values=cache,
         use_cache=True,
-    ).last_hidden_state  # [B, W, H]
-    inputs = [_input_logprobs(lm, row, hidden[i], lengths[i], width) for i, row in enumerate(rows)]
+    ).last_hidden_state  # [B, L - cached, H]
+    inputs = []
+    for i, row in enumerate(rows):
+        entries, tops = _input_logprob_start(row.item, lengths[i])
+        if entries is not None:
+            _span_logprobs(lm, row, hidden[i], cached, entries, tops)
+        inputs.append((entries, tops) if row.item.return_logprob else (None, None))
     return rows, inputs, lengths, cache, mask, positions, hidden
 
 
-def _input_logprobs(lm: LoadedModel, row: _Row, hidden: torch.Tensor, length: int, width: int) -> tuple:
-    it = row.item
-    if not it.return_logprob or it.logprob_start_len < 0 or it.logprob_start_len >= length:
-        return (None, None) if not it.return_logprob else ([], [] if it.top_logprobs_num else None)
-    offset = width - length
-    s = it.logprob_start_len
+def _input_logprob_start(it: WorkItem, length: int) -> tuple[list | None, list | None]:
+    """The input log-prob lists a request starts with: None when it wants none; the first position's entry (it has
+    no log-prob) when it starts at 0."""
+    if not it.return_logprob:
+        return None, None
+    if it.logprob_start_len < 0 or it.logprob_start_len >= length:
+        return [], [] if it.top_logprobs_num else None
     entries: list[LogprobEntry] = []
     tops: list | None = [] if it.top_logprobs_num else None
-    if s == 0:
+    if it.logprob_start_len == 0:
         entries.append((None, it.input_ids[0], None))
         if tops is not None:
             tops.append(None)
-        s = 1
-    if s < length:
-        # token p is predicted by the hidden state at p-1
-        logits = _project(lm, hidden[offset + s - 1 : offset + length - 1])
-        targets = torch.tensor(it.input_ids[s:], device=lm.device)
-        temp = scoring_temperature(row.params.temperature)
-        lps = token_logprobs(logits, targets, temp).tolist()
-        entries.extend((lp, tok, None) for lp, tok in zip(lps, it.input_ids[s:]))
-        if tops is not None:
-            scaled = torch.log_softmax(logits.float() / temp, dim=-1)
-            tops.extend(_tops(scaled[j], it.top_logprobs_num) for j in range(scaled.shape[0]))
     return entries, tops
+
+
+def _span_logprobs(lm: LoadedModel, row: _Row, hidden: torch.Tensor, first: int, entries: list, tops: list | None):
+    """Append the input log-probs that the hidden states of positions first..first+T-1 give (token p is predicted by
+    the state at p-1) to `entries` / `tops`, for the positions the request asked for."""
+    it = row.item
+    length = len(it.input_ids)
+    if it.logprob_start_len < 0 or it.logprob_start_len >= length:
+        return
+    s = max(it.logprob_start_len, 1)
+    lo = max(s, first + 1)  # first target position this span can score
+    hi = min(length, first + hidden.shape[0] + 1)  # one past the last
+    if lo >= hi:
+        return
+    logits = _project(lm, hidden[lo - 1 - first : hi - 1 - first])
+    targets = torch.tensor(it.input_ids[lo:hi], device=lm.device)
+    temp = scoring_temperature(row.params.temperature)
+    lps = token_logprobs(logits, targets, temp).tolist()
+    entries.extend((lp, tok, None) for lp, tok in zip(lps, it.input_ids[lo:hi]))
+    if tops is not None:
+        scaled = torch.log_softmax(logits.float() / temp, dim=-1)
+        tops.extend(_tops(scaled[j], it.top_logprobs_num) for j in range(scaled.shape[0]))
 
 
 def _merge_caches(cache_a, mask_a: torch.Tensor, cache_b, mask_b: torch.Tensor):
@@ -400,13 +681,18 @@ def _merge_caches(cache_a, mask_a: torch.Tensor, cache_b, mask_b: torch.Tensor):
     return cache_a, mask
 
 
+def _final_text(lm: LoadedModel, row: _Row) -> str:
+    if row.finish and row.finish.type == "stop" and isinstance(row.finish.matched, str):
+        return row.text  # trimmed at the stop string
+    return _decode_text(lm, row.out, row.params.skip_special_tokens)  # once per request
+
+
 def _result(lm: LoadedModel, row: _Row, inputs: tuple, prompt_len: int, start: float, final: bool) -> WorkResult:
-    if not (row.finish and row.finish.type == "stop" and isinstance(row.finish.matched, str)):
-        row.text = _decode_text(lm, row.out, row.params.skip_special_tokens)
-    text = row.text
-    if not final and text.endswith("\ufffd"):
-        text = text.rstrip("\ufffd")  # a multi-byte character is still incomplete
+    """The request's whole answer (the final one, or a cumulative snapshot)."""
     it = row.item
+    if final:
+        row.text = _final_text(lm, row)
+    text = row.text
     return WorkResult(
         rid=it.rid,
         text=text,
@@ -419,4 +705,54 @@ def _result(lm: LoadedModel, row: _Row, inputs: tuple, prompt_len: int, start: f
         output_top_logprobs=list(row.out_tops) if it.return_logprob and it.top_logprobs_num else None,
         input_top_logprobs=inputs[1],
         e2e_latency=time.time() - it.received_at,
+        cached_tokens=row.cached_tokens,
+    )
+
+
+def _progress(lm: LoadedModel, row: _Row, inputs: tuple, prompt_len: int, start: float) -> WorkResult:
+    """A progress event: the cumulative snapshot, or (incremental streaming) only what is new since the last one.
+
+    Incremental text holds back what could still become a stop string, so the final delta completes the text the
+    answer ends with (a delta once sent is never taken back)."""
+    if not row.item.incremental:
+        return _result(lm, row, inputs, prompt_len, start, final=False)
+    it = row.item
+    upto = len(row.text) - row.hold if row.stops else len(row.text)
+    delta = row.text[row.sent_text : upto] if upto > row.sent_text else ""
+    new = slice(row.sent_ids, len(row.out))
+    row.sent_ids, row.sent_text = len(row.out), row.sent_text + len(delta)
+    return WorkResult(
+        rid=it.rid,
+        text=delta,
+        output_ids=row.out[new],
+        prompt_tokens=prompt_len,
+        finish_reason=None,
+        weight_version=lm.weight_version,
+        output_token_logprobs=row.out_lps[new] if it.return_logprob else None,
+        input_token_logprobs=inputs[0],
+        output_top_logprobs=row.out_tops[new] if it.return_logprob and it.top_logprobs_num else None,
+        input_top_logprobs=inputs[1],
+        e2e_latency=time.time() - it.received_at,
+        cached_tokens=row.cached_tokens,
+        completion_tokens=len(row.out),
+    )
+
+
+def final_delta(result: WorkResult, sent_ids: int, sent_text: int) -> WorkResult:
+    """The last incremental event: what the final answer adds to the deltas already sent."""
+    n = len(result.output_ids)
+    return WorkResult(
+        rid=result.rid,
+        text=result.text[sent_text:],
+        output_ids=result.output_ids[sent_ids:],
+        prompt_tokens=result.prompt_tokens,
+        finish_reason=result.finish_reason,
+        weight_version=result.weight_version,
+        output_token_logprobs=None if result.output_token_logprobs is None else result.output_token_logprobs[sent_ids:],
+        input_token_logprobs=result.input_token_logprobs,
+        output_top_logprobs=None if result.output_top_logprobs is None else result.output_top_logprobs[sent_ids:],
+        input_top_logprobs=result.input_top_logprobs,
+        e2e_latency=result.e2e_latency,
+        cached_tokens=result.cached_tokens,
+        completion_tokens=n,
     )

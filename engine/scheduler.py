@@ -1,29 +1,78 @@
-"""Continuous batching on one engine thread.
+"""Continuous batching on one engine thread, shared fairly between tenants.
 
-Requests land in a thread-safe queue. When the engine is idle it takes the
-first, waits `batch_window_ms` for others that arrive together and prefills
-them as one batch; while it decodes, requests that arrive join the running
-batch before the next step, and finished ones leave it. The asyncio event loop
-never runs model code. A weight swap stops admission, lets the running rows
-finish, then swaps: no request ever mixes two weight versions and none is
-aborted; requests that arrive meanwhile wait for the new weights.
+Requests wait in one queue per tenant (the `X-Openclaw-Tenant` header; no header:
+the shared system bucket of judges, teacher and training). When slots are free
+the engine admits waiting requests round-robin across tenants, and while other
+tenants have requests waiting no tenant gets more than
+`ceil(max_batch_size * tenant_slot_share)` running rows; a tenant alone (or
+with every other waiting tenant at its share too) may use every free slot, so
+no slot idles while someone waits. Each tenant may have at most
+`max_queued_per_tenant` requests waiting: beyond that `submit` refuses with
+`QueueFull` (the server answers 503 with Retry-After) instead of piling work up.
+
+When the engine is idle it waits `batch_window_ms` after the first arrival for
+others that arrive together; while it decodes, admitted requests join the
+running batch before the next step and finished ones leave it. A request whose
+caller went away (its future cancelled: a client that disconnected) leaves the
+batch before the next step, and is counted in `requests_cancelled`. The asyncio
+event loop never runs model code.
+
+Weight swaps do not wait for running generations. On a swap the running rows
+become a draining batch that finishes on the OLD weights (a request never mixes
+two versions; it reports the old weight_version), while new requests are
+admitted at once to a fresh batch on the NEW weights; the loop steps both until
+the old one drains, then drops the old model. Memory: while a batch drains, both
+models are held, so weight memory is transiently 2x. To keep it at 2x, a swap
+that arrives while an older batch still drains and the current batch is busy
+waits for the drain (serving continues on the current weights meanwhile), and
+`wait_drained` lets a caller hold off loading yet another copy until then. The
+`max_batch_size` slots are shared by both batches (it bounds compute).
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import queue
+import math
 import threading
 import time
+from collections import Counter, OrderedDict, deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import structlog
 import torch
+from pydantic import BaseModel
 
 from engine.model_runner import DecodeBatch, LoadedModel, WorkItem, WorkResult
+from engine.prefix_cache import PrefixCache
+from openclaw_rl.prometheus import Registry
 
 log = structlog.get_logger(__name__)
+
+RETRY_AFTER_S = 2
+"""Seconds a refused tenant is told to wait (Retry-After): rows of a full queue leave at generation speed, so an
+immediate retry would only be refused again."""
+
+
+class QueueFull(Exception):
+    """A tenant already has as many requests waiting as the engine lets it queue: retry after a while."""
+
+    def __init__(self, tenant: str | None, queued: int, limit: int, retry_after_s: int):
+        who = "the system bucket" if tenant is None else "this tenant"
+        super().__init__(
+            f"{who} already has {queued} requests waiting (engine.max_queued_per_tenant is {limit}); "
+            f"retry in {retry_after_s}s"
+        )
+        self.tenant, self.queued, self.limit, self.retry_after_s = tenant, queued, limit, retry_after_s
+
+
+class TenantLoad(BaseModel):
+    """One tenant's share of the engine right now (None: the system bucket)."""
+
+    tenant: str | None
+    running: int
+    queued: int
 
 
 @dataclass
@@ -34,120 +83,346 @@ class _Ticket:
 
 
 class Scheduler:
-    def __init__(self, model: LoadedModel, *, max_batch_size: int = 16, batch_window_ms: float = 2.0, seed: int = 0):
+    def __init__(
+        self,
+        model: LoadedModel,
+        *,
+        max_batch_size: int = 16,
+        batch_window_ms: float = 2.0,
+        seed: int = 0,
+        tenant_slot_share: float = 0.5,
+        max_queued_per_tenant: int = 64,
+        prefix_cache_mb: float = 0,
+        prefill_chunk_tokens: int = 0,
+    ):
+        if not 0 < tenant_slot_share <= 1:
+            raise ValueError(f"tenant_slot_share must be in (0, 1], got {tenant_slot_share}")
         self.model = model
         self.max_batch_size = max_batch_size
         self.batch_window_s = batch_window_ms / 1000.0
-        self._queue: queue.Queue[_Ticket] = queue.Queue()
+        self.tenant_cap = max(1, math.ceil(max_batch_size * tenant_slot_share))
+        self.max_queued_per_tenant = max_queued_per_tenant
+        # Waiting tickets per tenant; the dict's order is the round-robin order (a tenant served moves to the end).
+        self._waiting: OrderedDict[str | None, deque[_Ticket]] = OrderedDict()
+        self._running: Counter[str | None] = Counter()
+        self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
         self._swap: tuple[LoadedModel, concurrent.futures.Future] | None = None
         self._swap_lock = threading.Lock()
         self._stop = threading.Event()
         self._generator = torch.Generator(device=model.device).manual_seed(seed)
         self._thread = threading.Thread(target=self._loop, name="engine", daemon=True)
+        self.prefix_cache = PrefixCache(int(prefix_cache_mb * 1024 * 1024))
+        self.prefill_chunk_tokens = prefill_chunk_tokens
+        self.metrics = Registry()
+        self._init_metrics()
+        self._current = self._new_batch(model)
+        self._draining: DecodeBatch | None = None  # rows still finishing on the weights before the last swap
+        self._drained: concurrent.futures.Future | None = None  # resolved when `_draining` empties
+        self._owners: dict[int, _Ticket] = {}  # by id(item): client-given rids need not be unique
         self.requests_done = 0
+        self.requests_cancelled = 0
+
+    def _new_batch(self, model: LoadedModel) -> DecodeBatch:
+        """A batch on `model`, reading and filling the prefix cache of the current weights."""
+        return DecodeBatch(
+            model,
+            self._generator,
+            prefix_cache=self.prefix_cache,
+            chunk_tokens=self.prefill_chunk_tokens,
+            on_timing=self._observe_forward,
+        )
+
+    def _init_metrics(self) -> None:
+        m = self.metrics
+        self.m_requests = m.counter("engine_requests_total", "Requests finished, by outcome.", ["outcome"])
+        self.m_prompt_tokens = m.counter("engine_prompt_tokens_total", "Prompt tokens of finished requests.")
+        self.m_cached_tokens = m.counter(
+            "engine_cached_prompt_tokens_total", "Prompt tokens whose KV came from the prefix cache."
+        )
+        self.m_output_tokens = m.counter("engine_generation_tokens_total", "Tokens generated by finished requests.")
+        self.m_prefill = m.histogram("engine_prefill_seconds", "Time of one prefill forward pass (a chunk or a group).")
+        self.m_decode = m.histogram("engine_decode_step_seconds", "Time of one decode step of a batch.")
+        self.m_e2e = m.histogram("engine_request_seconds", "Time from arrival to the final answer.")
+        self.m_prefill_tokens = m.counter("engine_prefill_tokens_total", "Prompt tokens computed by prefill.")
+        m.gauge(
+            "engine_running_requests",
+            "Requests admitted to a batch (decoding or prefilling).",
+            source=lambda: [((), self._running_rows())],
+        )
+        m.gauge(
+            "engine_queue_depth",
+            "Requests waiting for a slot, per tenant (system: no tenant header).",
+            ["tenant"],
+            source=lambda: [((t.tenant or "system",), t.queued) for t in self.tenant_loads()],
+        )
+        m.gauge(
+            "engine_running_per_tenant",
+            "Requests running, per tenant (system: no tenant header).",
+            ["tenant"],
+            source=lambda: [((t.tenant or "system",), t.running) for t in self.tenant_loads()],
+        )
+        pc = self.prefix_cache
+        m.gauge("engine_prefix_cache_bytes", "Bytes of KV held by the prefix cache.", source=lambda: [((), pc.bytes)])
+        m.gauge(
+            "engine_prefix_cache_budget_bytes", "The prefix cache's memory budget.", source=lambda: [((), pc.budget)]
+        )
+        m.gauge("engine_prefix_cache_lookups", "Requests prefilled since start.", source=lambda: [((), pc.requests)])
+        m.gauge(
+            "engine_prefix_cache_hits", "Requests that reused a cached prefix.", source=lambda: [((), pc.hit_requests)]
+        )
+        m.gauge("engine_prefix_cache_evicted_blocks", "Blocks evicted (LRU).", source=lambda: [((), pc.evicted_blocks)])
+
+    def _observe_forward(self, kind: str, seconds: float, tokens: int) -> None:
+        if kind == "prefill":
+            self.m_prefill.observe(seconds)
+            self.m_prefill_tokens.inc(tokens)
+        else:
+            self.m_decode.observe(seconds)
+
+    def flush_cache(self) -> None:
+        """Empty the prefix cache (POST /flush_cache)."""
+        self.prefix_cache.clear()
 
     def start(self) -> None:
         self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=10)
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
 
     @property
     def weight_version(self) -> str:
         return self.model.weight_version
 
     def queue_depth(self) -> int:
-        return self._queue.qsize()
+        with self._lock:
+            return sum(len(q) for q in self._waiting.values())
+
+    def tenant_loads(self) -> list[TenantLoad]:
+        """Running and waiting requests of every tenant that has any."""
+        with self._lock:
+            names = list(dict.fromkeys([*self._running, *self._waiting]))
+            loads = [
+                TenantLoad(tenant=t, running=self._running[t], queued=len(self._waiting.get(t, ()))) for t in names
+            ]
+        return [x for x in loads if x.running or x.queued]
 
     async def submit(self, items: list[WorkItem]) -> list[WorkResult]:
+        """Queue `items` (all or none) and wait for their results; raises QueueFull over a tenant's queue bound.
+
+        Cancelling the wait cancels the requests: waiting ones leave the queue, running ones the batch."""
+        return list(await asyncio.gather(*self.enqueue(items)))
+
+    def enqueue(self, items: list[WorkItem]) -> list[asyncio.Future]:
+        """Queue `items` (all or none) now; one future per item (cancel it to drop the request). Raises QueueFull."""
         loop = asyncio.get_running_loop()
-        futures = []
-        for item in items:
-            fut = loop.create_future()
-            self._queue.put(_Ticket(item, fut, loop))
-            futures.append(fut)
-        return list(await asyncio.gather(*futures))
+        tickets = [_Ticket(item, loop.create_future(), loop) for item in items]
+        with self._lock:
+            added: Counter[str | None] = Counter(t.item.tenant for t in tickets)
+            for tenant, n in added.items():
+                queued = len(self._waiting.get(tenant, ()))
+                # The system bucket is exempt: its callers are this system's own workers, bounded by their concurrency.
+                if tenant is not None and queued + n > self.max_queued_per_tenant:
+                    raise QueueFull(tenant, queued, self.max_queued_per_tenant, RETRY_AFTER_S)
+            for t in tickets:
+                self._waiting.setdefault(t.item.tenant, deque()).append(t)
+            self._arrived.notify()
+        for t in tickets:
+            t.future.add_done_callback(lambda fut, t=t: self._forget_if_cancelled(t))
+        return [t.future for t in tickets]
+
+    def _forget_if_cancelled(self, ticket: _Ticket) -> None:
+        """A caller that went away before admission: take its ticket out of the queue at once (it counts no more)."""
+        if not ticket.future.cancelled():
+            return
+        with self._lock:
+            q = self._waiting.get(ticket.item.tenant)
+            if q is not None and ticket in q:
+                q.remove(ticket)
+                if not q:
+                    del self._waiting[ticket.item.tenant]
+                self.requests_cancelled += 1
 
     async def swap(self, new: LoadedModel) -> None:
-        """Serve `new` from the next batch on; returns once it is in place."""
+        """Serve `new` to requests admitted from now on; returns once it is in place.
+
+        Rows running at the swap finish on the old weights (and report its version)."""
         done: concurrent.futures.Future = concurrent.futures.Future()
         with self._swap_lock:
             if self._swap is not None:  # a newer update replaces one not yet applied
                 self._swap[1].set_result(None)
             self._swap = (new, done)
+        with self._arrived:
+            self._arrived.notify()  # wake an idle loop
         await asyncio.wrap_future(done)
+
+    async def wait_drained(self) -> None:
+        """Return once no batch is still finishing on older weights (before loading another copy of the model)."""
+        drained = self._drained
+        if drained is not None:
+            await asyncio.wrap_future(drained)
 
     def _apply_swap(self) -> None:
         with self._swap_lock:
-            pending, self._swap = self._swap, None
-        if pending is not None:
-            new, done = pending
-            old, self.model = self.model, new
-            log.info(
-                "weights swapped", old_version=old.weight_version, new_version=new.weight_version, path=str(new.path)
-            )
-            del old
+            if self._swap is None:
+                return
+            if self._draining is not None and len(self._current):
+                return  # a third version would not fit the 2x budget: wait for the old batch to drain
+            (new, done), self._swap = self._swap, None
+        old = self.model
+        if len(self._current):
+            if self._draining is None:
+                self._drained = concurrent.futures.Future()
+            self._draining = self._current  # its rows finish on the weights they started with
+        # The old weights' KV must never serve the new ones: the draining batch keeps the old generation, whose
+        # lookups and inserts the cache now ignores.
+        self.prefix_cache.invalidate()
+        self._current = self._new_batch(new)
+        self.model = new
+        log.info(
+            "weights swapped",
+            old_version=old.weight_version,
+            new_version=new.weight_version,
+            path=str(new.path),
+            draining_rows=len(self._draining) if self._draining is not None else 0,
+        )
+        del old
+        done.set_result(None)
+
+    def _release_drained(self) -> None:
+        if self._draining is not None and not len(self._draining):
+            version = self._draining.lm.weight_version
+            self._draining = None
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
-            done.set_result(None)
+            if self._drained is not None:
+                self._drained.set_result(None)
+                self._drained = None
+            log.info("old weights released", weight_version=version)
 
-    def _take_batch(self) -> list[_Ticket]:
-        try:
-            first = self._queue.get(timeout=0.02)
-        except queue.Empty:
-            return []
-        batch = [first]
+    def _wait_for_arrivals(self) -> None:
+        """Idle: block until a request arrives, then wait the batch window for others that come with it."""
+        with self._arrived:
+            if not self._waiting:
+                self._arrived.wait(timeout=0.02)
+            if not self._waiting:
+                return
         deadline = time.monotonic() + self.batch_window_s
-        while len(batch) < self.max_batch_size:
-            remaining = deadline - time.monotonic()
-            try:
-                batch.append(self._queue.get(timeout=max(remaining, 0)) if remaining > 0 else self._queue.get_nowait())
-            except queue.Empty:
-                break
-        return batch
+        with self._arrived:
+            while sum(len(q) for q in self._waiting.values()) < self.max_batch_size:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._arrived.wait(timeout=remaining)
 
-    def _drain(self, room: int) -> list[_Ticket]:
-        """Requests waiting now (no blocking), at most `room`."""
+    def _admit(self, room: int) -> list[_Ticket]:
+        """Up to `room` waiting tickets, round-robin across tenants, none past its share while others wait."""
         out: list[_Ticket] = []
-        while len(out) < room:
-            try:
-                out.append(self._queue.get_nowait())
-            except queue.Empty:
-                break
+        with self._lock:
+            while room > 0 and self._waiting:
+                tenant = self._pick_tenant()
+                q = self._waiting[tenant]
+                ticket = q.popleft()
+                if q:
+                    self._waiting.move_to_end(tenant)
+                else:
+                    del self._waiting[tenant]
+                if ticket.future.done():  # the caller left between its cancellation and this pop
+                    self.requests_cancelled += 1
+                    continue
+                self._running[tenant] += 1
+                out.append(ticket)
+                room -= 1
         return out
 
-    def _loop(self) -> None:
-        batch: DecodeBatch | None = None
-        owners: dict[int, _Ticket] = {}  # by id(item): client-given rids need not be unique
-        while not self._stop.is_set():
-            if batch is None or not len(batch):
-                self._apply_swap()
-                tickets = self._take_batch()
-                batch = DecodeBatch(self.model, self._generator)
-            else:
-                with self._swap_lock:
-                    swap_waiting = self._swap is not None
-                # A pending swap closes admission so the running rows drain and the swap can apply.
-                tickets = [] if swap_waiting else self._drain(self.max_batch_size - len(batch))
-            live = [t for t in tickets if not t.future.done()]  # skip callers that went away
-            try:
-                if live:
-                    owners.update((id(t.item), t) for t in live)
-                    self._deliver(owners, batch.add([t.item for t in live]))
-                if len(batch):
-                    self._deliver(owners, batch.step())
-            except Exception as exc:  # a model error fails the running requests, not the server
-                log.exception("batch failed", size=len(owners))
-                for t in owners.values():
-                    t.loop.call_soon_threadsafe(_settle, t.future, None, exc)
-                owners.clear()
-                batch = None
+    def _pick_tenant(self) -> str | None:
+        """The first tenant in round-robin order below its share; if every waiting tenant is at its share, the first
+        one (spare slots are shared round-robin rather than left idle)."""
+        for tenant in self._waiting:
+            if self._running[tenant] < self.tenant_cap:
+                return tenant
+        return next(iter(self._waiting))
 
-    def _deliver(self, owners: dict[int, _Ticket], results: list[tuple[WorkItem, WorkResult]]) -> None:
+    def _drop_cancelled(self, batch: DecodeBatch | None) -> None:
+        """Rows whose caller went away leave the batch before it decodes for them again."""
+        if batch is None or not len(batch):
+            return
+        gone = [it for it in batch.items() if self._owners[id(it)].future.done()]
+        if not gone:
+            return
+        for item in batch.remove_items(gone):
+            ticket = self._owners.pop(id(item))
+            self._finished(ticket.item.tenant, cancelled=True)
+        log.info("dropped rows of callers that went away", rows=len(gone), weight_version=batch.lm.weight_version)
+
+    def _finished(self, tenant: str | None, *, cancelled: bool) -> None:
+        with self._lock:
+            self._running[tenant] -= 1
+            if self._running[tenant] <= 0:
+                del self._running[tenant]
+            if cancelled:
+                self.requests_cancelled += 1
+                self.m_requests.inc(outcome="cancelled")
+            else:
+                self.requests_done += 1
+
+    def _running_rows(self) -> int:
+        return len(self._current) + (len(self._draining) if self._draining is not None else 0)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._apply_swap()
+            if not self._running_rows():
+                self._wait_for_arrivals()
+                self._apply_swap()  # a swap that came while idle applies before anything is admitted
+            self._drop_cancelled(self._draining)
+            self._drop_cancelled(self._current)
+            live: list[WorkItem] = []
+            for t in self._admit(self.max_batch_size - self._running_rows()):
+                if t.future.done():  # cancelled between admission and prefill
+                    self._finished(t.item.tenant, cancelled=True)
+                else:
+                    self._owners[id(t.item)] = t
+                    live.append(t.item)
+            if live:
+                self._run(self._current, lambda b: b.add(live), extra=live)
+            for batch in (self._draining, self._current):
+                if batch is not None and len(batch):
+                    self._run(batch, DecodeBatch.step)
+            self._release_drained()
+
+    def _run(
+        self,
+        batch: DecodeBatch,
+        op: Callable[[DecodeBatch], list[tuple[WorkItem, WorkResult]]],
+        extra: Sequence[WorkItem] = (),
+    ) -> None:
+        """Run `op` on `batch` and deliver what finished; a model error fails that batch's requests, not the server."""
+        try:
+            self._deliver(op(batch))
+        except Exception as exc:
+            held = batch.items()
+            victims = held + [it for it in extra if all(it is not h for h in held)]
+            log.exception("batch failed", size=len(victims), weight_version=batch.lm.weight_version)
+            for item in victims:
+                t = self._owners.pop(id(item), None)
+                if t is not None:
+                    self._finished(t.item.tenant, cancelled=False)
+                    self.m_requests.inc(outcome="error")
+                    t.loop.call_soon_threadsafe(_settle, t.future, None, exc)
+            batch.reset()  # its cache may be half-updated: start it empty
+
+    def _deliver(self, results: list[tuple[WorkItem, WorkResult]]) -> None:
         for item, r in results:
-            t = owners.pop(id(item))
-            self.requests_done += 1
+            t = self._owners.pop(id(item))
+            self._finished(t.item.tenant, cancelled=False)
+            self.m_requests.inc(outcome="done")
+            self.m_prompt_tokens.inc(r.prompt_tokens)
+            self.m_cached_tokens.inc(r.cached_tokens)
+            self.m_output_tokens.inc(len(r.output_ids))
+            self.m_e2e.observe(r.e2e_latency)
             t.loop.call_soon_threadsafe(_settle, t.future, r, None)
 
 

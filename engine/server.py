@@ -7,7 +7,13 @@ What it refuses, and why: requests without the bearer key when one is set
 (SGLang's --api-key); bodies over a size limit; weight updates from folders
 outside the allowed roots, sent as anything but application/json (a web page
 can POST text/plain cross-site without asking), or labelled with anything but a
-short plain token; generation requests over the token caps.
+short plain token; generation requests over the token caps; requests of a tenant
+that already has `engine.max_queued_per_tenant` waiting (503 with Retry-After).
+
+Tenants: a request may carry `X-Openclaw-Tenant: <opaque token>` (SGLang ignores
+unknown headers, so the wire stays SGLang's); the scheduler shares slots fairly
+between tenants. No header: the shared system bucket. A client that disconnects
+stops its generation (streaming or not): the engine drops its row.
 """
 
 from __future__ import annotations
@@ -22,13 +28,14 @@ from typing import Any
 
 import structlog
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from pydantic import BaseModel, ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from engine.model_runner import LoadedModel, ModelLoadError, WorkItem, WorkResult, load_model
-from engine.scheduler import Scheduler
+from engine.model_runner import LoadedModel, ModelLoadError, WorkItem, WorkResult, final_delta, load_model
+from engine.scheduler import QueueFull, Scheduler
 from openclaw_rl.checkpoints import read_version_label
+from openclaw_rl.prometheus import CONTENT_TYPE as PROMETHEUS_CONTENT_TYPE
 from openclaw_rl.settings import EngineSettings
 from policy_client.wire import (
     GenerateRequest,
@@ -43,6 +50,14 @@ log = structlog.get_logger(__name__)
 TOP_LOGPROBS_CAP = 20
 """Most alternatives per position a request may ask for: each costs a top-k over the vocabulary and a triple in the
 answer at every position, and nothing in this system asks for more (OpenAI-compatible servers cap it at 20 too)."""
+TENANT_HEADER = "x-openclaw-tenant"
+STREAM_MODE_HEADER = "x-openclaw-stream"
+"""`incremental`: this request's stream carries only what is new per event (SGLang's incremental streaming output,
+which SGLang sets per server: engine.incremental_streaming_output sets it here for every request)."""
+TENANT_MAX_CHARS = 256
+"""Longest tenant token accepted: it is an opaque key (a user or session id, a hash), never a payload."""
+DISCONNECT_POLL_S = 0.25
+"""How often a non-streaming /generate checks whether its client is still there."""
 OPEN_PATHS = frozenset({"/health"})
 """Routes served without the key: the liveness probe of `up` and of load balancers (it reveals nothing)."""
 
@@ -100,22 +115,46 @@ def create_engine_app(scheduler: Scheduler, cfg: EngineSettings, *, weight_roots
     async def _refuse(_: Request, exc: Refused) -> JSONResponse:
         return _error(exc.status, str(exc))
 
-    def work_items(req: GenerateRequest) -> list[WorkItem]:
+    @app.exception_handler(QueueFull)
+    async def _queue_full(_: Request, exc: QueueFull) -> JSONResponse:
+        return _error(503, str(exc), {"Retry-After": str(exc.retry_after_s)})
+
+    def work_items(req: GenerateRequest, tenant: str | None) -> list[WorkItem]:
         lm: LoadedModel = scheduler.model
         try:
-            return [_work_item(req, i, prompt, lm, cfg) for i, prompt in enumerate(req.prompts())]
+            items = [_work_item(req, i, prompt, lm, cfg) for i, prompt in enumerate(req.prompts())]
         except ValueError as exc:
             raise BadRequest(str(exc)) from exc
+        if tenant is not None and len(items) > cfg.max_queued_per_tenant:
+            raise BadRequest(
+                f"a batch of {len(items)} prompts is over the {cfg.max_queued_per_tenant} one tenant may queue "
+                "(engine.max_queued_per_tenant); send fewer at a time"
+            )
+        for item in items:
+            item.tenant = tenant
+        return items
 
     @app.post("/generate")
     async def generate(request: Request) -> Any:
+        tenant = _tenant(request)
         req = await _parse(request, GenerateRequest, cfg.max_request_bytes)
-        items = work_items(req)
+        items = work_items(req, tenant)
         if req.stream:
             if len(items) != 1:
                 raise BadRequest("streaming takes a single prompt, not a batch")
-            return StreamingResponse(_stream(scheduler, items[0]), media_type="text/event-stream")
-        results = await scheduler.submit(items)
+            # Queued before the response starts, so a full queue is still answered with a 503, not a broken stream.
+            loop = asyncio.get_running_loop()
+            updates: asyncio.Queue[WorkResult] = asyncio.Queue()
+            items[0].on_progress = lambda snap: loop.call_soon_threadsafe(updates.put_nowait, snap)
+            incremental = cfg.incremental_streaming_output or (
+                request.headers.get(STREAM_MODE_HEADER, "").strip().lower() == "incremental"
+            )
+            items[0].incremental = incremental
+            future = scheduler.enqueue(items)[0]
+            return StreamingResponse(_stream(future, updates, incremental), media_type="text/event-stream")
+        results = await _unless_disconnected(request, scheduler.submit(items))
+        if results is None:  # nobody is there to read an answer
+            return _error(499, "the client disconnected; its generation was stopped")
         bodies = [r.to_wire() for r in results]
         if req.return_text_in_logprobs:
             tokenizer = scheduler.model.tokenizer
@@ -169,13 +208,25 @@ def create_engine_app(scheduler: Scheduler, cfg: EngineSettings, *, weight_roots
             "max_running_requests": scheduler.max_batch_size,
             "weight_version": lm.weight_version,
             "requests_done": scheduler.requests_done,
+            "requests_cancelled": scheduler.requests_cancelled,
             "queue_depth": scheduler.queue_depth(),
+            "tenant_slot_cap": scheduler.tenant_cap,
+            "max_queued_per_tenant": scheduler.max_queued_per_tenant,
+            "tenants": [load.model_dump() for load in scheduler.tenant_loads()],
+            "incremental_streaming_output": cfg.incremental_streaming_output,
+            "chunked_prefill_size": cfg.prefill_chunk_tokens or -1,
+            "disable_radix_cache": not scheduler.prefix_cache.enabled,
+            "prefix_cache": scheduler.prefix_cache.stats(),
         }
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(scheduler.metrics.render(), media_type=PROMETHEUS_CONTENT_TYPE)
 
     @app.post("/flush_cache")
     async def flush_cache() -> PlainTextResponse:
-        # KV caches live only for the duration of a batch here, so there is nothing
-        # to drop between requests; answer as SGLang does.
+        # Empties the prefix cache (running requests keep the KV they hold); answered as SGLang does.
+        scheduler.flush_cache()
         return PlainTextResponse("Cache flushed.")
 
     @app.post("/update_weights_from_disk")
@@ -195,6 +246,9 @@ def create_engine_app(scheduler: Scheduler, cfg: EngineSettings, *, weight_roots
         if label is not None and not is_safe_version(label):
             return _refused(f"the checkpoint's weight_version {label!r} is not a plain label ([A-Za-z0-9._-])")
         async with update_lock:  # one load at a time; serving continues meanwhile
+            # Rows may still be finishing on the weights before the last update: loading a third copy now would pass
+            # the engine's 2x weight memory budget, so wait for them (serving goes on meanwhile).
+            await scheduler.wait_drained()
             current = scheduler.model
             version = req.weight_version or label or current.weight_version
             started = time.perf_counter()
@@ -340,25 +394,60 @@ class BearerKey:
         return scheme.lower() == b"bearer" and hmac.compare_digest(b"Bearer " + token.strip(), self.expected)
 
 
-async def _stream(scheduler: Scheduler, item: WorkItem):
-    loop = asyncio.get_running_loop()
-    updates: asyncio.Queue[WorkResult] = asyncio.Queue()
-    item.on_progress = lambda snap: loop.call_soon_threadsafe(updates.put_nowait, snap)
-    task = asyncio.ensure_future(scheduler.submit([item]))
+def _tenant(request: Request) -> str | None:
+    """The request's tenant token (X-Openclaw-Tenant), None without one (the system bucket)."""
+    raw = request.headers.get(TENANT_HEADER)
+    if raw is None or not raw.strip():
+        return None
+    token = raw.strip()
+    if len(token) > TENANT_MAX_CHARS or not token.isprintable():
+        raise BadRequest(f"the X-Openclaw-Tenant header must be a printable token of at most {TENANT_MAX_CHARS} chars")
+    return token
+
+
+async def _unless_disconnected(request: Request, work: Any) -> Any:
+    """Await `work`, cancelling it (so the engine drops its rows) if the client disconnects first; None then."""
+    task = asyncio.ensure_future(work)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
+            if done:
+                return task.result()
+            if await request.is_disconnected():
+                log.info("client disconnected; cancelling its generation", path=request.url.path)
+                task.cancel()
+                return None
+    finally:
+        if not task.done():
+            task.cancel()
+
+
+async def _stream(task: asyncio.Future, updates: asyncio.Queue[WorkResult], incremental: bool = False):
+    """Server-sent events: each snapshot (or, `incremental`, each delta) from `updates`, then the final answer of
+    `task` (cancelled if the client leaves, which drops the request's row from the engine's batch). Incremental: the
+    final event carries what the answer adds to the deltas sent (events still queued then are folded into it)."""
+    getter: asyncio.Future | None = None
+    sent_ids = sent_text = 0
     try:
         while True:
             getter = asyncio.ensure_future(updates.get())
             done, _ = await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
             if getter in done:
-                yield f"data: {json.dumps(getter.result().to_wire())}\n\n"
+                event = getter.result()
+                sent_ids += len(event.output_ids)
+                sent_text += len(event.text)
+                yield f"data: {json.dumps(event.to_wire())}\n\n"
                 continue
             getter.cancel()
             while not updates.empty():
-                updates.get_nowait()  # snapshots superseded by the final answer
-            final = task.result()[0]
+                updates.get_nowait()  # superseded by the final answer (incremental: folded into its delta)
+            final = task.result()
+            if incremental:
+                final = final_delta(final, sent_ids, sent_text)
             yield f"data: {json.dumps(final.to_wire())}\n\n"
             yield "data: [DONE]\n\n"
             return
     finally:
-        if not task.done():
-            task.cancel()
+        for pending in (getter, task):
+            if pending is not None and not pending.done():
+                pending.cancel()
