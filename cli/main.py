@@ -92,6 +92,12 @@ def cmd_episodes(args: argparse.Namespace, settings: Settings) -> int:
     return asyncio.run(episodes_command(args, settings))
 
 
+def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
+    from bench.personalization.cli import bench_command
+
+    return bench_command(args, settings)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="openclaw-rl", description="OpenClaw-RL on Temporal: agents that improve by being used."
@@ -151,6 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
     from cli.episodes import add_parser as add_episodes_parser
 
     add_episodes_parser(sub, cmd_episodes)
+    from bench.personalization.cli import add_parser as add_bench_parser
+
+    add_bench_parser(sub, cmd_bench)
     sub.add_parser("config", help="print the effective settings (secrets masked)").set_defaults(
         func=cmd_config, exits_hard=False
     )

@@ -5,6 +5,11 @@ corrections ("wrong", "don't", "you should ..."), complaints and asking the
 same thing again are negative. A tool result is negative when it shows an
 error (tracebacks, error markers, a non-zero exit code), positive otherwise.
 The hint is the corrective sentence of a negative reply.
+
+Style feedback counts as a correction too: a complaint about how the answer reads ("too curt", "looks
+AI-generated", "not helpful") or a request to redo it. The hint prefers directive sentences (instructions:
+"Don't use bold.", "Be more specific.") over complaints, and skips bare redo requests, which say nothing about
+what to change. Asking the same thing again scores -1 but yields no hint: it carries no directive.
 """
 
 from __future__ import annotations
@@ -39,6 +44,22 @@ _NEGATIVE = _Words(
     r"\b(wrong|incorrect|not what i|don'?t|do not|doesn'?t work|didn'?t|stop|try again|you should|should have|"
     r"instead|that'?s not|no,|not correct|mistake|fix (it|this)|please (use|make|do|don'?t)|never|always)\b"
 )
+# Complaints about how an answer reads, and requests to do it over: a user's verdict on style, not on facts.
+_STYLE_COMPLAINT = _Words(
+    r"\b(too (short|long|terse|brief|curt|blunt|bare|vague|formal|robotic|generic|harsh|cold|wordy|verbose|formatted)|"
+    r"(looks|sounds|reads) (totally |obviously |so |very )?(like (an? )?)?(ai|bot|robot|machine)|ai[- ]generated|"
+    r"written by (an? )?(ai|bot|robot)|not helpful|not how|learns nothing|redo|rewrite|write it again|"
+    r"try (that|it) again)\b"
+)
+_REDO_ONLY = re.compile(
+    r"^\W*(can you |could you |please )*(redo|rewrite|write|try) (it|that|this)( over| again)?( please)?\W*$", re.I
+)
+# A sentence that starts with a base-form verb, or with "no X", is an instruction ("Be more specific.", "No bold.").
+_IMPERATIVE = re.compile(
+    r"^\W*(please |just |also |and )?(be|make|keep|use|write|add|mention|give|say|put|skip|avoid|show|explain|lay|"
+    r"bold|include|remove|drop|cut|check|cite|sound|don'?t|do not|never|always|only|stop)\b|^\W*no\s",
+    re.I,
+)
 _CORRECTIVE = _Words(r"\b(should|instead|don'?t|do not|please|use|make sure|always|never|must|need to|rather)\b")
 # A tool result can be megabytes, so no alternative may backtrack over a run of text. A word ending in "error"
 # or "exception" (KeyError) is found by its ending: the former leading `\w*` matched the same texts but re-scanned
@@ -49,8 +70,13 @@ _TOOL_ERROR = _Words(
     r"traceback \(most recent call last\)|error\b|exception\b|failed\b(?<!\wfailed)|not found|permission denied|"
     r"no such file|command not found|timed out"
 )
+_RETURNCODE = re.compile(r"\[user\] <returncode>(-?\d+)</returncode>")
+"""The next state of a mini-swe-agent step (envs.swe), as the step judge's view shows it."""
 _EXIT_CODE = re.compile(r"exit(?:ed with)?(?: code| status)?[:= ]+(-?\d+)", re.I)
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
+
+
+_ASKED_AGAIN = "the user asked the same thing again"
 
 
 def _norm(text: str) -> str:
@@ -68,8 +94,9 @@ class HeuristicJudge:
             return 1, "the tool call ran without an error"
         text = ctx.next_state
         if ctx.previous_user and (norm := _norm(text)) and norm == _norm(ctx.previous_user):
-            return -1, "the user asked the same thing again"
-        neg, pos = bool(_NEGATIVE.search(text)), bool(_POSITIVE.search(text))
+            return -1, _ASKED_AGAIN
+        neg = bool(_NEGATIVE.search(text) or _STYLE_COMPLAINT.search(text))
+        pos = bool(_POSITIVE.search(text))
         if neg and not pos:
             return -1, "the user corrected the assistant"
         if pos and not neg:
@@ -87,6 +114,10 @@ class HeuristicJudge:
         if previous is not None and cur.tool_calls not in ("", "[]") and cur.tool_calls == previous.tool_calls:
             return -1, "the step repeats the previous one"
         if cur.tool_calls in ("", "[]"):
+            if cur.tool_results.startswith("[user] Format error"):
+                return -1, "the reply broke the action format"
+            if (code := _RETURNCODE.match(cur.tool_results)) is not None:  # an SWE step: one command, its return code
+                return (1, "the command ran without an error") if code.group(1) == "0" else (-1, "the command failed")
             return (1, "the agent gave its answer") if cur.assistant_text.strip() else (-1, "an empty step")
         return 1, "the tool calls ran without an error"
 
@@ -102,6 +133,8 @@ class HeuristicJudge:
         score, why = self.score(ctx)
         if score >= 0:
             return f"Heuristic judge: {why}; no hindsight to extract. \\boxed{{-1}}"
+        if ctx.next_state_role != "tool" and why == _ASKED_AGAIN:
+            return f"Heuristic judge: {why}, which says nothing about what to change. \\boxed{{-1}}"
         if ctx.next_state_role == "tool":
             # The last error line says most (a traceback ends with the exception).
             lines = [ln.strip() for ln in ctx.next_state.splitlines() if not ln.lower().startswith("traceback")]
@@ -112,8 +145,10 @@ class HeuristicJudge:
             )
         else:
             sentences = [s.strip() for s in _SENTENCE.findall(ctx.next_state) if s.strip()]
-            corrective = [s for s in sentences if _CORRECTIVE.search(s) or _NEGATIVE.search(s)]
-            hint = " ".join((corrective or sentences)[:2])
+            sentences = [s for s in sentences if not _REDO_ONLY.match(s)] or sentences
+            directive = [s for s in sentences if _IMPERATIVE.match(s) or _CORRECTIVE.search(s)]
+            complaint = [s for s in sentences if _NEGATIVE.search(s) or _STYLE_COMPLAINT.search(s)]
+            hint = " ".join((directive or complaint or sentences)[:2])
         return f"Heuristic judge: {why}. \\boxed{{1}} [HINT_START]{hint}[HINT_END]"
 
     async def aclose(self) -> None:

@@ -1,0 +1,6 @@
+"""The paper's Table 3 (section 5.3), reproducible on a laptop.
+
+A small base policy that follows a style instruction and otherwise mixes styles (`basemodel`), simulated users who
+want one style (`users`), a scorer of first answers on the paper's 0/0.25/0.5/0.75/1 scale (`scorer`), and the
+driver that runs the real stack with them and reports the table, a learning curve and a JSON (`runner`).
+"""
