@@ -210,10 +210,14 @@ def test_side_calls_are_recorded_but_never_pair(chat_stack, alice):
 def test_session_done_ends_the_workflow_and_a_new_request_starts_a_new_run(chat_stack, alice):
     c = client(chat_stack, alice)
     sid = f"done-{uuid.uuid4().hex[:8]}"
-    msgs = [{"role": "user", "content": "bye"}]
-    c.chat.completions.create(model="policy", messages=msgs, max_tokens=4, extra_headers={"X-Session-Id": sid})
-    c.chat.completions.create(
-        model="policy", messages=msgs, max_tokens=4, extra_headers={"X-Session-Id": sid, "X-Session-Done": "true"}
+    msgs = [{"role": "user", "content": "hello"}]
+    first = c.chat.completions.create(model="policy", messages=msgs, max_tokens=4, extra_headers={"X-Session-Id": sid})
+    reply = {"role": "assistant", "content": first.choices[0].message.content or ""}
+    c.chat.completions.create(  # the user's reply (the same request again would be a retry, not a reply)
+        model="policy",
+        messages=msgs + [reply, {"role": "user", "content": "bye"}],
+        max_tokens=4,
+        extra_headers={"X-Session-Id": sid, "X-Session-Done": "true"},
     )
     log = _wait_status(chat_stack, alice, sid, "completed")
     assert log["closed_reason"] == "client"

@@ -358,6 +358,10 @@ async def test_one_rollout_mixes_all_four_settings_and_feeds_one_train_step(agen
     }
     assert {s: len(ids) for s, ids in published.items()} == {s: progress.per_setting[s].published for s in settings}
 
+    # every entry each stream holds now (earlier tests of this module published terminal samples too)
+    in_stream = {
+        s: {json.loads(f[b"meta"])["sample_id"] for _, f in r.xrange(redis_keys.sample_stream(s))} for s in settings
+    }
     cli(stack, "train", "start")
     trained = stack.data_dir / "records" / "trained.jsonl"
     deadline = time.monotonic() + 300
@@ -369,7 +373,12 @@ async def test_one_rollout_mixes_all_four_settings_and_feeds_one_train_step(agen
     ids = set(step["sample_ids"])
     mixed = {s: len(ids & published[s]) for s in settings}
     print(f"train step 1: {len(ids)} samples, of this rollout's by setting {mixed}; published {published_n(progress)}")
-    assert all(mixed.values()), mixed
+    by_source = {s: len(ids & in_stream[s]) for s in settings}
+    assert sum(by_source.values()) == len(ids) == 8, by_source  # the batch size, not a count per stream
+    assert all(by_source.values()), by_source  # every setting's stream fed the step, by its weight
+    if len(settings) == 4:
+        assert by_source == {s: 2 for s in settings}, by_source  # weighted alike: 2 of 8 each
+    assert all(mixed[s] for s in settings if s != "terminal"), mixed  # this rollout's samples among them
     deadline = time.monotonic() + 120
     while r.get(redis_keys.POLICY_VERSION) != b"1":  # published: the servers load it, then the version is set
         assert time.monotonic() < deadline, "version 1 never published"

@@ -174,7 +174,7 @@ def test_config_prints_effective_settings_with_secrets_masked(tmp_path):
     cfg = json.loads(res.stdout)
     assert (
         cfg["api"]["port"] == int(env["OPENCLAW_RL_API__PORT"])
-        and cfg["redis"]["url"] == "redis://**********@db:6379/0"
+        and cfg["redis"]["url"] == "redis://user:****@db:6379/0"  # masked as the start-up banner masks it
     )
 
 
