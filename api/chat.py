@@ -22,6 +22,8 @@ import structlog
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import ValidationError
+from redis.exceptions import RedisError
+from temporalio.service import RPCError
 
 from api import idempotency, prefix_links
 from api.auth import Caller, authenticate
@@ -296,7 +298,8 @@ async def _ran_in_an_earlier_run(app: FastAPI, t: _Turn) -> TurnResult | None:
         )
         await idempotency.save_result(app.state.redis, t.key_turn_id, t.record, result)
         return result
-    except Exception as exc:  # the lookup is a shortcut: without it the retry is sent as before
+    except (RPCError, RuntimeError, RedisError, OSError, ValidationError) as exc:  # Temporal, the store, an old record
+        # The lookup is a shortcut: without it the retry is sent as an update, as before.
         log.warning("could not look the retried turn up", turn_id=t.turn_id, error=f"{type(exc).__name__}: {exc}")
         return None
 
@@ -307,7 +310,7 @@ async def _move_on(app: FastAPI, t: _Turn) -> None:
     again."""
     try:
         await idempotency.move_on(app.state.redis, t.key_turn_id, t.record)
-    except Exception as exc:
+    except (RedisError, OSError) as exc:
         log.warning("could not let the key retry", turn_id=t.turn_id, error=f"{type(exc).__name__}: {exc}")
 
 
