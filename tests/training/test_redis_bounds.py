@@ -15,6 +15,23 @@ from openclaw_rl.turn_data import TurnTokens, save_floats, save_turn_tokens
 from tests.training.test_train_step_activity import publish, settings_for, valkey  # noqa: F401 (fixture)
 
 
+def _publish_input() -> PublishInput:
+    """A judged turn t1 of session/u/s, ready to publish as a binary sample."""
+    return PublishInput(
+        sample_id="session/u/s#0",
+        session_key="session/u/s",
+        source="personal",
+        method=Method.BINARY,
+        user_id="u",
+        session_id="s",
+        turn_id="t1",
+        turn_index=0,
+        policy_version="0",
+        has_next_state=True,
+        judge=JudgeSummary(judge="test", prm_votes=[1], eval_score=1),
+    )
+
+
 async def test_every_per_turn_key_of_a_published_sample_expires(tmp_path, valkey, tiny_model):  # noqa: F811
     settings = settings_for(tmp_path, valkey, tiny_model)
     settings.redis.data_ttl_s = ttl_s = 2 * 3600  # the setting, not the default, bounds every key
@@ -33,19 +50,7 @@ async def test_every_per_turn_key_of_a_published_sample_expires(tmp_path, valkey
     )
     await save_floats(r, redis_keys.teacher_logprobs("t1"), [-0.5, -0.5], ttl_s=ttl_s)
     acts = LearningActivities(settings)
-    inp = PublishInput(
-        sample_id="session/u/s#0",
-        session_key="session/u/s",
-        source="personal",
-        method=Method.BINARY,
-        user_id="u",
-        session_id="s",
-        turn_id="t1",
-        turn_index=0,
-        policy_version="0",
-        has_next_state=True,
-        judge=JudgeSummary(judge="test", prm_votes=[1], eval_score=1),
-    )
+    inp = _publish_input()
     result = await ActivityEnvironment().run(acts.publish_sample, inp)
     assert result.published
     for key in (
@@ -88,19 +93,7 @@ async def test_a_store_outage_is_a_retryable_typed_failure(tmp_path, tiny_model)
     from tests.helpers import free_port
 
     acts = LearningActivities(settings_for(tmp_path, free_port(), tiny_model))  # nothing listens there
-    inp = PublishInput(
-        sample_id="session/u/s#0",
-        session_key="session/u/s",
-        source="personal",
-        method=Method.BINARY,
-        user_id="u",
-        session_id="s",
-        turn_id="t1",
-        turn_index=0,
-        policy_version="0",
-        has_next_state=True,
-        judge=JudgeSummary(judge="test", prm_votes=[1], eval_score=1),
-    )
+    inp = _publish_input()
     try:
         await ActivityEnvironment().run(acts.publish_sample, inp)
     except ApplicationError as exc:
