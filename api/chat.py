@@ -400,13 +400,11 @@ async def _sse(
         return f"data: {c.model_dump_json(exclude_none=True)}\n\n"
 
     splitter = StreamingSplitter()
-    text = ""
     try:
         yield chunk(Delta(role="assistant", content=""))
         delta = first
         while delta is not None:
-            text += delta
-            r, c = splitter.feed(text)
+            r, c = splitter.push(delta)
             if r or c:
                 yield chunk(Delta(reasoning_content=r or None, content=c or None))
             delta = await anext(tokens, None)

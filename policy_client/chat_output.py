@@ -87,50 +87,124 @@ def generate_output(
 
 
 class StreamingSplitter:
-    """Splits cumulative output text into reasoning and content deltas as it grows.
+    """Splits output text, pushed as it grows, into reasoning and content deltas, in linear time.
 
-    Text that might still become a tag (`<thi`, `<tool_ca`) is held back until it
-    is decided. Everything from the first `<tool_call>` on is withheld: tool calls
-    are sent whole once the turn ends, and `finish` returns any content the final
-    parse kept (e.g. a malformed block).
+    Text that might still become a tag (`<thi`, `</thi`, `<tool_ca`) is held back until it
+    is decided, and so is trailing whitespace (the final parse strips it before tool calls
+    and after reasoning). Everything from the first `<tool_call>` on is withheld: tool calls
+    are sent whole once the turn ends, and `finish` returns any content the final parse
+    kept (e.g. a malformed block). Each push looks only at the new text and the few
+    characters before it, so a long answer costs O(length), not O(length^2).
     """
 
     def __init__(self) -> None:
-        self.sent_reasoning = ""
-        self.sent_content = ""
+        self._text = ""
+        self._sent = {"reasoning": 0, "content": 0}  # characters of each already sent, from its start
+        self._mode: str | None = None  # None: undecided, "think": inside <think>, "content"
+        self._lead = 0  # end of the leading whitespace (while undecided)
+        self._reasoning_start: int | None = None  # after `<think>` and its newlines
+        self._body_start: int | None = None  # where content begins
+        self._close_scan = 0  # where the next search for </think> may start
+        self._call_scan = 0  # where the next search for <tool_call> may start
+        self._cut = -1  # index of the first <tool_call>, once seen
 
-    def feed(self, cumulative: str) -> tuple[str, str]:
-        """(reasoning delta, content delta) safe to send now."""
-        reasoning, body = self._split_partial(cumulative)
-        cut = body.find(CALL_OPEN)
-        visible = body if cut < 0 else body[:cut]
-        visible = _hold_partial_tag(visible, (CALL_OPEN,)) if cut < 0 else visible
-        # Trailing whitespace waits: the final parse strips it before tool calls and after reasoning.
-        return self._advance((reasoning or "").rstrip(), visible.rstrip())
+    def push(self, delta: str) -> tuple[str, str]:
+        """(reasoning delta, content delta) safe to send now, after `delta` arrived."""
+        # Rebind through a local so CPython can grow the string in place instead of copying it per push.
+        text, self._text = self._text, ""
+        text += delta
+        self._text = text
+        if self._mode is None and not self._decide():
+            return "", ""
+        reasoning = self._reasoning_delta() if self._reasoning_start is not None else ""
+        content = self._content_delta() if self._mode == "content" else ""
+        return reasoning, content
 
     def finish(self, final: ParsedCompletion) -> tuple[str, str]:
         return self._advance(final.reasoning or "", final.content)
 
-    def _split_partial(self, text: str) -> tuple[str | None, str]:
-        stripped = text.lstrip()
-        if stripped.startswith(THINK_OPEN) and THINK_CLOSE not in text:
-            return _hold_partial_tag(stripped[len(THINK_OPEN) :].lstrip("\n"), (THINK_CLOSE,)), ""
-        if not stripped or THINK_OPEN.startswith(stripped):
-            return None, ""  # might be the start of <think>
-        return split_reasoning(text)
+    @property
+    def sent_reasoning(self) -> str:
+        start = self._reasoning_start or 0
+        return self._text[start : start + self._sent["reasoning"]]
+
+    @property
+    def sent_content(self) -> str:
+        start = self._body_start or 0
+        return self._text[start : start + self._sent["content"]]
+
+    def _decide(self) -> bool:
+        """Whether the output opens with <think>; False while that is not yet known."""
+        text = self._text
+        while self._lead < len(text) and text[self._lead].isspace():
+            self._lead += 1
+        head = text[self._lead : self._lead + len(THINK_OPEN)]
+        if not head or (len(head) < len(THINK_OPEN) and THINK_OPEN.startswith(head)):
+            return False
+        if head == THINK_OPEN:
+            self._mode = "think"
+            self._reasoning_start = self._close_scan = self._lead + len(THINK_OPEN)
+        else:
+            self._mode, self._body_start = "content", 0  # no reasoning: the content is the text as written
+        return True
+
+    def _reasoning_delta(self) -> str:
+        text, start = self._text, self._reasoning_start
+        assert start is not None
+        if self._mode == "think":
+            close = text.find(THINK_CLOSE, self._close_scan)
+            if close < 0:
+                self._close_scan = max(self._close_scan, len(text) - len(THINK_CLOSE) + 1)
+                end = len(text) - _partial_tag_len(text, THINK_CLOSE, start)
+            else:
+                self._mode, end = "content", close
+                self._body_start = self._call_scan = close + len(THINK_CLOSE)
+        else:
+            return ""  # closed on an earlier push; its tail was sent then
+        if not self._sent["reasoning"]:  # newlines right after <think> are not reasoning
+            while start < end and text[start] == "\n":
+                start += 1
+            self._reasoning_start = start
+        return self._take(text, start, end, "reasoning")
+
+    def _content_delta(self) -> str:
+        text = self._text
+        if self._body_start is None:
+            return ""
+        if self._reasoning_start is not None and not self._sent["content"]:  # newlines right after </think>
+            while self._body_start < len(text) and text[self._body_start] == "\n":
+                self._body_start += 1
+                self._call_scan = max(self._call_scan, self._body_start)
+        start = self._body_start
+        if self._cut < 0:
+            self._cut = text.find(CALL_OPEN, self._call_scan)
+            self._call_scan = max(self._call_scan, len(text) - len(CALL_OPEN) + 1)
+        end = self._cut if self._cut >= 0 else len(text) - _partial_tag_len(text, CALL_OPEN, start)
+        return self._take(text, start, end, "content")
+
+    def _take(self, text: str, start: int, end: int, part: str) -> str:
+        """The new part of text[start:end] without trailing whitespace, recorded as sent."""
+        begin = start + self._sent[part]
+        while end > begin and text[end - 1].isspace():
+            end -= 1
+        if end <= begin:
+            return ""
+        self._sent[part] += end - begin
+        return text[begin:end]
 
     def _advance(self, reasoning: str, content: str) -> tuple[str, str]:
-        r_delta = reasoning[len(self.sent_reasoning) :] if reasoning.startswith(self.sent_reasoning) else ""
-        c_delta = content[len(self.sent_content) :] if content.startswith(self.sent_content) else ""
-        self.sent_reasoning += r_delta
-        self.sent_content += c_delta
+        """The rest of the final parse, where it extends what was sent (called once, at the end)."""
+        sent_r, sent_c = self.sent_reasoning, self.sent_content
+        r_delta = reasoning[len(sent_r) :] if reasoning.startswith(sent_r) else ""
+        c_delta = content[len(sent_c) :] if content.startswith(sent_c) else ""
+        self._sent["reasoning"] += len(r_delta)
+        self._sent["content"] += len(c_delta)
         return r_delta, c_delta
 
 
-def _hold_partial_tag(text: str, tags: tuple[str, ...]) -> str:
-    """`text` without a trailing fragment that could be the start of one of `tags`."""
-    for tag in tags:
-        for n in range(min(len(tag) - 1, len(text)), 0, -1):
-            if text.endswith(tag[:n]):
-                return text[:-n]
-    return text
+def _partial_tag_len(text: str, tag: str, floor: int) -> int:
+    """Length of a trailing fragment of `text` (after index `floor`) that could be the start of `tag`."""
+    for n in range(min(len(tag) - 1, len(text) - floor), 0, -1):
+        if text.endswith(tag[:n]):
+            return n
+    return 0

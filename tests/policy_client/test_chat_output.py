@@ -24,8 +24,8 @@ def test_plain_text_is_untouched():
 
 def _stream(text: str, step: int) -> tuple[str, str, StreamingSplitter]:
     s, reasoning, content = StreamingSplitter(), "", ""
-    for end in range(step, len(text) + step, step):
-        r, c = s.feed(text[:end])
+    for begin in range(0, len(text), step):
+        r, c = s.push(text[begin : begin + step])
         reasoning, content = reasoning + r, content + c
     r, c = s.finish(parse_completion(text, "t"))
     return reasoning + r, content + c, s
@@ -45,6 +45,25 @@ def test_streamed_deltas_add_up_to_the_final_parse_at_any_chunking():
 
 def test_partial_tags_are_held_back_until_decided():
     s = StreamingSplitter()
-    assert s.feed("<thi") == ("", "")
-    assert s.feed("hello <tool_ca") == ("", "hello")
-    assert s.feed("hello <b>") == ("", " <b>")
+    assert s.push("  <thi") == ("", "")
+    assert s.push("nk>\n\nidea </th") == ("idea", "")
+    assert s.push("ink>\n\nhello <tool_ca") == ("", "hello")
+    assert s.push("ke>") == ("", " <tool_cake>")
+
+
+def test_content_after_a_tool_call_is_withheld_until_the_end():
+    s = StreamingSplitter()
+    assert s.push("Sure.  ") == ("", "Sure.")
+    assert s.push('<tool_call>{"name": "x"') == ("", "")
+    assert s.push("}</tool_call> trailing") == ("", "")
+    text = 'Sure.  <tool_call>{"name": "x"}</tool_call> trailing'
+    assert s.finish(parse_completion(text, "t")) == ("", "   trailing")  # the parse joins the text around the call
+
+
+def test_long_output_streams_without_rescanning_what_was_sent():
+    """Every push inspects only the new text (and a tag's length before it): 20,000 tokens take linear work."""
+    s, sent = StreamingSplitter(), []
+    for i in range(20_000):
+        sent.append(s.push(f"w{i} ")[1])
+    assert "".join(sent) == " ".join(f"w{i}" for i in range(20_000))
+    assert s._call_scan >= len(s._text) - len("<tool_call>")
