@@ -8,6 +8,7 @@ trainer later sees.
 from __future__ import annotations
 
 import re
+import threading
 from collections import OrderedDict
 from functools import lru_cache
 from pathlib import Path
@@ -28,6 +29,7 @@ class ChatRenderer:
         self._boundary = _special_token_boundary(self.tokenizer)
         self._segments: OrderedDict[str, list[int]] = OrderedDict()
         self._cached_chars = 0
+        self._lock = threading.Lock()  # activities render from worker threads
 
     def render_text(
         self,
@@ -67,17 +69,20 @@ class ChatRenderer:
         return ids
 
     def _segment_ids(self, segment: str) -> list[int]:
-        cached = self._segments.get(segment)
-        if cached is not None:
-            self._segments.move_to_end(segment)
-            return cached
+        with self._lock:
+            cached = self._segments.get(segment)
+            if cached is not None:
+                self._segments.move_to_end(segment)
+                return cached
         ids = self.tokenizer.encode(segment, add_special_tokens=False)
         if len(segment) <= SEGMENT_CACHE_CHARS // 4:
-            self._segments[segment] = ids
-            self._cached_chars += len(segment)
-            while self._cached_chars > SEGMENT_CACHE_CHARS:
-                old, _ = self._segments.popitem(last=False)
-                self._cached_chars -= len(old)
+            with self._lock:
+                if segment not in self._segments:
+                    self._segments[segment] = ids
+                    self._cached_chars += len(segment)
+                while self._cached_chars > SEGMENT_CACHE_CHARS:
+                    old, _ = self._segments.popitem(last=False)
+                    self._cached_chars -= len(old)
         return ids
 
     def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
