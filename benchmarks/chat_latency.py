@@ -8,7 +8,9 @@ temporary data directory, then times the same greedy generations two ways:
   - straight to the engine: POST /generate with the same prompt ids, rendered
     once up front, the same sampling and stop tokens.
 Both sequentially (one session) and with 16 sessions talking at once; prints
-p50/p99 of each and the difference.
+p50/p99 of each and the difference. A peer column times the same load on plain
+Hugging Face `generate` with static batching (benchmarks/hf_peer.py), after the
+stack has stopped: what a user would otherwise run on a CPU.
 
     .venv/bin/python benchmarks/chat_latency.py [--turns 40] [--tokens 16] [--system-chars 2000]
         [--turns-per-session N] [--real-openclaw-shape]
@@ -47,7 +49,7 @@ class Bench:
     def __init__(self, stack: RunningStack, key: str, model: Path, tokens: int, system: str):
         from policy_client.chat import renderer_for
 
-        self.stack, self.tokens, self.system = stack, tokens, system
+        self.stack, self.tokens, self.system, self.model = stack, tokens, system, model
         self.renderer = renderer_for(str(model))
         self.stop_ids = [self.renderer.tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")]
         self.http = httpx.AsyncClient(timeout=1200, limits=httpx.Limits(max_connections=64))
@@ -101,6 +103,21 @@ class Bench:
         self.per_turn.setdefault(turn, []).append((took, meta.get("cached_tokens", 0) / meta["prompt_tokens"]))
         self.remember(session, turn, r.json()["text"])
         return took
+
+    def peer(self, sessions: int, turns: int) -> list[float]:
+        """The same sessions on plain HF generate: each round's turns of all sessions in one static batch."""
+        from benchmarks.hf_peer import HfPeer
+
+        peer = HfPeer(self.model, self.tokens, self.stop_ids)
+        sids = [f"peer-{s}" for s in range(sessions)]
+        latencies: list[float] = []
+        for turn in range(turns):
+            prompts = [self.renderer.render(self.messages(sid, turn)) for sid in sids]
+            took, answers = peer.generate(prompts)
+            latencies += [took] * sessions
+            for sid, ids in zip(sids, answers):
+                self.remember(sid, turn, self.renderer.decode(ids))
+        return latencies
 
     async def run(self, how, sessions: int, turns: int) -> list[float]:
         async def one_session(s: int) -> list[float]:
@@ -175,13 +192,15 @@ def main() -> None:
         results = asyncio.run(measure(bench, args.turns, args.turns_per_session))
     finally:
         stack.stop()
+    per16 = args.turns_per_session or max(2, args.turns // 8)
+    peers = {"sequential": bench.peer(1, args.turns), "16 sessions": bench.peer(16, per16)}
     print(
         f"tiny Qwen3, {args.tokens} tokens/turn greedy, system prompt {args.system_chars} chars, "
         f"learning {'on' if args.with_learning else 'off'}, cpu cores: {os.cpu_count()}"
     )
     print(
         f"{'':<14}{'endpoint p50':>14}{'engine p50':>12}{'added p50':>11}"
-        f"{'endpoint p99':>14}{'engine p99':>12}{'added p99':>11}"
+        f"{'endpoint p99':>14}{'engine p99':>12}{'added p99':>11}{'HF generate p50 / p99':>24}"
     )
     for label, (endpoint, direct) in results.items():
         e50, d50, e99, d99 = (
@@ -192,7 +211,8 @@ def main() -> None:
         )
         print(
             f"{label:<14}{e50:>12.1f}ms{d50:>10.1f}ms{e50 - d50:>9.1f}ms"
-            f"{e99:>12.1f}ms{d99:>10.1f}ms{e99 - d99:>9.1f}ms   "
+            f"{e99:>12.1f}ms{d99:>10.1f}ms{e99 - d99:>9.1f}ms"
+            f"{pct(peers[label], 0.5) * 1000:>13.1f} / {pct(peers[label], 0.99) * 1000:.1f}ms   "
             f"(n={len(endpoint)}, mean added "
             f"{statistics.mean(endpoint) * 1000 - statistics.mean(direct) * 1000:.1f} ms)"
         )
