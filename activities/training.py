@@ -4,6 +4,11 @@ The workflow carries only stream entry ids. Entries are acknowledged after the
 new weights are served, so a crash anywhere before that re-trains the same ids
 from the last checkpoint, never different ones and never twice: `train_step`
 finds a checkpoint already written for this batch and returns it as is.
+
+Publication (`training.weight_sync.mode`): disk, every server loads the saved
+checkpoint; distributed, the trainer in this process broadcasts its weights to
+the servers over a process group kept across versions (trainers.weight_sync),
+generation paused in place meanwhile, and falls back to disk on any failure.
 """
 
 from __future__ import annotations
@@ -60,10 +65,12 @@ from openclaw_rl.checkpoints import (
 from openclaw_rl.samples import decode_sample
 from openclaw_rl.settings import Settings
 from policy_client import PolicyClient
+from policy_client.weight_sync import WeightSyncClient, WeightSyncError
 from rlmath.loss import LossConfig
 from trainers import backend_class
 from trainers.base import CheckpointCorrupt, PolicyTrainer, TrainerConfig
 from trainers.lora import LoraConfig
+from trainers.weight_sync import GenerationStillPaused, WeightBroadcaster, hf_state_dict
 
 log = structlog.get_logger(__name__)
 
@@ -85,6 +92,7 @@ class TrainingActivities:
         # running in its thread; the retry waits for it, then finds its checkpoint.
         self._step_lock = asyncio.Lock()
         self._load_lock = threading.Lock()
+        self._broadcaster: WeightBroadcaster | None = None  # distributed weight sync: its group outlives a version
         # Load the trainer now, at the newest checkpoint (the version the next step trains from), so the first
         # step does not pay for it: while it loads, samples pile up and the oldest go stale before training.
         threading.Thread(target=self._preload, name="trainer-preload", daemon=True).start()
@@ -96,6 +104,9 @@ class TrainingActivities:
             log.warning("trainer preload failed", error=str(exc))
 
     async def aclose(self) -> None:
+        if self._broadcaster is not None:
+            await self._broadcaster.close()
+            await self._broadcaster.client.aclose()
         await self.redis.aclose()
 
     # ---- claim --------------------------------------------------------------
@@ -308,13 +319,11 @@ class TrainingActivities:
             return await self._publish(inp)
 
     async def _publish(self, inp: PublishWeightsInput) -> list[str]:
-        async with PolicyClient.from_settings(self.settings) as client:
-            results = await client.update_weights_from_disk(inp.checkpoint, weight_version=str(inp.version))
-        failed = [r.message for r in results if not r.success]
-        if failed:
-            raise ApplicationError(
-                f"a policy server refused version {inp.version}: {failed}", type=ErrorType.WEIGHT_LOAD_FAILED
-            )
+        messages = None
+        if self.settings.training.weight_sync.mode == "distributed":
+            messages = await self._publish_distributed(inp)
+        if messages is None:
+            messages = await self._publish_from_disk(inp)
         # The serving side's signal: the version key and an update entry, together.
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.set(redis_keys.POLICY_VERSION, str(inp.version))
@@ -325,7 +334,56 @@ class TrainingActivities:
                 approximate=True,
             )
             await pipe.execute()
+        return messages
+
+    async def _publish_from_disk(self, inp: PublishWeightsInput) -> list[str]:
+        async with PolicyClient.from_settings(self.settings) as client:
+            results = await client.update_weights_from_disk(inp.checkpoint, weight_version=str(inp.version))
+        failed = [r.message for r in results if not r.success]
+        if failed:
+            raise ApplicationError(
+                f"a policy server refused version {inp.version}: {failed}", type=ErrorType.WEIGHT_LOAD_FAILED
+            )
         return [r.message for r in results]
+
+    async def _publish_distributed(self, inp: PublishWeightsInput) -> list[str] | None:
+        """Broadcast the in-memory trainer's weights as `inp.version`; None when the checkpoint must be loaded from
+        disk instead (the trainer here is not at that version, or the sync failed: logged, generation continued)."""
+        async with self._step_lock:  # the weights must not move while they are on the wire
+            trainer = self.trainer
+            if trainer is None or self.trainer_version != inp.version:
+                log.info(
+                    "distributed weight sync: this process does not hold the version; the servers load it from disk",
+                    version=inp.version,
+                    trainer_version=self.trainer_version,
+                )
+                return None
+            broadcaster = self._broadcaster_for(trainer)
+            try:
+                state = await asyncio.to_thread(hf_state_dict, trainer)
+                await broadcaster.publish(state, str(inp.version))
+            except GenerationStillPaused as exc:
+                # Falling back to disk would not help: a server may be holding its requests. Retrying sends the
+                # version again and continues generation again.
+                raise ApplicationError(
+                    f"version {inp.version}: a policy server could not be told to continue generation: {exc}",
+                    type=ErrorType.WEIGHT_LOAD_FAILED,
+                ) from exc
+            except (WeightSyncError, TypeError) as exc:
+                log.warning(
+                    "distributed weight sync failed; the servers load the checkpoint from disk",
+                    version=inp.version,
+                    error=str(exc),
+                )
+                return None
+        return [f"version {inp.version} broadcast to {len(broadcaster.client.urls)} servers ({broadcaster.group_name})"]
+
+    def _broadcaster_for(self, trainer: PolicyTrainer) -> WeightBroadcaster:
+        if self._broadcaster is None:
+            self._broadcaster = WeightBroadcaster(
+                self.settings.training.weight_sync, WeightSyncClient.from_settings(self.settings), trainer.device
+            )
+        return self._broadcaster
 
     @activity.defn(name=EXPORT_CHECKPOINT.name)
     async def export_checkpoint(self, inp: ExportInput) -> SavedCheckpoint:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -88,6 +88,33 @@ def load_model(
             eos.update(int(x) for x in source)
     vocab = model.get_output_embeddings().weight.shape[0]
     return LoadedModel(model, tokenizer, path, dev, weight_version, frozenset(eos), vocab)
+
+
+@dataclass(frozen=True)
+class WeightSpec:
+    """What a tensor sent for a parameter must be: its shape; the served dtype; its storage (tied weights share one)."""
+
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    storage: int
+
+
+def weight_specs(lm: LoadedModel) -> dict[str, WeightSpec]:
+    """Every weight of the served model under its Hugging Face name (tied weights appear under each of their names)."""
+    return {
+        name: WeightSpec(tuple(t.shape), t.dtype, t.untyped_storage().data_ptr())
+        for name, t in lm.model.state_dict().items()
+    }
+
+
+@torch.inference_mode()
+def apply_weights(lm: LoadedModel, tensors: dict[str, torch.Tensor], weight_version: str) -> LoadedModel:
+    """Copy `tensors` (checked against `weight_specs`, already in the served dtype and device) into the served model
+    in place; the same model labelled `weight_version`. Runs on the engine thread between forward passes."""
+    state = lm.model.state_dict()
+    for name, tensor in tensors.items():
+        state[name].copy_(tensor)
+    return replace(lm, weight_version=weight_version)
 
 
 @dataclass
@@ -310,6 +337,20 @@ class DecodeBatch:
         """Drop every row and pending prefill (after a failed forward pass: the cache may be half-updated)."""
         self.pending.clear()
         self._clear_rows()
+
+    def abort_all(self, message: str) -> list[tuple[WorkItem, WorkResult]]:
+        """End every row and pending prefill now (SGLang's abort): each answer carries what was generated so far and
+        finish_reason abort. The batch is left empty."""
+        rows = self.rows + [p.row for p in self.pending]
+        inputs = self.inputs + [(None, None)] * len(self.pending)
+        lens = self.prompt_lens + [len(p.row.item.input_ids) for p in self.pending]
+        starts = self.starts + [p.started for p in self.pending]
+        out = []
+        for row, inp, length, start in zip(rows, inputs, lens, starts):
+            row.finish = FinishReason(type="abort", message=message)
+            out.append((row.item, _result(self.lm, row, inp, length, start, final=True)))
+        self.reset()
+        return out
 
     def __len__(self) -> int:
         """Requests this batch holds: decoding rows and prompts still being prefilled."""
@@ -735,6 +776,20 @@ def _progress(lm: LoadedModel, row: _Row, inputs: tuple, prompt_len: int, start:
         e2e_latency=time.time() - it.received_at,
         cached_tokens=row.cached_tokens,
         completion_tokens=len(row.out),
+    )
+
+
+def aborted_before_start(item: WorkItem, lm: LoadedModel, message: str) -> WorkResult:
+    """The answer of a request aborted while it waited for a slot: no tokens, finish_reason abort."""
+    return WorkResult(
+        rid=item.rid,
+        text="",
+        output_ids=[],
+        prompt_tokens=len(item.input_ids),
+        finish_reason=FinishReason(type="abort", message=message),
+        weight_version=lm.weight_version,
+        output_token_logprobs=[] if item.return_logprob else None,
+        e2e_latency=time.time() - item.received_at,
     )
 
 

@@ -27,6 +27,18 @@ that arrives while an older batch still drains and the current batch is busy
 waits for the drain (serving continues on the current weights meanwhile), and
 `wait_drained` lets a caller hold off loading yet another copy until then. The
 `max_batch_size` slots are shared by both batches (it bounds compute).
+
+Weights received over a process group (`commit_weights`) are copied into the
+served model in place, between two forward passes: no second copy of the model
+is held, and rows running at that moment go on decoding on the new weights (as
+SGLang does after an in-place pause), reporting the new weight_version. Their
+KV, computed on the old weights, stays theirs; the prefix cache starts afresh.
+
+Pausing (`pause`, SGLang's /pause_generation) stops stepping both batches and
+admitting from the queues; requests keep arriving and wait. In-place pause
+holds the running rows with their KV until `resume`; mode abort ends every
+running and waiting request with finish_reason abort. Weight swaps and commits
+still apply while paused, which is what pausing is for.
 """
 
 from __future__ import annotations
@@ -44,7 +56,7 @@ import structlog
 import torch
 from pydantic import BaseModel
 
-from engine.model_runner import DecodeBatch, LoadedModel, WorkItem, WorkResult
+from engine.model_runner import DecodeBatch, LoadedModel, WorkItem, WorkResult, aborted_before_start, apply_weights
 from engine.prefix_cache import PrefixCache
 from openclaw_rl.prometheus import Registry
 
@@ -109,6 +121,9 @@ class Scheduler:
         self._arrived = threading.Condition(self._lock)
         self._swap: tuple[LoadedModel, concurrent.futures.Future] | None = None
         self._swap_lock = threading.Lock()
+        # Requests for the engine thread, applied between forward passes: pause / resume / abort, and in-place commits.
+        self._controls: deque[tuple[str, object, concurrent.futures.Future]] = deque()
+        self.paused = False
         self._stop = threading.Event()
         self._generator = torch.Generator(device=model.device).manual_seed(seed)
         self._thread = threading.Thread(target=self._loop, name="engine", daemon=True)
@@ -258,6 +273,103 @@ class Scheduler:
             self._arrived.notify()  # wake an idle loop
         await asyncio.wrap_future(done)
 
+    async def commit_weights(self, tensors: dict[str, torch.Tensor], weight_version: str) -> None:
+        """Copy `tensors` (checked, in the served dtype and device) into the served model between two forward passes
+        and label it `weight_version`; returns once they serve. Running rows go on on the new weights."""
+        await self._engine_thread("commit", (tensors, weight_version))
+
+    async def pause(self, mode: str) -> int:
+        """Stop stepping and admitting (SGLang's /pause_generation); returns once no forward pass runs any more.
+        mode abort also ends every running and waiting request (finish_reason abort). Returns the requests held or
+        aborted."""
+        return await self._engine_thread("pause", mode)
+
+    def resume(self) -> None:
+        """Step and admit again (SGLang's /continue_generation); held rows go on where they stopped."""
+        done: concurrent.futures.Future = concurrent.futures.Future()
+        self._post("resume", None, done)
+
+    async def abort_all(self) -> int:
+        """End every running and waiting request now (finish_reason abort), paused or not; returns how many."""
+        return await self._engine_thread("abort", None)
+
+    async def _engine_thread(self, kind: str, arg: object) -> object:
+        done: concurrent.futures.Future = concurrent.futures.Future()
+        self._post(kind, arg, done)
+        return await asyncio.wrap_future(done)
+
+    def _post(self, kind: str, arg: object, done: concurrent.futures.Future) -> None:
+        with self._arrived:
+            self._controls.append((kind, arg, done))
+            self._arrived.notify()  # wake an idle or paused loop
+
+    def _apply_controls(self) -> None:
+        while True:
+            with self._lock:
+                if not self._controls:
+                    return
+                kind, arg, done = self._controls.popleft()
+            try:
+                done.set_result(self._apply_control(kind, arg))
+            except Exception as exc:  # the caller gets it; the engine thread goes on
+                log.exception("engine control failed", kind=kind)
+                done.set_exception(exc)
+
+    def _apply_control(self, kind: str, arg: object) -> object:
+        if kind == "commit":
+            tensors, version = arg  # type: ignore[misc]
+            return self._commit(tensors, version)
+        if kind == "resume":
+            self.paused = False
+            log.info("generation continued", running=self._running_rows(), queued=self.queue_depth())
+            return None
+        if kind == "pause":
+            aborted = self._abort_everything() if arg == "abort" else 0
+            self.paused = True
+            held = self._running_rows()
+            log.info("generation paused", mode=arg, held=held, aborted=aborted, queued=self.queue_depth())
+            return held + aborted
+        if kind == "abort":
+            return self._abort_everything()
+        raise ValueError(f"unknown engine control {kind!r}")
+
+    def _commit(self, tensors: dict[str, torch.Tensor], version: str) -> None:
+        old = self.model
+        new = apply_weights(old, tensors, version)
+        # The cache's KV came from the old weights. The current batch keeps its rows (their KV is theirs) but, made
+        # for the old generation, no longer reads or fills the cache; a fresh batch replaces it once it empties.
+        self.prefix_cache.invalidate()
+        self.model = new
+        self._current.lm = new
+        log.info(
+            "weights committed in place",
+            old_version=old.weight_version,
+            new_version=version,
+            tensors=len(tensors),
+            running_rows=len(self._current),
+        )
+
+    def _abort_everything(self) -> int:
+        message = "aborted by pause_generation or abort_all_requests"
+        with self._lock:
+            waiting = [t for q in self._waiting.values() for t in q]
+            self._waiting.clear()
+        for t in waiting:
+            if t.future.done():  # its caller left before this pop
+                with self._lock:
+                    self.requests_cancelled += 1
+                continue
+            self.m_requests.inc(outcome="aborted")
+            t.loop.call_soon_threadsafe(_settle, t.future, aborted_before_start(t.item, self.model, message), None)
+        running = 0
+        for batch in (self._draining, self._current):
+            if batch is not None and len(batch):
+                results = batch.abort_all(message)
+                running += len(results)
+                self._deliver(results)
+        self._release_drained()
+        return len(waiting) + running
+
     async def wait_drained(self) -> None:
         """Return once no batch is still finishing on older weights (before loading another copy of the model)."""
         drained = self._drained
@@ -371,12 +483,34 @@ class Scheduler:
     def _running_rows(self) -> int:
         return len(self._current) + (len(self._draining) if self._draining is not None else 0)
 
+    def _renew_stale_batch(self) -> None:
+        """An empty current batch made for an older cache generation (weights committed in place) is replaced, so
+        new requests read and fill the cache of the weights they run on."""
+        if not len(self._current) and self._current.generation != self.prefix_cache.generation:
+            self._current = self._new_batch(self.model)
+
+    def _hold(self) -> None:
+        """Paused: only callers that leave are served (their rows dropped); wait for a control or a short while."""
+        self._drop_cancelled(self._draining)
+        self._drop_cancelled(self._current)
+        with self._arrived:
+            if not self._controls and self._swap is None:
+                self._arrived.wait(timeout=0.05)
+
     def _loop(self) -> None:
         while not self._stop.is_set():
+            self._apply_controls()
             self._apply_swap()
+            if self.paused:
+                self._hold()
+                continue
             if not self._running_rows():
                 self._wait_for_arrivals()
+                self._apply_controls()
                 self._apply_swap()  # a swap that came while idle applies before anything is admitted
+                if self.paused:
+                    continue
+            self._renew_stale_batch()
             self._drop_cancelled(self._draining)
             self._drop_cancelled(self._current)
             live: list[WorkItem] = []
@@ -418,7 +552,7 @@ class Scheduler:
         for item, r in results:
             t = self._owners.pop(id(item))
             self._finished(t.item.tenant, cancelled=False)
-            self.m_requests.inc(outcome="done")
+            self.m_requests.inc(outcome="aborted" if r.finish_reason and r.finish_reason.type == "abort" else "done")
             self.m_prompt_tokens.inc(r.prompt_tokens)
             self.m_cached_tokens.inc(r.cached_tokens)
             self.m_output_tokens.inc(len(r.output_ids))

@@ -10,6 +10,12 @@ can POST text/plain cross-site without asking), or labelled with anything but a
 short plain token; generation requests over the token caps; requests of a tenant
 that already has `engine.max_queued_per_tenant` waiting (503 with Retry-After).
 
+Weight sync without disk (engine.weight_group): /init_weights_update_group joins
+a trainer's process group, /update_weights_from_distributed receives a bucket
+over it (a whole version is swapped in at once, in place), and
+/destroy_weights_update_group leaves it. /pause_generation and
+/continue_generation hold requests around an update instead of aborting them.
+
 Tenants: a request may carry `X-Openclaw-Tenant: <opaque token>` (SGLang ignores
 unknown headers, so the wire stays SGLang's); the scheduler shares slots fairly
 between tenants. No header: the shared system bucket. A client that disconnects
@@ -34,9 +40,18 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from engine.model_runner import LoadedModel, ModelLoadError, WorkItem, WorkResult, final_delta, load_model
 from engine.scheduler import QueueFull, Scheduler
+from engine.weight_group import WeightGroups, WeightSyncRefused
 from openclaw_rl.checkpoints import read_version_label
 from openclaw_rl.prometheus import CONTENT_TYPE as PROMETHEUS_CONTENT_TYPE
 from openclaw_rl.settings import EngineSettings
+from policy_client.weight_sync import (
+    ContinueGenerationRequest,
+    DestroyWeightsUpdateGroupRequest,
+    InitWeightsUpdateGroupRequest,
+    PauseGenerationRequest,
+    UpdateWeightsFromDistributedRequest,
+    WeightSyncResult,
+)
 from policy_client.wire import (
     GenerateRequest,
     SamplingParams,
@@ -91,6 +106,13 @@ def _refused(message: str) -> JSONResponse:
     return JSONResponse(UpdateWeightsResult(success=False, message=message).model_dump(), status_code=400)
 
 
+def _sync_answer(success: bool, message: str) -> JSONResponse:
+    """SGLang's answer to a group or distributed-update call: 200 when it succeeded, 400 otherwise."""
+    return JSONResponse(
+        WeightSyncResult(success=success, message=message).model_dump(), status_code=200 if success else 400
+    )
+
+
 def _fill_token_text(meta: dict, tokenizer: Any) -> None:
     """SGLang's return_text_in_logprobs: the third entry of each triple is the token's text."""
     for key in ("output_token_logprobs", "input_token_logprobs"):
@@ -109,7 +131,8 @@ def create_engine_app(scheduler: Scheduler, cfg: EngineSettings, *, weight_roots
     app = FastAPI(title="openclaw-rl embedded engine (SGLang API)", docs_url=None, redoc_url=None)
     if cfg.api_key.get_secret_value():
         app.add_middleware(BearerKey, key=cfg.api_key.get_secret_value())
-    update_lock = asyncio.Lock()
+    update_lock = asyncio.Lock()  # one change of the served weights at a time (disk load or distributed commit)
+    weight_groups = WeightGroups()
 
     @app.exception_handler(Refused)
     async def _refuse(_: Request, exc: Refused) -> JSONResponse:
@@ -217,6 +240,8 @@ def create_engine_app(scheduler: Scheduler, cfg: EngineSettings, *, weight_roots
             "chunked_prefill_size": cfg.prefill_chunk_tokens or -1,
             "disable_radix_cache": not scheduler.prefix_cache.enabled,
             "prefix_cache": scheduler.prefix_cache.stats(),
+            "generation_paused": scheduler.paused,
+            "weight_update_groups": weight_groups.names(),
         }
 
     @app.get("/metrics")
@@ -268,6 +293,60 @@ def create_engine_app(scheduler: Scheduler, cfg: EngineSettings, *, weight_roots
                     success=True, message=f"Succeeded to update model weights (version {version}, {took:.2f}s)."
                 ).model_dump()
             )
+
+    @app.post("/init_weights_update_group")
+    async def init_weights_update_group(request: Request) -> JSONResponse:
+        _require_json(request)
+        req = await _parse(request, InitWeightsUpdateGroupRequest, cfg.max_request_bytes)
+        try:
+            return _sync_answer(True, await weight_groups.join(req, scheduler.model))
+        except WeightSyncRefused as exc:
+            return _sync_answer(False, str(exc))
+
+    @app.post("/update_weights_from_distributed")
+    async def update_weights_from_distributed(request: Request) -> JSONResponse:
+        _require_json(request)
+        req = await _parse(request, UpdateWeightsFromDistributedRequest, cfg.max_request_bytes)
+        if req.abort_all_requests:
+            await scheduler.abort_all()
+        try:
+            outcome = await weight_groups.receive(req, scheduler.model)
+        except WeightSyncRefused as exc:
+            log.warning("distributed weight update refused; old weights kept", reason=str(exc))
+            return _sync_answer(False, f"{exc}; old weights kept (version {scheduler.weight_version})")
+        if outcome.complete is None:
+            return _sync_answer(
+                True,
+                f"Staged {outcome.staged} of {outcome.needed} weights of version {outcome.version}; "
+                "they serve once every weight has arrived.",
+            )
+        async with update_lock:
+            version = outcome.version or scheduler.weight_version
+            await scheduler.commit_weights(outcome.complete, version)
+        return _sync_answer(True, f"Succeeded to update model weights (version {version}).")
+
+    @app.post("/destroy_weights_update_group")
+    async def destroy_weights_update_group(request: Request) -> JSONResponse:
+        _require_json(request)
+        req = await _parse(request, DestroyWeightsUpdateGroupRequest, cfg.max_request_bytes, empty_ok=True)
+        try:
+            return _sync_answer(True, await weight_groups.destroy(req.group_name))
+        except WeightSyncRefused as exc:
+            return _sync_answer(False, str(exc))
+
+    @app.post("/pause_generation")
+    async def pause_generation(request: Request) -> JSONResponse:
+        _require_json(request)
+        req = await _parse(request, PauseGenerationRequest, cfg.max_request_bytes, empty_ok=True)
+        await scheduler.pause(req.mode)
+        return JSONResponse({"message": "Generation paused successfully.", "status": "ok"})
+
+    @app.post("/continue_generation")
+    async def continue_generation(request: Request) -> JSONResponse:
+        _require_json(request)
+        await _parse(request, ContinueGenerationRequest, cfg.max_request_bytes, empty_ok=True)
+        scheduler.resume()
+        return JSONResponse({"message": "Generation continued successfully.", "status": "ok"})
 
     return app
 
@@ -344,9 +423,12 @@ async def _read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-async def _parse(request: Request, model: type[BaseModel], limit: int) -> Any:
-    """JSON body, validated. /generate takes it whatever the Content-Type (curl -d sends form encoding)."""
+async def _parse(request: Request, model: type[BaseModel], limit: int, *, empty_ok: bool = False) -> Any:
+    """JSON body, validated. /generate takes it whatever the Content-Type (curl -d sends form encoding).
+    `empty_ok`: no body at all means every field at its default (the control routes)."""
     raw = await _read_body(request, limit)
+    if empty_ok and not raw.strip():
+        raw = b"{}"
     try:
         data = json.loads(raw or b"null")
     except ValueError as exc:

@@ -240,6 +240,58 @@ class LoraSettings(BaseModel):
     """Every attention and MLP projection by default."""
 
 
+class WeightSyncSettings(BaseModel):
+    """How a new policy version reaches the servers (SGLang's weight-update routes)."""
+
+    mode: Literal["disk", "distributed"] = "disk"
+    """disk: every server loads the published safetensors (`/update_weights_from_disk`). distributed: the trainer
+    broadcasts the tensors to the servers over a process group (`/init_weights_update_group` +
+    `/update_weights_from_distributed`), no disk read on the serving side; any failure falls back to disk."""
+    backend: Literal["auto", "nccl", "gloo"] = "auto"
+    """Process-group backend: auto is nccl when the trainer and servers have CUDA, gloo on CPU."""
+    bucket_mb: float = Field(256.0, gt=0)
+    """Tensors are broadcast in buckets of about this many MiB (one update call per bucket)."""
+    master_addr: str = LOOPBACK
+    """Address of the trainer as the servers reach it (the group's rendezvous)."""
+    master_port: int | None = Field(None, ge=1, le=65535)
+    """Rendezvous port; None: a free port picked when the group is set up."""
+    timeout_s: float = Field(120.0, gt=0)
+    """Upper bound on setting the group up and on one bucket's broadcast; past it the update falls back to disk."""
+
+
+class MegatronSettings(BaseModel):
+    """The megatron backend's parallel layout (training.backend = megatron), launched as a torchrun job."""
+
+    tensor_parallel: int = Field(1, ge=1)
+    """Tensor-parallel size (megatron's --tensor-model-parallel-size)."""
+    pipeline_parallel: int = Field(1, ge=1)
+    """Pipeline-parallel size (--pipeline-model-parallel-size)."""
+    nproc_per_node: int = Field(1, ge=1)
+    """Processes (GPUs) per node; world size = nproc_per_node x nnodes = TP x PP x DP."""
+    nnodes: int = Field(1, ge=1)
+    """Nodes of the torchrun job."""
+    node_rank: int = Field(0, ge=0)
+    """This node's rank in the job (each node's trainer pool sets its own)."""
+    master_addr: str = LOOPBACK
+    """torchrun's rendezvous host (node 0)."""
+    master_port: int | None = Field(None, ge=1, le=65535)
+    """torchrun's rendezvous port; None: a free one (single node only)."""
+    distributed_optimizer: bool = True
+    """megatron's distributed optimizer (optimizer state sharded over data-parallel ranks)."""
+
+    @model_validator(mode="after")
+    def _layout_fits(self) -> "MegatronSettings":
+        world = self.nproc_per_node * self.nnodes
+        if world % (self.tensor_parallel * self.pipeline_parallel):
+            raise ValueError(
+                f"world size {world} (nproc_per_node x nnodes) is not a multiple of tensor_parallel x "
+                f"pipeline_parallel = {self.tensor_parallel * self.pipeline_parallel}"
+            )
+        if self.nnodes > 1 and self.master_port is None:
+            raise ValueError("a multi-node megatron job needs training.megatron.master_port (every node must agree)")
+        return self
+
+
 class TrainingSettings(BaseModel):
     """The training workflow: batches from the sample streams, train steps, weight publication."""
 
@@ -274,6 +326,10 @@ class TrainingSettings(BaseModel):
     heartbeat_timeout_s: float = Field(30.0, gt=0)
     """A train step, weight publication or checkpoint export that stops heartbeating this long is retried (a step
     from the last checkpoint)."""
+    weight_sync: WeightSyncSettings = Field(default_factory=WeightSyncSettings)
+    """How each new version reaches the policy servers."""
+    megatron: MegatronSettings = Field(default_factory=MegatronSettings)
+    """Parallel layout of the megatron backend."""
     lora: LoraSettings = Field(default_factory=LoraSettings)
     """Each version then holds the merged weights (what the servers load) and the adapter (`adapter/`)."""
 

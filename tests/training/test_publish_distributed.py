@@ -1,0 +1,87 @@
+"""publish_weights with training.weight_sync.mode = distributed: a real trainer step, a real engine, real valkey."""
+
+from __future__ import annotations
+
+import httpx
+import redis
+from temporalio.testing import ActivityEnvironment
+
+from activities.training import TrainingActivities
+from contracts.training import PublishWeightsInput
+from openclaw_rl import redis_keys
+from openclaw_rl.settings import Settings
+from tests.conftest import start_engine
+from tests.training.test_train_step_activity import claim_and_train, publish, valkey  # noqa: F401 (fixture)
+
+FIXED = {
+    "text": "a fixed prompt for comparing weights",
+    "sampling_params": {"max_new_tokens": 0},
+    "return_logprob": True,
+    "logprob_start_len": 1,
+}
+
+
+def distributed_settings(tmp_path, port: int, tiny_model, engine_url: str, backend: str) -> Settings:
+    return Settings(
+        data_dir=tmp_path / "data",
+        redis={"port": port},
+        engine={"model_path": str(tiny_model)},
+        policy={"server_urls": [engine_url]},
+        training={"weight_sync": {"mode": "distributed", "backend": backend, "bucket_mb": 8, "timeout_s": 30}},
+    )
+
+
+async def trained_and_published(tmp_path, valkey_port: int, tiny_model, backend: str):
+    """Train v0 -> v1 in the activity, then publish v1 to a fresh engine; (engine url, activities, messages)."""
+    (tmp_path / "data").mkdir(parents=True, exist_ok=True)
+    proc, url = start_engine(tiny_model, tmp_path / "data")
+    publish(valkey_port, 0, 4)
+    acts = TrainingActivities(distributed_settings(tmp_path, valkey_port, tiny_model, url, backend))
+    summary = await claim_and_train(acts, batch=4, version=0, max_staleness=4)
+    assert summary.version == 1
+    messages = await ActivityEnvironment().run(
+        acts.publish_weights, PublishWeightsInput(checkpoint=summary.checkpoint, version=1)
+    )
+    return proc, url, acts, summary, messages
+
+
+async def logprobs(http: httpx.AsyncClient) -> list[float]:
+    body = (await http.post("/generate", json=FIXED)).json()
+    return [e[0] for e in body["meta_info"]["input_token_logprobs"] if e[0] is not None]
+
+
+async def test_a_trained_version_is_broadcast_and_serves_as_its_checkpoint_would(tmp_path, valkey, tiny_model):  # noqa: F811
+    proc, url, acts, summary, messages = await trained_and_published(tmp_path, valkey, tiny_model, "gloo")
+    try:
+        assert "broadcast" in messages[0]
+        async with httpx.AsyncClient(base_url=url, timeout=120) as http:
+            info = (await http.get("/get_server_info")).json()
+            assert info["weight_version"] == "1" and info["weight_update_groups"]  # kept for the next version
+            assert not info["generation_paused"]
+            sent = await logprobs(http)
+            r = await http.post("/update_weights_from_disk", json={"model_path": summary.checkpoint})
+            assert r.status_code == 200, r.text
+            assert await logprobs(http) == sent  # the same weights the checkpoint holds
+        r = redis.Redis(port=valkey)
+        assert r.get(redis_keys.POLICY_VERSION) == b"1"
+        assert r.xrevrange(redis_keys.POLICY_UPDATES, count=1)[0][1][b"version"] == b"1"
+    finally:
+        await acts.aclose()
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+async def test_a_failed_group_setup_falls_back_to_disk_and_still_publishes(tmp_path, valkey, tiny_model):  # noqa: F811
+    # nccl: the CPU engine refuses to join, so the version must go out from disk.
+    proc, url, acts, summary, messages = await trained_and_published(tmp_path, valkey, tiny_model, "nccl")
+    try:
+        assert "broadcast" not in messages[0] and "Succeeded" in messages[0]
+        async with httpx.AsyncClient(base_url=url, timeout=120) as http:
+            info = (await http.get("/get_server_info")).json()
+            assert info["weight_version"] == "1" and info["weight_update_groups"] == []
+            assert not info["generation_paused"]
+        assert redis.Redis(port=valkey).get(redis_keys.POLICY_VERSION) == b"1"
+    finally:
+        await acts.aclose()
+        proc.terminate()
+        proc.wait(timeout=30)

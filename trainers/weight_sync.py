@@ -1,0 +1,297 @@
+"""Rank 0 of weight sync without disk: the trainer broadcasts a version's tensors to every policy server.
+
+Why here (trainers/), not in openclaw_rl/: it reads a trainer's weights (`hf_state_dict`) and owns a process group of
+the training process; the HTTP calls and the group's making live in policy_client.weight_sync, which the engine
+shares.
+
+One `WeightBroadcaster` per trainer process keeps its group across versions. A version goes out as: (once) set up
+the group, every server joining as ranks 1..N while the trainer joins as rank 0; pause generation (in place: held,
+never aborted); per bucket of about `bucket_mb`, POST /update_weights_from_distributed to every server while
+broadcasting its tensors in the same order; continue generation; check every server now reports the version. Any
+failure drops the group (it is set up afresh next time, under a new name) and is raised for the caller to fall back
+to disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import itertools
+import os
+import socket
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+import torch
+
+from openclaw_rl.settings import WeightSyncSettings
+from policy_client.weight_sync import (
+    InitWeightsUpdateGroupRequest,
+    UpdateWeightsFromDistributedRequest,
+    WeightSyncClient,
+    WeightSyncError,
+    broadcast_from_trainer,
+    close_process_group,
+    dtype_name,
+    open_process_group,
+)
+
+log = structlog.get_logger(__name__)
+
+MIB = 1024 * 1024
+GROUP_PREFIX = "openclaw-weights"
+"""Group names are `<prefix>-<pid>-<n>`: a group set up afresh never meets keys an older one left in the rendezvous
+store (torch shares one store per port within a process)."""
+
+
+class GenerationStillPaused(WeightSyncError):
+    """/continue_generation failed on a server after every attempt: it may hold its requests until it gets one."""
+
+
+def hf_state_dict(trainer: Any) -> dict[str, torch.Tensor]:
+    """The trainer's current weights under Hugging Face names, as the servers load them: a backend's own
+    `hf_state_dict()` (megatron), the merged weights of a LoRA model, or the plain model's state dict."""
+    own = getattr(trainer, "hf_state_dict", None)
+    if callable(own):
+        return own()
+    model = getattr(trainer, "model", None)
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"{type(trainer).__name__} holds no model in this process to send weights from")
+    if getattr(trainer.cfg, "lora", None):
+        from trainers.lora import merged_state_dict
+
+        return merged_state_dict(model)
+    return {name: t.detach() for name, t in model.state_dict().items()}
+
+
+def distinct(state: dict[str, torch.Tensor]) -> list[tuple[str, torch.Tensor]]:
+    """The tensors to send, in order, each storage once: tied weights (embedding and LM head) travel once, under the
+    first name (the servers' tied weights share that storage too)."""
+    seen: set[tuple[int, int, tuple[int, ...]]] = set()
+    out = []
+    for name, t in state.items():
+        key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape))
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append((name, t))
+    return out
+
+
+def buckets(named: list[tuple[str, torch.Tensor]], bucket_bytes: int) -> list[list[tuple[str, torch.Tensor]]]:
+    """Consecutive groups of about `bucket_bytes` (a tensor larger than that travels alone)."""
+    out: list[list[tuple[str, torch.Tensor]]] = []
+    current: list[tuple[str, torch.Tensor]] = []
+    size = 0
+    for name, t in named:
+        nbytes = t.numel() * t.element_size()
+        if current and size + nbytes > bucket_bytes:
+            out.append(current)
+            current, size = [], 0
+        current.append((name, t))
+        size += nbytes
+    if current:
+        out.append(current)
+    return out
+
+
+def resolve_backend(configured: str, device: torch.device) -> str:
+    """auto: nccl when the trainer's weights live on CUDA, else gloo."""
+    if configured != "auto":
+        return configured
+    return "nccl" if device.type == "cuda" else "gloo"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+@dataclass(frozen=True)
+class _Group:
+    """The trainer's handle on one group it opened."""
+
+    name: str
+    handle: Any
+
+
+class WeightBroadcaster:
+    """The trainer's side of weight sync; keeps its group across versions until something fails."""
+
+    def __init__(self, cfg: WeightSyncSettings, client: WeightSyncClient, device: torch.device):
+        self.cfg = cfg
+        self.client = client
+        self.backend = resolve_backend(cfg.backend, device)
+        self.send_device = device if self.backend == "nccl" else torch.device("cpu")
+        self._group: _Group | None = None
+        self._names = (f"{GROUP_PREFIX}-{os.getpid()}-{n}" for n in itertools.count(1))
+
+    @property
+    def group_name(self) -> str | None:
+        return self._group.name if self._group else None
+
+    async def publish(self, state: dict[str, torch.Tensor], version: str) -> None:
+        """Send `state` as `version` to every server, generation paused meanwhile; raises WeightSyncError (the group
+        is dropped; the servers keep serving their old weights) or GenerationStillPaused."""
+        await self.ensure_group()
+        try:
+            try:
+                await self.client.pause("in_place")
+                await self._send(state, version)
+            finally:  # also after a pause that reached only some servers
+                await self._resume()
+            await self._check_served(version)
+        except GenerationStillPaused:
+            await self.reset("a server could not be told to continue")
+            raise
+        except (WeightSyncError, RuntimeError, ValueError) as exc:
+            await self.reset(str(exc))
+            raise WeightSyncError(None, "publish", f"version {version} was not sent: {exc}") from exc
+
+    async def ensure_group(self) -> None:
+        """Set the group up unless one is kept from an earlier version; raises WeightSyncError."""
+        if self._group is not None:
+            return
+        name = next(self._names)
+        port = self.cfg.master_port or free_port()
+        world = len(self.client.urls) + 1
+        opened = _open_in_thread(self.cfg.master_addr, port, world, name, self.backend, self.cfg.timeout_s)
+        joins = [
+            asyncio.ensure_future(
+                self.client.init_group(
+                    url,
+                    InitWeightsUpdateGroupRequest(
+                        master_address=self.cfg.master_addr,
+                        master_port=port,
+                        rank_offset=rank,
+                        world_size=world,
+                        group_name=name,
+                        backend=self.backend,
+                    ),
+                )
+            )
+            for rank, url in enumerate(self.client.urls, start=1)
+        ]
+        try:
+            # A server that refuses ends the wait at once (the others cannot complete the rendezvous without it).
+            await asyncio.wait_for(asyncio.gather(*joins), timeout=self.cfg.timeout_s + 5)
+            handle = await asyncio.wait_for(opened.result_async(), timeout=self.cfg.timeout_s + 5)
+        except (WeightSyncError, RuntimeError, ValueError, OSError, TimeoutError) as exc:
+            for j in joins:
+                j.cancel()
+            opened.abandon()
+            raise WeightSyncError(
+                None, "/init_weights_update_group", f"group {name} could not be set up: {_first_line(exc)}"
+            ) from exc
+        self._group = _Group(name, handle)
+        log.info("weight-update group set up", group=name, world_size=world, backend=self.backend, port=port)
+
+    async def reset(self, reason: str) -> None:
+        """Drop the group on both ends (servers best-effort: one that is gone has dropped it already)."""
+        group, self._group = self._group, None
+        if group is None:
+            return
+        log.warning("dropping the weight-update group", group=group.name, reason=reason)
+        try:
+            await asyncio.to_thread(close_process_group, group.handle)
+        except (RuntimeError, ValueError) as exc:
+            log.warning("closing the trainer's end of the group failed", group=group.name, error=_first_line(exc))
+        results = await asyncio.gather(
+            *(self.client.destroy_group_on(url, group.name) for url in self.client.urls), return_exceptions=True
+        )
+        for url, r in zip(self.client.urls, results):
+            if isinstance(r, BaseException):
+                log.info("a server did not destroy the group (it may have dropped it already)", url=url, error=str(r))
+
+    async def close(self) -> None:
+        await self.reset("the trainer is shutting down")
+
+    async def _send(self, state: dict[str, torch.Tensor], version: str) -> None:
+        group = self._group
+        assert group is not None  # ensure_group ran
+        named = distinct(state)
+        parts = buckets(named, int(self.cfg.bucket_mb * MIB))
+        for i, bucket in enumerate(parts):
+            tensors = [t.detach().to(self.send_device).contiguous() for _, t in bucket]
+            req = UpdateWeightsFromDistributedRequest(
+                names=[n for n, _ in bucket],
+                dtypes=[dtype_name(t.dtype) for t in tensors],
+                shapes=[list(t.shape) for t in tensors],
+                group_name=group.name,
+                weight_version=version,
+                flush_cache=i == len(parts) - 1,
+            )
+            posted = asyncio.ensure_future(self.client.update(req))
+            sent = asyncio.ensure_future(asyncio.to_thread(broadcast_from_trainer, group.handle, tensors))
+            results = await asyncio.gather(posted, sent, return_exceptions=True)
+            failed = [r for r in results if isinstance(r, BaseException)]
+            if failed:
+                raise failed[0]
+        log.info(
+            "weights broadcast",
+            version=version,
+            tensors=len(named),
+            buckets=len(parts),
+            mib=round(sum(t.numel() * t.element_size() for _, t in named) / MIB, 2),
+            group=group.name,
+        )
+
+    async def _resume(self) -> None:
+        try:
+            await self.client.resume()
+        except WeightSyncError as exc:
+            raise GenerationStillPaused(exc.url, exc.path, exc.reason) from exc
+
+    async def _check_served(self, version: str) -> None:
+        """Every server must now serve `version` (one that only staged part of it would not)."""
+        served = await self.client.weight_versions()
+        behind = {url: v for url, v in served.items() if v != version}
+        if behind:
+            raise WeightSyncError(
+                None, "/get_weight_version", f"not serving version {version} after the sync: {behind}"
+            )
+
+
+class _Opening:
+    """The trainer's rendezvous, in a thread of its own: a server that refuses to join must not leave the trainer
+    blocked until the rendezvous times out, so the wait can be abandoned (the thread then closes what it opens)."""
+
+    def __init__(self) -> None:
+        self.future: concurrent.futures.Future = concurrent.futures.Future()
+        self._abandoned = threading.Event()
+
+    def result_async(self) -> asyncio.Future:
+        return asyncio.wrap_future(self.future)
+
+    def abandon(self) -> None:
+        self._abandoned.set()
+
+    def run(self, *args: Any) -> None:
+        try:
+            handle = open_process_group(*args)
+        except BaseException as exc:  # delivered to the waiting coroutine, if it still waits
+            self.future.set_exception(exc)
+            return
+        if self._abandoned.is_set():
+            close_process_group(handle)
+            return
+        self.future.set_result(handle)
+
+
+def _open_in_thread(addr: str, port: int, world: int, name: str, backend: str, timeout_s: float) -> _Opening:
+    opening = _Opening()
+    threading.Thread(
+        target=opening.run,
+        args=(addr, port, 0, world, name, backend, timeout_s),
+        name=f"weight-group-{name}",
+        daemon=True,
+    ).start()
+    return opening
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:400] if text else type(exc).__name__
