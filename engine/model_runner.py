@@ -27,7 +27,7 @@ from engine.prefix_cache import PrefixCache
 from openclaw_rl.device import DeviceUnavailable, pick_device
 from policy_client.detok import IncrementalDetokenizer
 from policy_client.wire import FinishReason, LogprobEntry, SamplingParams
-from rlmath.logprobs import scoring_temperature, token_logprobs
+from rlmath.logprobs import scoring_temperature, softmax_parts, token_logprobs
 
 log = structlog.get_logger(__name__)
 
@@ -204,30 +204,65 @@ class _Row:
         return self.finish is not None
 
 
-def _sample(logits: torch.Tensor, rows: list[_Row], generator: torch.Generator) -> torch.Tensor:
-    """Draw one token per row from its own temperature / top-k / top-p / min-p distribution.
+CDF_BLOCK = 1024
+"""Sampling takes a token's block of the vocabulary first, then the token inside it (see `_inverse_cdf`)."""
 
-    Inverse-CDF sampling: one uniform number per row against the cumulative
-    distribution. It draws exactly from p, in one vectorised pass over [B, V];
-    torch.multinomial (or a noise tensor of size [B, V]) costs milliseconds per
-    row on a 150k vocabulary on CPU.
+
+def _sample(
+    logits: torch.Tensor, rows: list[_Row], generator: torch.Generator, want_logprobs: bool
+) -> tuple[torch.Tensor, list[float] | None]:
+    """Draw one token per row from its own temperature / top-k / top-p / min-p distribution, and the drawn tokens'
+    log-probs (rlmath's convention) when `want_logprobs`.
+
+    One exp pass over [B, V] gives both logz and the probabilities, and the draw itself reads only block sums:
+    every other pass over a 150k vocabulary costs each row as much again, which is what limits batching on a CPU.
     """
     dev = logits.device
-    temps = torch.tensor([r.params.temperature for r in rows], device=dev, dtype=torch.float32)
-    greedy = torch.tensor([r.params.temperature == 0 or r.params.top_k == 1 for r in rows], device=dev)
-    greedy_tokens = logits.argmax(dim=-1)
-    if bool(greedy.all()):
-        return greedy_tokens
-    probs = torch.softmax(logits.float() / temps.clamp_min(1e-6).unsqueeze(-1), dim=-1)
-    for i, row in enumerate(rows):
-        p = row.params
-        if greedy[i] or (p.top_k <= 0 and p.top_p >= 1.0 and p.min_p <= 0):
-            continue
-        probs[i] = _truncate(probs[i], p)
-    cdf = probs.double().cumsum(dim=-1)  # float64: no drift over 150k terms
-    u = torch.rand((probs.shape[0], 1), generator=generator, device=dev, dtype=torch.float64) * cdf[:, -1:]
-    drawn = torch.searchsorted(cdf, u).squeeze(-1).clamp_max(probs.shape[-1] - 1)
-    return torch.where(greedy, greedy_tokens, drawn)
+    greedy = [r.params.temperature == 0 or r.params.top_k == 1 for r in rows]
+    sampled = [i for i, g in enumerate(greedy) if not g]
+    tokens = torch.empty(len(rows), dtype=torch.long, device=dev)
+    if len(sampled) < len(rows):
+        picked = [i for i, g in enumerate(greedy) if g]
+        tokens[picked] = logits[picked].argmax(dim=-1)
+    if not sampled and not want_logprobs:
+        return tokens, None
+    temps = [scoring_temperature(r.params.temperature) for r in rows]
+    scaled, logz, weights = softmax_parts(
+        logits, 1.0 if all(t == 1.0 for t in temps) else torch.tensor(temps, device=dev)
+    )
+    if sampled:
+        index = torch.tensor(sampled, device=dev)
+        # The row's distribution at its temperature (= its scoring temperature, as it is not greedy), unnormalised.
+        probs = weights if len(sampled) == len(rows) else weights[index]
+        for k, i in enumerate(sampled):
+            p = rows[i].params
+            if p.top_k > 0 or p.top_p < 1.0 or p.min_p > 0:
+                probs[k] = _truncate(probs[k], p)
+        tokens[index] = _inverse_cdf(probs, generator)
+    if not want_logprobs:
+        return tokens, None
+    return tokens, (scaled.gather(-1, tokens.unsqueeze(-1)).squeeze(-1) - logz).tolist()
+
+
+def _inverse_cdf(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """One draw per row from unnormalised probabilities [B, V], exactly from p: one uniform number against the
+    cumulative distribution, taken in float64 over the blocks' sums and then inside the chosen block only
+    ([B, V / CDF_BLOCK] and [B, CDF_BLOCK] cumulative sums instead of [B, V]). A noise tensor of size [B, V]
+    (torch.multinomial, Gumbel) costs milliseconds per row on a 150k vocabulary on CPU."""
+    rows, vocab = probs.shape
+    full = vocab // CDF_BLOCK
+    sums = probs[:, : full * CDF_BLOCK].reshape(rows, full, CDF_BLOCK).sum(-1)
+    if vocab > full * CDF_BLOCK:
+        sums = torch.cat([sums, probs[:, full * CDF_BLOCK :].sum(-1, keepdim=True)], dim=1)
+    block_cdf = sums.double().cumsum(dim=-1)  # [B, blocks]
+    u = torch.rand((rows, 1), generator=generator, device=probs.device, dtype=torch.float64) * block_cdf[:, -1:]
+    b = torch.searchsorted(block_cdf, u).clamp_max(block_cdf.shape[1] - 1)  # block_cdf[b-1] < u <= block_cdf[b]
+    before = torch.where(b > 0, block_cdf.gather(1, (b - 1).clamp_min(0)), torch.zeros_like(u))
+    index = b * CDF_BLOCK + torch.arange(CDF_BLOCK, device=probs.device)  # [B, CDF_BLOCK]
+    inner = probs.gather(1, index.clamp_max(vocab - 1)).masked_fill(index >= vocab, 0.0).double().cumsum(dim=-1)
+    # Rounding can put u a hair past the block's own total: aim at its last token with mass, never beyond.
+    j = torch.searchsorted(inner, torch.minimum(u - before, inner[:, -1:]))
+    return (b * CDF_BLOCK + j).squeeze(-1).clamp_max(vocab - 1)
 
 
 def _truncate(probs: torch.Tensor, p: SamplingParams) -> torch.Tensor:
@@ -573,12 +608,8 @@ class DecodeBatch:
 
     def _decode(self) -> list[tuple[WorkItem, WorkResult]]:
         lm, rows = self.lm, self.rows
-        tokens = _sample(self.next_logits, rows, self.generator)
-        score_temps = torch.tensor([scoring_temperature(r.params.temperature) for r in rows], device=lm.device)
-        step_lps = (
-            token_logprobs(self.next_logits, tokens, score_temps).tolist()
-            if any(r.item.return_logprob for r in rows)
-            else None
+        tokens, step_lps = _sample(
+            self.next_logits, rows, self.generator, want_logprobs=any(r.item.return_logprob for r in rows)
         )
         for i, row in enumerate(rows):
             tok = int(tokens[i])

@@ -44,6 +44,20 @@ def token_logprobs(
     return picked - logz
 
 
+def softmax_parts(
+    logits: torch.Tensor, temperature: float | torch.Tensor = 1.0
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`token_logprobs` in parts, for a caller that also samples from the same distribution (the engine):
+    scaled [..., V] float32, logz [...] and weights = exp(scaled - max) [..., V], the unnormalised
+    probabilities. log-prob = scaled[target] - logz, equal to `token_logprobs` within float32 rounding; one
+    exp pass over the vocabulary serves both (logsumexp and softmax would take one each)."""
+    scaled = _scaled(logits, temperature)
+    top = scaled.amax(dim=-1, keepdim=True)
+    weights = scaled - top
+    weights.exp_()
+    return scaled, top.squeeze(-1) + weights.sum(dim=-1).log(), weights
+
+
 def token_entropy(logits: torch.Tensor, temperature: float | torch.Tensor = 1.0) -> torch.Tensor:
     """Entropy of the temperature-scaled distribution at each position: [..., V] -> [...] float32."""
     scaled = _scaled(logits, temperature)
