@@ -26,7 +26,6 @@ from pathlib import Path
 
 import redis.asyncio as aioredis
 import structlog
-import torch
 from redis.exceptions import ResponseError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -107,7 +106,13 @@ class TrainingActivities:
         if self._broadcaster is not None:
             await self._broadcaster.close()
             await self._broadcaster.client.aclose()
+        await asyncio.to_thread(self._drop_trainer)
         await self.redis.aclose()
+
+    def _drop_trainer(self) -> None:
+        if self.trainer is not None:
+            self.trainer.close()
+        self.trainer = None
 
     # ---- claim --------------------------------------------------------------
     @activity.defn(name=CLAIM_BATCH.name)
@@ -252,10 +257,10 @@ class TrainingActivities:
                     non_retryable=True,
                 ) from exc
         except CheckpointCorrupt as exc:
-            self.trainer = None
+            self._drop_trainer()
             raise ApplicationError(str(exc), type=ErrorType.CHECKPOINT_CORRUPT, non_retryable=True) from exc
         except BaseException:
-            self.trainer = None  # its weights may be half-updated: reload from the checkpoint next time
+            self._drop_trainer()  # its weights may be half-updated: reload from the checkpoint next time
             raise
         self.trainer_version = inp.version + 1
         await asyncio.to_thread(record_trained, self.settings.records_dir, summary, inp.version)
@@ -289,8 +294,9 @@ class TrainingActivities:
             if t.lora.enabled
             else None,
         )
-        trainer_cls = backend_class(t.backend)
+        trainer_cls = backend_class(t.backend, t.megatron)
         folder = version_dir(self.settings.checkpoints_dir, version)
+        self._drop_trainer()  # a megatron job holds its devices: end it before the next one starts
         self.trainer = (
             trainer_cls.resume(folder, cfg) if folder.is_dir() else trainer_cls(self.settings.served_model_path(), cfg)
         )
@@ -483,7 +489,7 @@ def _finite(trainer: PolicyTrainer, metrics: StepMetrics) -> bool:
     """No NaN/Inf in the step's loss, gradient norm or the updated weights: only then may it be saved and served."""
     if not (math.isfinite(metrics.loss) and math.isfinite(metrics.grad_norm)):
         return False
-    return all(bool(torch.isfinite(p).all()) for p in trainer.model.parameters())
+    return trainer.weights_finite()
 
 
 def _read_summary(folder: Path) -> StepSummary | None:

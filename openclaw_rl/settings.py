@@ -260,7 +260,9 @@ class WeightSyncSettings(BaseModel):
 
 
 class MegatronSettings(BaseModel):
-    """The megatron backend's parallel layout (training.backend = megatron), launched as a torchrun job."""
+    """The megatron backend's parallel layout (training.backend = megatron): more than one process runs as a
+    torchrun job the trainer pool starts, drives and ends. Pipeline parallelism and multi-node jobs are refused
+    with an error for now (the settings are there so a layout reads the same once they come)."""
 
     tensor_parallel: int = Field(1, ge=1)
     """Tensor-parallel size (megatron's --tensor-model-parallel-size)."""
@@ -298,7 +300,8 @@ class TrainingSettings(BaseModel):
     batch_size: int = Field(16, ge=1, le=4096)
     """Samples per optimizer step (the reference: one step per 16 samples)."""
     backend: Literal["torch", "megatron"] = "torch"
-    """torch: Hugging Face model, CPU or one GPU. megatron: megatron-core GPTModel (the `megatron` extra), one GPU."""
+    """torch: Hugging Face model, CPU or one GPU. megatron: megatron-core GPTModel (the `megatron` extra), in the
+    trainer pool's process for one device, or a torchrun job with tensor and data parallelism (training.megatron)."""
     source_weights: dict[str, float] = Field(default_factory=lambda: {"personal": 1.0})
     """Sample streams drained, and each one's share of a batch."""
     lr: float = Field(1e-5, gt=0)

@@ -253,6 +253,13 @@ class PolicyTrainer(ABC):
             mask[i, :r] = float(s.meta.loss_mask)
         return old_lp, adv, mask
 
+    def weights_finite(self) -> bool:
+        """No NaN/Inf in the weights (checked after every step, before a version may be saved and served)."""
+        return all(bool(torch.isfinite(p).all()) for p in self.model.parameters())
+
+    def close(self) -> None:
+        """Release what the backend holds outside this process (a megatron torchrun job); nothing in process."""
+
     def optimizer_state(self) -> dict:
         """Plain data only (tensors, numbers, strings, lists, dicts), so it loads with torch.load(weights_only=True)."""
         return {"optimizer": self.opt.state_dict(), "step": int(self.step)}

@@ -1,8 +1,15 @@
-"""Hugging Face <-> megatron-core weight layouts for Qwen3 / Qwen2 / Llama-style dense models (TP = PP = 1).
+"""Hugging Face <-> megatron-core weight layouts for Qwen3 / Qwen2 / Llama-style dense models, whole or tensor-parallel.
 
 The differences are layout only: megatron keeps Q, K and V in one matrix grouped
 by key-value head ([q heads of group g, k_g, v_g] for each g), and the gated
 MLP's gate and up projections in one matrix (gate first).
+
+Tensor parallelism (`tp_split` / `tp_merge`) shards the full megatron layout the
+way megatron's parallel layers hold it: column-parallel weights (QKV, fc1, the
+vocabulary rows of the embedding and output layer) by rows, row-parallel ones
+(the attention output projection, fc2) by columns; norms are replicated. Each
+rank's QKV rows are whole key-value groups, and its fc1 rows are its slice of
+gate followed by its slice of up, so both splits are plain re-slicing.
 """
 
 from __future__ import annotations
@@ -138,3 +145,62 @@ def mcore_to_hf(a: DenseArch, mc: dict[str, torch.Tensor]) -> dict[str, torch.Te
         out[h + "mlp.gate_proj.weight"], out[h + "mlp.up_proj.weight"] = gate, up
         out[h + "mlp.down_proj.weight"] = mc[m + "mlp.linear_fc2.weight"]
     return {k: v.contiguous() for k, v in out.items()}
+
+
+_ROW_SHARDED = (
+    "embedding.word_embeddings.weight",
+    "output_layer.weight",
+    "self_attention.linear_qkv.weight",
+    "self_attention.linear_qkv.bias",
+)
+_COLUMN_SHARDED = ("self_attention.linear_proj.weight", "mlp.linear_fc2.weight")
+_GATED = "mlp.linear_fc1.weight"
+
+
+def check_tensor_parallel(a: DenseArch, tp: int) -> None:
+    """A clear error when `tp` cannot shard this architecture evenly (megatron's layers would fail deep inside)."""
+    sizes = {
+        "num_attention_heads": a.num_heads,
+        "num_key_value_heads": a.num_kv_heads,
+        "intermediate_size": a.intermediate_size,
+        "vocab_size": a.vocab_size,
+    }
+    uneven = [f"{name}={n}" for name, n in sizes.items() if n % tp]
+    if uneven:
+        raise ValueError(f"tensor_parallel={tp} does not divide this model's {', '.join(uneven)}; pick a divisor")
+
+
+def tp_split(a: DenseArch, mc: dict[str, torch.Tensor], tp: int) -> list[dict[str, torch.Tensor]]:
+    """The full megatron state dict as `tp` shards, one per tensor-parallel rank."""
+    check_tensor_parallel(a, tp)
+    shards: list[dict[str, torch.Tensor]] = [{} for _ in range(tp)]
+    for key, value in mc.items():
+        if key.endswith(_GATED):
+            gate, up = torch.chunk(value, 2, dim=0)
+            parts = [torch.cat([g, u], dim=0) for g, u in zip(torch.chunk(gate, tp), torch.chunk(up, tp), strict=True)]
+        elif key.endswith(_ROW_SHARDED):
+            parts = list(torch.chunk(value, tp, dim=0))
+        elif key.endswith(_COLUMN_SHARDED):
+            parts = list(torch.chunk(value, tp, dim=1))
+        else:
+            parts = [value] * tp
+        for shard, part in zip(shards, parts, strict=True):
+            shard[key] = part.contiguous()
+    return shards
+
+
+def tp_merge(a: DenseArch, shards: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """The inverse of `tp_split`: one full megatron state dict from every rank's shard (replicated ones from rank 0)."""
+    out: dict[str, torch.Tensor] = {}
+    for key in shards[0]:
+        parts = [s[key] for s in shards]
+        if key.endswith(_GATED):
+            halves = [torch.chunk(p, 2, dim=0) for p in parts]
+            out[key] = torch.cat([h[0] for h in halves] + [h[1] for h in halves], dim=0)
+        elif key.endswith(_ROW_SHARDED):
+            out[key] = torch.cat(parts, dim=0)
+        elif key.endswith(_COLUMN_SHARDED):
+            out[key] = torch.cat(parts, dim=1)
+        else:
+            out[key] = parts[0]
+    return out

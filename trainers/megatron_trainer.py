@@ -1,11 +1,15 @@
 """The megatron-core trainer backend (the `megatron` extra): the same loss and step as the torch backend on a
 megatron GPTModel.
 
-Scope today: one process, tensor and pipeline parallel size 1, on one GPU (or
-on CPU, which is how the tests check it against the torch backend). The policy
-is loaded from the served Hugging Face checkpoint and written back as one, so
-the policy servers never see megatron's layout. Log-probs project only the
-response positions, as the torch backend does.
+`MegatronTrainer` is the in-process backend for one process (tensor and pipeline
+parallel size 1) on one GPU, or on CPU, which is how the tests check it against
+the torch backend. Larger layouts run as a torchrun job (trainers.megatron_job),
+whose ranks build the same model here, tensor-parallel sharded. The policy is
+loaded from the served Hugging Face checkpoint and written back as one, so the
+policy servers never see megatron's layout; a version the job saved also holds
+megatron's distributed checkpoint, which `resume` reads under any layout
+(trainers.megatron_checkpoint). Log-probs project only the response positions,
+as the torch backend does.
 """
 
 from __future__ import annotations
@@ -22,7 +26,14 @@ import torch
 from openclaw_rl.device import pick_device
 from openclaw_rl.samples import TrainingSample
 from trainers.base import PolicyTrainer, TrainerConfig, padded_ids, response_rows
-from trainers.megatron_convert import DenseArch, hf_to_mcore, mcore_to_hf
+from trainers.megatron_checkpoint import (
+    adamw_sharded_state,
+    has_distributed_checkpoint,
+    load_distributed,
+    restore_adamw,
+    save_distributed,
+)
+from trainers.megatron_convert import DenseArch, hf_to_mcore, mcore_to_hf, tp_split
 
 log = structlog.get_logger(__name__)
 
@@ -81,8 +92,14 @@ def _keep_rope_on_cpu(rope) -> None:
     rope.get_emb = get_emb
 
 
-def build_gpt(arch: DenseArch, device: torch.device):
+def build_gpt(arch: DenseArch, device: torch.device, per_token_loss: bool = False):
+    """The GPTModel of `arch`, sharded over the tensor-parallel group already set up (parallel_state).
+
+    `per_token_loss`: megatron's DistributedDataParallel then sums gradients over data-parallel ranks instead of
+    averaging them (our micro-batch losses already carry their share of the whole batch).
+    """
     import torch.nn.functional as F
+    from megatron.core import parallel_state
     from megatron.core.models.gpt import GPTModel
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
     from megatron.core.transformer.transformer_config import TransformerConfig
@@ -110,6 +127,9 @@ def build_gpt(arch: DenseArch, device: torch.device):
         masked_softmax_fusion=False,
         persist_layer_norm=False,
         gradient_accumulation_fusion=False,
+        tensor_model_parallel_size=parallel_state.get_tensor_model_parallel_world_size(),
+        pipeline_model_parallel_size=parallel_state.get_pipeline_model_parallel_world_size(),
+        calculate_per_token_loss=per_token_loss,
     )
     model = GPTModel(
         config,
@@ -137,8 +157,57 @@ def load_hf_weights(folder: Path) -> dict[str, torch.Tensor]:
     return weights
 
 
+def load_policy_weights(model: torch.nn.Module, arch: DenseArch, source: Path, device: torch.device) -> None:
+    """This tensor-parallel rank's shard of a Hugging Face checkpoint, into `model`."""
+    from megatron.core import parallel_state
+
+    full = hf_to_mcore(arch, load_hf_weights(source))
+    tp = parallel_state.get_tensor_model_parallel_world_size()
+    mine = tp_split(arch, full, tp)[parallel_state.get_tensor_model_parallel_rank()] if tp > 1 else full
+    state = {k: v.to(device, torch.float32) for k, v in mine.items()}
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    missing = [k for k in missing if not k.endswith("_extra_state")]
+    if missing or unexpected:
+        raise ValueError(
+            f"checkpoint {source} does not fit the megatron model: missing {missing[:5]}, unexpected {unexpected[:5]}"
+        )
+
+
+class _GatherVocab(torch.autograd.Function):
+    """Each tensor-parallel rank's vocabulary slice of the logits -> the whole vocabulary on every rank.
+
+    megatron's own gather (gather_output / parallel_output=False) allocates on the CUDA device; this one runs on
+    CPU (gloo) too. Backward: every rank computes the same loss from the same full logits, so each keeps the
+    gradient of its own slice.
+    """
+
+    @staticmethod
+    def forward(ctx, local: torch.Tensor, group) -> torch.Tensor:
+        import torch.distributed as dist
+
+        ctx.rank, ctx.width = dist.get_rank(group), local.shape[-1]
+        parts = [torch.empty_like(local) for _ in range(dist.get_world_size(group))]
+        dist.all_gather(parts, local.contiguous(), group=group)
+        return torch.cat(parts, dim=-1)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return grad[..., ctx.rank * ctx.width : (ctx.rank + 1) * ctx.width].contiguous(), None
+
+
+def whole_vocabulary(logits: torch.Tensor) -> torch.Tensor:
+    """[..., V / TP] -> [..., V]: the rlmath loss and log-probs need every token's logit, as in one process."""
+    from megatron.core import parallel_state
+
+    if parallel_state.get_tensor_model_parallel_world_size() == 1:
+        return logits
+    return _GatherVocab.apply(logits, parallel_state.get_tensor_model_parallel_group())
+
+
 class MegatronTrainer(PolicyTrainer):
     backend = "megatron"
+    per_token_loss = False
+    """Whether megatron's DistributedDataParallel sums gradients over data-parallel ranks (the job's CUDA path)."""
 
     def __init__(self, checkpoint: Path, cfg: TrainerConfig = TrainerConfig()):
         torch.manual_seed(cfg.seed)
@@ -147,17 +216,8 @@ class MegatronTrainer(PolicyTrainer):
         self.device = pick_device(cfg.device)
         ensure_model_parallel(self.device, cfg.seed)
         self.arch = DenseArch.from_hf_config(json.loads((self.source / "config.json").read_text()))
-        self.model = build_gpt(self.arch, self.device)
-        state = {
-            k: v.to(self.device, torch.float32) for k, v in hf_to_mcore(self.arch, load_hf_weights(self.source)).items()
-        }
-        missing, unexpected = self.model.load_state_dict(state, strict=False)
-        missing = [k for k in missing if not k.endswith("_extra_state")]
-        if missing or unexpected:
-            raise ValueError(
-                f"checkpoint {self.source} does not fit the megatron model: "
-                f"missing {missing[:5]}, unexpected {unexpected[:5]}"
-            )
+        self.model = build_gpt(self.arch, self.device, per_token_loss=self.per_token_loss)
+        load_policy_weights(self.model, self.arch, self.source, self.device)
         self.model.train()
         self.ref = copy.deepcopy(self.model).eval().requires_grad_(False) if cfg.loss.kl_coef else None
         if self.ref is not None and self.device.type == "cpu":
@@ -180,17 +240,59 @@ class MegatronTrainer(PolicyTrainer):
         )  # [W, B, H]
         b, t, _, _ = response_rows(group, self.device)
         weight = model.shared_embedding_or_output_weight() if self.arch.tie_word_embeddings else None
-        logits, _ = model.output_layer(hidden[t, b].unsqueeze(1), weight=weight)  # [N, 1, V]
-        return logits[:, 0], ids[b, t + 1]
+        logits, _ = model.output_layer(hidden[t, b].unsqueeze(1), weight=weight)  # [N, 1, V / TP]
+        return whole_vocabulary(logits[:, 0]), ids[b, t + 1]
 
     def hf_state_dict(self) -> dict[str, torch.Tensor]:
         mc = {k: v.detach().to("cpu") for k, v in self.model.state_dict().items() if not k.endswith("_extra_state")}
         return mcore_to_hf(self.arch, mc)
 
     def write_weights(self, folder: Path) -> None:
+        """Collective in a job (the weights are gathered); global rank 0 writes."""
+        import torch.distributed as dist
         from safetensors.torch import save_file
 
-        save_file(self.hf_state_dict(), folder / "model.safetensors", metadata={"format": "pt"})
+        state = self.hf_state_dict()
+        if dist.get_rank() != 0:
+            return
+        save_file(state, Path(folder) / "model.safetensors", metadata={"format": "pt"})
         for name in HF_CONFIG_FILES:
             if (self.source / name).is_file():
-                shutil.copy2(self.source / name, folder / name)
+                shutil.copy2(self.source / name, Path(folder) / name)
+
+    # ---- versions: the Hugging Face export and megatron's distributed checkpoint --------
+    # In one process `save` is the base one (Hugging Face weights + trainer_state.pt): megatron's checkpoint writer
+    # starts a multiprocessing manager and forks writers, not something to do inside the trainer pool's worker.
+    # The torchrun job saves the distributed format (save_into); `restore` reads either.
+    def save_into(self, folder: Path, distributed: bool = True) -> None:
+        """Collective: the export into an existing folder, and with `distributed` the checkpoint to resume from."""
+        self.write_weights(folder)
+        if distributed:
+            save_distributed(folder, self._checkpoint_state(is_loading=False))
+
+    @classmethod
+    def resume(cls, folder: Path, cfg: TrainerConfig = TrainerConfig()):
+        """The trainer at a saved version: weights, optimizer state and step, whatever layout saved them (a
+        distributed checkpoint stores global shapes)."""
+        trainer = cls(folder, cfg)
+        trainer.restore(Path(folder))
+        return trainer
+
+    def restore(self, folder: Path) -> None:
+        if not has_distributed_checkpoint(folder):
+            self.load_optimizer_state(folder)  # a version saved in one process: trainer_state.pt
+            return
+        loaded = load_distributed(folder, self._checkpoint_state(is_loading=True))
+        self.model.load_state_dict(loaded["model"])
+        self.step = int(loaded["step"])
+        self._restore_optimizer(loaded["optimizer"])
+
+    def _checkpoint_state(self, is_loading: bool) -> dict:
+        model = self.model.sharded_state_dict()
+        return {"model": model, "optimizer": self._optimizer_sharded_state(model, is_loading), "step": self.step}
+
+    def _optimizer_sharded_state(self, model_sharded: dict, is_loading: bool) -> dict:
+        return adamw_sharded_state(self.opt, model_sharded, is_loading)
+
+    def _restore_optimizer(self, loaded: dict) -> None:
+        restore_adamw(self.opt, loaded, self.step)

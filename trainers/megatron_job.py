@@ -1,0 +1,170 @@
+"""The megatron torchrun job: `torchrun --nproc-per-node N ... -m trainers.megatron_job --spec job.json`.
+
+Every rank builds its shard of the policy (trainers.megatron_parallel); rank 0
+also serves the trainer-pool worker on a Unix socket (trainers.megatron_job_protocol).
+Each command rank 0 reads is broadcast to all ranks, run by all, and answered by
+rank 0. The job ends when the worker says stop or its connection closes; an
+error on any rank ends that rank, torchrun then ends the others, and the worker
+reports the crash with the job's log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import structlog
+import torch
+import torch.distributed as dist
+
+from openclaw_rl.device import pick_device
+from openclaw_rl.logs import configure_logging
+from trainers.megatron_job_protocol import (
+    COMMAND,
+    RANK_FAILED,
+    Command,
+    IdleCommand,
+    JobSpec,
+    LineChannel,
+    Logprobs,
+    LogprobsCommand,
+    Ready,
+    Refused,
+    Reply,
+    SaveCommand,
+    Saved,
+    StepCommand,
+    Stepped,
+    StopCommand,
+)
+from trainers.megatron_parallel import ParallelMegatronTrainer
+
+log = structlog.get_logger(__name__)
+
+ACCEPT_TIMEOUT_S = 300.0
+"""How long rank 0 waits, once the model is loaded, for the worker that started the job to connect."""
+COLLECTIVE_TIMEOUT = timedelta(hours=1)
+"""Longest wait in one collective: the other ranks wait in a barrier while rank 0 writes a big model's export."""
+IDLE_TICK_S = 30.0
+"""How long rank 0 waits for a command before sending the other ranks an idle tick (far below gloo's timeout)."""
+
+
+def init_distributed(spec: JobSpec) -> None:
+    """torch.distributed from torchrun's environment, and megatron's tensor/pipeline/data groups."""
+    from megatron.core import parallel_state
+
+    device = pick_device(spec.trainer.device)
+    if device.type == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=COLLECTIVE_TIMEOUT)
+    parallel_state.initialize_model_parallel(
+        tensor_model_parallel_size=spec.layout.tensor_parallel,
+        pipeline_model_parallel_size=spec.layout.pipeline_parallel,
+    )
+
+
+def run(trainer: ParallelMegatronTrainer, command: Command) -> Reply:
+    """Collective: every rank runs the command; rank 0's reply is the one sent."""
+    if isinstance(command, StepCommand):
+        metrics = trainer.train_step(command.samples)
+        return Stepped(metrics=metrics, weights_finite=trainer.weights_finite())
+    if isinstance(command, LogprobsCommand):
+        return Logprobs(logprobs=trainer.response_logprobs(command.sample))
+    if isinstance(command, SaveCommand):
+        trainer.save_into(command.folder, distributed=command.distributed)
+        dist.barrier()  # every rank's shard is on disk before the worker hears "saved"
+        return Saved(step=trainer.step)
+    raise TypeError(f"no handler for {type(command).__name__}")
+
+
+def next_command(channel: LineChannel, parent: int) -> Command:
+    """Rank 0: the worker's next command, an idle tick, or stop when the worker or torchrun is gone."""
+    if os.getppid() != parent:
+        log.warning("torchrun is gone; stopping")
+        return StopCommand(worker_gone=True)
+    try:
+        line = channel.receive(IDLE_TICK_S)
+    except (EOFError, ConnectionError):
+        log.info("the trainer worker closed the connection; stopping")
+        return StopCommand(worker_gone=True)
+    if line is None:
+        return IdleCommand()
+    try:
+        return COMMAND.validate_json(line)
+    except ValueError as exc:
+        channel.send(Refused(reason=str(exc)[:2000]))
+        return IdleCommand()
+
+
+def serve(trainer: ParallelMegatronTrainer, channel: LineChannel | None) -> StopCommand:
+    control = dist.new_group(backend="gloo")  # commands are Python objects: broadcast on CPU whatever the device
+    parent = os.getppid()
+    while True:
+        box: list[Command | None] = [next_command(channel, parent) if channel is not None else None]
+        dist.broadcast_object_list(box, src=0, group=control)
+        command = box[0]
+        if isinstance(command, StopCommand):
+            return command
+        if isinstance(command, IdleCommand):
+            continue
+        reply = run(trainer, command)
+        if channel is not None:
+            channel.send(reply)
+
+
+def listen(path: Path) -> socket.socket:
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(1)
+    return server
+
+
+def main(argv: list[str] | None = None) -> int:
+    rank = int(os.environ.get("RANK", "0"))
+    configure_logging(process=f"megatron-rank{rank}")
+    try:
+        return serve_job(argv, rank)
+    except BaseException as exc:
+        if not isinstance(exc, SystemExit | KeyboardInterrupt):
+            # One line the worker can quote; the traceback follows on stderr (torchrun's summary omits it).
+            log.error(RANK_FAILED, rank=rank, error=f"{type(exc).__name__}: {str(exc)[:500]}")
+        raise
+
+
+def serve_job(argv: list[str] | None, rank: int) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--spec", type=Path, required=True, help="the job's JobSpec as JSON (written by the worker)")
+    args = parser.parse_args(argv)
+    spec = JobSpec.model_validate_json(args.spec.read_text())
+    if spec.layout.pipeline_parallel > 1:
+        raise SystemExit("pipeline_parallel > 1 is not supported by the megatron job yet; use tensor/data parallel")
+    init_distributed(spec)
+    server = listen(spec.socket_path) if rank == 0 else None  # early, so the worker's connect waits in the backlog
+    trainer = ParallelMegatronTrainer(spec.checkpoint, spec.trainer, spec.layout.distributed_optimizer)
+    if spec.resume:
+        trainer.restore(spec.checkpoint)
+    channel = None
+    if server is not None:
+        server.settimeout(ACCEPT_TIMEOUT_S)  # a worker that died before connecting must not leave the job behind
+        conn, _ = server.accept()
+        conn.settimeout(None)
+        server.close()
+        channel = LineChannel(conn)
+        channel.send(Ready(step=trainer.step, world_size=dist.get_world_size(), device=str(trainer.device)))
+    log.info("megatron job ready", rank=rank, world=dist.get_world_size(), step=trainer.step)
+    stop = serve(trainer, channel)
+    if channel is not None:
+        channel.close()
+        if stop.worker_gone:  # its folder (socket, spec, log) would otherwise stay behind
+            shutil.rmtree(spec.socket_path.parent, ignore_errors=True)
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,277 @@
+"""The megatron backend for layouts beyond one process: a PolicyTrainer that drives a torchrun job.
+
+The trainer pool uses it like any backend (step, save, resume, write_weights);
+the weights, optimizer and step live in the job's ranks (trainers.megatron_job).
+The job runs in its own session and is ended when this trainer is closed or
+dropped; when the worker process dies, its socket closes and the job stops by
+itself. A rank that crashes surfaces here as MegatronJobFailed with the end of
+the job's log.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import weakref
+from pathlib import Path
+from typing import ClassVar, TypeVar
+
+import structlog
+import torch
+from pydantic import BaseModel
+
+from contracts.training import StepMetrics
+from openclaw_rl.checkpoints import atomic_dir
+from openclaw_rl.samples import TrainingSample
+from openclaw_rl.settings import MegatronSettings
+from trainers.base import PolicyTrainer, TrainerConfig
+from trainers.megatron_checkpoint import complete_version_folder
+from trainers.megatron_job_protocol import (
+    RANK_FAILED,
+    REPLY,
+    JobSpec,
+    LineChannel,
+    Logprobs,
+    LogprobsCommand,
+    Ready,
+    Refused,
+    SaveCommand,
+    Saved,
+    StepCommand,
+    Stepped,
+    StopCommand,
+)
+from trainers.megatron_trainer import load_hf_weights
+
+log = structlog.get_logger(__name__)
+
+REPO = Path(__file__).resolve().parents[1]
+START_TIMEOUT_S = 900.0
+"""Until the job has loaded the policy on every rank and answered; big models take minutes."""
+STOP_TIMEOUT_S = 30.0
+"""A stop is answered by the job exiting; past this it is terminated, then killed."""
+POLL_S = 1.0
+"""How often a wait checks that the job is still alive."""
+LOG_TAIL_LINES = 40
+
+R = TypeVar("R", bound=BaseModel)
+
+
+class MegatronJobFailed(RuntimeError):
+    """The torchrun job ended (a rank crashed, or it was killed) or broke the protocol."""
+
+    def __init__(self, why: str, log_path: Path):
+        # The log is read now: the job's private folder goes once the job has been ended.
+        try:
+            lines = Path(log_path).read_text(errors="replace").splitlines()
+        except OSError:
+            lines = ["(the job's log is unreadable)"]
+        self.why = why
+        self.causes = [line for line in lines if RANK_FAILED in line][:4]
+        """Each failed rank's own one-line reason (torchrun's summary below them names only exit codes)."""
+        self.log_tail = "\n".join(lines[-LOG_TAIL_LINES:])
+        super().__init__(why, self.causes, self.log_tail)
+
+    def __str__(self) -> str:
+        causes = "".join(f"\n  {c}" for c in self.causes) or " none logged"
+        return f"the megatron job failed: {self.why}. Ranks' errors:{causes}\nThe end of its log:\n{self.log_tail}"
+
+
+def torchrun_command(layout: MegatronSettings, spec_path: Path) -> list[str]:
+    """torchrun on this node: a free rendezvous port unless settings pin one (training.megatron.master_port)."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={layout.nproc_per_node}"]
+    if layout.master_port is None:
+        cmd += ["--standalone"]
+    else:
+        cmd += ["--nnodes=1", f"--master-addr={layout.master_addr}", f"--master-port={layout.master_port}"]
+    return cmd + ["-m", "trainers.megatron_job", "--spec", str(spec_path)]
+
+
+class MegatronJob:
+    """One torchrun job and the connection to its rank 0."""
+
+    def __init__(self, spec_fields: dict, layout: MegatronSettings):
+        # A private, short folder: a Unix socket's path is limited to 107 bytes.
+        self.run_dir = Path(tempfile.mkdtemp(prefix="ocrl-megatron-"))
+        self.log_path = self.run_dir / "job.log"
+        spec = JobSpec(layout=layout, socket_path=self.run_dir / "control.sock", **spec_fields)
+        spec_path = self.run_dir / "spec.json"
+        spec_path.write_text(spec.model_dump_json())
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+        with open(self.log_path, "wb") as out:
+            self.proc = subprocess.Popen(
+                torchrun_command(layout, spec_path),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=REPO,
+                env=env,
+                start_new_session=True,  # its own process group: ended as one, never by a signal meant for us
+            )
+        self._finalizer = weakref.finalize(self, _end, self.proc, self.run_dir)
+        self.channel = self._connect(spec.socket_path)
+        self.ready = self._receive(Ready, START_TIMEOUT_S)
+        log.info("megatron job started", pid=self.proc.pid, world=self.ready.world_size, step=self.ready.step)
+
+    def _connect(self, path: Path) -> LineChannel:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            self._check_alive("before it listened")
+            if path.exists():
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    sock.connect(str(path))
+                    return LineChannel(sock)
+                except (FileNotFoundError, ConnectionRefusedError):
+                    sock.close()
+            if time.monotonic() > deadline:
+                raise MegatronJobFailed(f"rank 0 did not listen within {START_TIMEOUT_S:.0f}s", self.log_path)
+            time.sleep(0.2)
+
+    def ask(self, command: BaseModel, expect: type[R]) -> R:
+        try:
+            self.channel.send(command)
+        except OSError as exc:
+            raise MegatronJobFailed(f"the job's connection broke ({exc})", self.log_path) from exc
+        return self._receive(expect, None)
+
+    def _receive(self, expect: type[R], timeout_s: float | None) -> R:
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            try:
+                line = self.channel.receive(POLL_S)
+            except (EOFError, ConnectionError) as exc:
+                self._wait_exit(STOP_TIMEOUT_S)
+                raise MegatronJobFailed(f"the job closed its connection ({self._exit_text()})", self.log_path) from exc
+            if line is not None:
+                break
+            self._check_alive("while working")
+            if deadline is not None and time.monotonic() > deadline:
+                raise MegatronJobFailed(f"no answer within {timeout_s:.0f}s", self.log_path)
+        reply = REPLY.validate_json(line)
+        if isinstance(reply, Refused):
+            raise MegatronJobFailed(f"the job refused a command: {reply.reason}", self.log_path)
+        if not isinstance(reply, expect):
+            raise MegatronJobFailed(f"expected {expect.__name__}, the job answered {reply.kind}", self.log_path)
+        return reply
+
+    def _check_alive(self, when: str) -> None:
+        if self.proc.poll() is not None:
+            raise MegatronJobFailed(f"the job exited {when} ({self._exit_text()})", self.log_path)
+
+    def _wait_exit(self, timeout_s: float) -> None:
+        try:
+            self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def _exit_text(self) -> str:
+        code = self.proc.poll()
+        return "still running" if code is None else f"exit status {code}"
+
+    def stop(self) -> None:
+        """Ask the job to stop; past STOP_TIMEOUT_S end it. The folder (log included) goes once it has exited."""
+        if self.proc.poll() is None:
+            try:
+                self.channel.send(StopCommand())
+            except OSError:
+                pass  # already gone: the ending below covers it
+            self._wait_exit(STOP_TIMEOUT_S)
+        self.channel.close()
+        self._finalizer()
+
+
+def _end(proc: subprocess.Popen, run_dir: Path) -> None:
+    """End the job (torchrun forwards SIGTERM to its ranks), then remove its private folder."""
+    if proc.poll() is None:
+        for sig, grace in ((signal.SIGTERM, STOP_TIMEOUT_S), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                proc.wait(grace)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+    shutil.rmtree(run_dir, ignore_errors=True)
+
+
+class MegatronJobTrainer(PolicyTrainer):
+    """The trainer pool's face of a torchrun job; `for_layout` binds the parallel layout from settings."""
+
+    backend = "megatron"
+    layout: ClassVar[MegatronSettings] = MegatronSettings()
+
+    @classmethod
+    def for_layout(cls, layout: MegatronSettings) -> type[MegatronJobTrainer]:
+        if layout.nnodes > 1:
+            # Nodes other than 0 would need the job's spec and a start signal for every (re)load; not built yet.
+            raise ValueError(
+                "training.megatron.nnodes > 1 is not supported yet: the trainer pool starts the job on its own node "
+                "(nproc_per_node processes)"
+            )
+        if layout.pipeline_parallel > 1:
+            raise ValueError(
+                "training.megatron.pipeline_parallel > 1 is not supported yet; use tensor_parallel and data "
+                "parallel (nproc_per_node x nnodes a multiple of tensor_parallel)"
+            )
+        return type(cls.__name__, (cls,), {"layout": layout})
+
+    def __init__(self, checkpoint: Path, cfg: TrainerConfig = TrainerConfig(), *, resume: bool = False):
+        self.cfg = cfg
+        self.source = Path(checkpoint)
+        self.device = torch.device("cpu")  # this process holds no weights: they live in the job's ranks
+        self.model = torch.nn.Module()  # ditto; weights_finite() answers for the job's weights
+        self.ref = None
+        self._weights_finite = True
+        self.job = MegatronJob({"checkpoint": self.source, "resume": resume, "trainer": cfg}, self.layout)
+        self.step = self.job.ready.step
+
+    @classmethod
+    def resume(cls, folder: Path, cfg: TrainerConfig = TrainerConfig()) -> MegatronJobTrainer:
+        """The job at a saved version: its distributed checkpoint (weights, optimizer, step) when it has one."""
+        return cls(folder, cfg, resume=True)
+
+    def close(self) -> None:
+        self.job.stop()
+
+    def train_step(self, samples: list[TrainingSample]) -> StepMetrics:
+        reply = self.job.ask(StepCommand(samples=samples), Stepped)
+        self.step = reply.metrics.step
+        self._weights_finite = reply.weights_finite
+        return reply.metrics
+
+    def weights_finite(self) -> bool:
+        """Whether the last step left every rank's weights finite (the pool's check before saving)."""
+        return self._weights_finite
+
+    def response_logprobs(self, sample: TrainingSample) -> list[float]:
+        return self.job.ask(LogprobsCommand(sample=sample), Logprobs).logprobs
+
+    def response_logits(self, model: torch.nn.Module, group: list[TrainingSample]) -> tuple[torch.Tensor, torch.Tensor]:
+        raise TypeError("the megatron job's logits stay in its ranks; ask for response_logprobs or train_step")
+
+    def write_weights(self, folder: Path) -> None:
+        self.job.ask(SaveCommand(folder=Path(folder).resolve(), distributed=False), Saved)
+
+    def hf_state_dict(self) -> dict[str, torch.Tensor]:
+        with tempfile.TemporaryDirectory(prefix="ocrl-export-") as tmp:
+            self.write_weights(Path(tmp))
+            return load_hf_weights(Path(tmp))
+
+    def save(self, folder: Path, version: str, extra: dict | None = None) -> Path:
+        """The Hugging Face export the servers load, plus megatron's distributed checkpoint (`megatron/`) to resume."""
+        with atomic_dir(Path(folder)) as tmp:
+            saved = self.job.ask(SaveCommand(folder=Path(tmp).resolve(), distributed=True), Saved)
+            complete_version_folder(
+                tmp,
+                self.source,
+                {"weight_version": version, "step": saved.step, "backend": self.backend, **(extra or {})},
+            )
+        return Path(folder)
