@@ -23,6 +23,7 @@ from typing import Callable
 import structlog
 import torch
 
+from engine.kv_cache import GrowingCache
 from engine.prefix_cache import PrefixCache
 from openclaw_rl.device import DeviceUnavailable, pick_device
 from policy_client.detok import IncrementalDetokenizer
@@ -221,7 +222,9 @@ def _sample(
     greedy = [r.params.temperature == 0 or r.params.top_k == 1 for r in rows]
     sampled = [i for i, g in enumerate(greedy) if not g]
     tokens = torch.empty(len(rows), dtype=torch.long, device=dev)
-    if len(sampled) < len(rows):
+    if not sampled:
+        tokens = logits.argmax(dim=-1)
+    elif len(sampled) < len(rows):
         picked = [i for i, g in enumerate(greedy) if g]
         tokens[picked] = logits[picked].argmax(dim=-1)
     if not sampled and not want_logprobs:
@@ -491,8 +494,6 @@ class DecodeBatch:
     # ---- chunked prefill ---------------------------------------------------------------------------------------
     def _prefill_chunks(self, budget: int) -> list[tuple[WorkItem, WorkResult]]:
         """Up to `budget` prompt tokens of the pending prefills, oldest first; the finished ones join the batch."""
-        from transformers import DynamicCache
-
         results: list[tuple[WorkItem, WorkResult]] = []
         lm = self.lm
         while self.pending and budget > 0:
@@ -504,10 +505,10 @@ class DecodeBatch:
             if self._match_len(it) > p.done:  # another request cached more of this prompt meanwhile: jump ahead
                 cached, kv = self._match(it)
                 if cached > p.done:
-                    p.cache, p.done = DynamicCache(ddp_cache_data=kv), cached
+                    p.cache, p.done = GrowingCache(kv), cached
                     p.row.cached_tokens = cached
             if p.cache is None:
-                p.cache = DynamicCache()
+                p.cache = GrowingCache()
             take = min(budget, length - p.done)
             t0 = time.perf_counter()
             hidden = lm.model.get_decoder()(
@@ -668,8 +669,6 @@ def _prefill(lm: LoadedModel, items: list[WorkItem], cached: int = 0, prefixes: 
     """Prefill of equal-length `items` (no padding) whose first `cached` tokens' KV is given (`prefixes`: per item,
     per layer (K, V) [1, heads, cached, dim]): rows, input log-probs, lengths, cache, mask, positions, hidden
     (positions and hidden cover the computed positions cached..L-1 only)."""
-    from transformers import DynamicCache
-
     model, dev = lm.model, lm.device
     rows = [_Row(it, lm) for it in items]
     lengths = [len(it.input_ids) for it in items]
@@ -680,13 +679,11 @@ def _prefill(lm: LoadedModel, items: list[WorkItem], cached: int = 0, prefixes: 
     positions = torch.arange(cached, lengths[0], device=dev).expand_as(ids)
     if cached:
         layers = len(prefixes[0])
-        cache = DynamicCache(
-            ddp_cache_data=[
-                (torch.cat([p[i][0] for p in prefixes]), torch.cat([p[i][1] for p in prefixes])) for i in range(layers)
-            ]
+        cache = GrowingCache(
+            (torch.cat([p[i][0] for p in prefixes]), torch.cat([p[i][1] for p in prefixes])) for i in range(layers)
         )
     else:
-        cache = DynamicCache()
+        cache = GrowingCache()
     hidden = model.get_decoder()(
         input_ids=ids,
         position_ids=positions,
