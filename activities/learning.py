@@ -3,11 +3,14 @@
 judge pool:  `prm_vote` and `hint` (one vote per call, so votes retry
              independently) and `publish_sample` (advantages, then the sample,
              its record and the audit summary in one atomic Redis step).
-policy pool: `teacher_logprobs` (the response scored under the hint-enhanced context).
+policy pool: `teacher_logprobs` (the response scored under the hint-enhanced context), on the frozen teacher
+             server when one is configured, else on the policy (traffic through its router).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 
 import redis.asyncio as aioredis
@@ -78,6 +81,11 @@ class LearningActivities:
         self._publish = self.redis.register_script(_PUBLISH)
         self._judge: Judge | None = None
         self._teacher: PolicyClient | None = None
+        teacher = settings.learning.teacher
+        # The teacher's own budget per worker process; the policy bounds its own work (engine batch slots).
+        self._teacher_slots = (
+            asyncio.Semaphore(teacher.max_concurrency) if teacher is not None else contextlib.nullcontext()
+        )
 
     async def aclose(self) -> None:
         if self._judge is not None:
@@ -282,15 +290,27 @@ class LearningActivities:
         renderer = renderer_for(str(self.settings.tokenizer_path()))
         enhanced = renderer.render(teacher_messages(req.messages, inp.hint), req.tools)
         # Scored at the sampling temperature, so teacher and rollout log-probs compare like with like.
-        lps = await self._teacher_client().score(
-            enhanced + tokens.response_ids, len(enhanced), temperature=tokens.temperature or 1.0
-        )
+        async with self._teacher_slots:
+            lps = await self._teacher_client().score(
+                enhanced + tokens.response_ids, len(enhanced), temperature=tokens.temperature or 1.0
+            )
         key = redis_keys.teacher_logprobs(inp.turn_id)
         await save_floats(self.redis, key, lps, ttl_s=self.settings.redis.data_ttl_s)
         return TeacherResult(key=key, tokens=len(lps), mean_logprob=sum(lps) / len(lps))
 
     def _teacher_client(self) -> PolicyClient:
         if self._teacher is None:
-            url = self.settings.learning.teacher_url
-            self._teacher = PolicyClient([url]) if url else PolicyClient.from_settings(self.settings)
+            t = self.settings.learning.teacher
+            self._teacher = (
+                PolicyClient(
+                    [t.url],
+                    request_timeout_s=t.timeout_s,
+                    connect_timeout_s=self.settings.policy.connect_timeout_s,
+                    max_attempts=t.max_attempts,
+                    backoff_s=self.settings.policy.backoff_s,
+                    api_key=t.api_key.get_secret_value(),
+                )
+                if t is not None
+                else PolicyClient.from_settings(self.settings)
+            )
         return self._teacher

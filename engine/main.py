@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import structlog
@@ -23,20 +24,68 @@ def prepare_model(settings: Settings, model_path: Path | None = None) -> Path:
     return ensure_tiny_model(settings.tiny_model_dir)
 
 
+PUBLISHED_WAIT_S = 3.0
+"""How long a starting engine retries Redis for the published version: `up` starts valkey beside the engines, and
+it answers within a fraction of this."""
+
+
 def newest_trained(settings: Settings, base: Path) -> Path:
-    """After a restart, serve the newest trained version rather than the base model.
+    """After a restart, serve the version the other servers serve, rather than the base model.
 
     The servers load each new version as the trainer publishes it; an engine that restarts would otherwise serve the
-    base weights as version 0 while training is at vN, and every sample it then generates would be stale.
+    base weights as version 0 while training is at vN, and every sample it then generates would be stale. The
+    published version (Redis `POLICY_VERSION`, set once every server has loaded it) is the one, not the newest
+    folder on disk: a checkpoint is written before it is published, and may never be (its publication failed).
+    Without Redis (an engine run on its own), the newest complete checkpoint.
     """
     from openclaw_rl.checkpoints import newest_version, read_version_label, version_dir
 
+    def servable(folder: Path) -> bool:
+        return (folder / "config.json").is_file() and read_version_label(folder) is not None
+
     newest = newest_version(settings.checkpoints_dir)
-    folder = version_dir(settings.checkpoints_dir, newest)
-    if newest and (folder / "config.json").is_file() and read_version_label(folder):
-        log.info("serving the newest trained version", version=newest, path=str(folder), base=str(base))
+    if not newest:
+        return base  # nothing trained: no need to ask anyone
+    published = published_version(settings)
+    if published is None:
+        folder = version_dir(settings.checkpoints_dir, newest)
+        if servable(folder):
+            log.warning("published version unknown (Redis unreachable): serving the newest checkpoint", version=newest)
+            return folder
+        return base
+    folder = version_dir(settings.checkpoints_dir, published)
+    if published and servable(folder):
+        log.info("serving the published version", version=published, path=str(folder), base=str(base))
         return folder
+    if published:
+        log.warning("the published version has no servable checkpoint; serving the base model", version=published)
     return base
+
+
+def published_version(settings: Settings, wait_s: float = PUBLISHED_WAIT_S) -> int | None:
+    """The policy version every server has loaded (0: none published yet); None when Redis does not answer."""
+    import redis
+
+    from openclaw_rl import redis_keys
+
+    client = redis.Redis.from_url(settings.redis.target(), socket_connect_timeout=1.0, socket_timeout=2.0)
+    deadline = time.monotonic() + wait_s
+    try:
+        while True:
+            try:
+                raw = client.get(redis_keys.POLICY_VERSION)
+                break
+            except redis.ConnectionError as exc:
+                if time.monotonic() >= deadline:
+                    log.warning("Redis unreachable; the published version is unknown", error=str(exc))
+                    return None
+                time.sleep(0.2)
+    finally:
+        client.close()
+    text = raw.decode() if raw else "0"
+    if not text.isdigit():
+        raise ValueError(f"{redis_keys.POLICY_VERSION} holds {text!r}, not a version number")
+    return int(text)
 
 
 def serve_engine(

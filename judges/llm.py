@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 
 from judges.base import JudgeCallError, JudgeContext, StepJudgeContext
@@ -17,7 +19,8 @@ class LlmJudge:
 
     def __init__(self, cfg: LlmJudgeSettings, settings: Settings):
         self.cfg = cfg
-        self.urls = [cfg.url.rstrip("/")] if cfg.url else settings.policy_urls()
+        # No judge server of its own: the policy's traffic URLs (its router when there is one).
+        self.urls = [cfg.url.rstrip("/")] if cfg.url else settings.traffic_urls()
         # The embedded engine speaks only SGLang's native API.
         self.api = "native" if (cfg.url is None and settings.embedded_engine) else cfg.api
         headers = (
@@ -35,6 +38,8 @@ class LlmJudge:
             else None
         )
         self.tokenizer_path = str(cfg.tokenizer_path or settings.tokenizer_path())
+        # The judge endpoint's own budget per worker process, apart from the policy's and the teacher's.
+        self.slots = asyncio.Semaphore(cfg.max_concurrency)
 
     async def prm(self, ctx: JudgeContext) -> str:
         return await self._complete(messages(PRM_SYSTEM, ctx), self.cfg.prm_max_tokens)
@@ -48,6 +53,10 @@ class LlmJudge:
         return await self._complete(step_messages(ctx, images=images), self.cfg.prm_max_tokens)
 
     async def _complete(self, msgs: list[dict], max_tokens: int) -> str:
+        async with self.slots:
+            return await self._complete_now(msgs, max_tokens)
+
+    async def _complete_now(self, msgs: list[dict], max_tokens: int) -> str:
         if self.native is not None:
             ids = renderer_for(self.tokenizer_path).render(msgs)
             gen = await self.native.generate(

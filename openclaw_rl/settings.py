@@ -100,15 +100,46 @@ class EngineSettings(BaseModel):
     prefill_chunk_tokens: int = Field(512, ge=0)
     """A prompt with more tokens than this left to prefill is prefilled this many at a time, between decode steps
     of the running requests, so it never stalls them for its whole prefill; 0 prefills every prompt at once."""
+    replicas: int = Field(1, ge=1, le=64)
+    """Embedded engines `up` starts, on consecutive ports from `port`. More than one: the sglang-router (`router`)
+    fronts them; each gets every weight update, and the system keeps serving while one is down or restarting."""
     incremental_streaming_output: bool = False
     """SGLang's --incremental-streaming-output: every streamed event carries only the new tokens, log-probs and
     text. Off (SGLang's default): cumulative snapshots, unless a request asks with `X-Openclaw-Stream: incremental`
     (PolicyClient always does with this engine)."""
 
 
+class RouterSettings(BaseModel):
+    """The sglang-router `up` starts in front of the embedded engines when engine.replicas > 1."""
+
+    port: int = Field(30100, ge=1, le=65535)
+    """Port the router serves on (loopback): every generation, teacher and judge call goes through it."""
+    metrics_port: int = Field(30101, ge=1, le=65535)
+    """The router's Prometheus exporter (loopback; the router always opens one, by default on 29000)."""
+    policy: Literal["cache_aware", "round_robin", "power_of_two", "random"] = "cache_aware"
+    """How the router picks an engine: cache_aware keeps requests that share a prefix (a session's turns) on one
+    engine, so its prefix cache hits; round_robin spreads them evenly."""
+    health_check_interval_s: int = Field(5, ge=1, le=3600)
+    """How often the router probes each engine's /health."""
+    health_failure_threshold: int = Field(2, ge=1, le=100)
+    """Failed probes in a row before the router stops sending an engine traffic (a dead engine is also taken out by
+    the launcher as soon as it exits, and a request it fails is retried on another engine)."""
+    ready_timeout_s: float = Field(60.0, gt=0)
+    """How long `up` waits for the router to answer."""
+
+
 class PolicySettings(BaseModel):
     server_urls: list[str] = Field(default_factory=list)
-    """SGLang servers or a router (e.g. http://gpu1:30000). Empty: the embedded engine, started by `up`."""
+    """The policy servers (e.g. http://gpu1:30000): every weight update and cache flush goes to each of them.
+    Empty: the embedded engines, started by `up`. Without `router_url`, generation spreads over them and skips one
+    that is down."""
+    router_url: str | None = None
+    """An sglang-router in front of `server_urls`: generation, teacher and judge traffic goes to it, while weight
+    updates and cache flushes still go to every server (the router does not forward them). It is called with
+    `api_key`, as its workers are (the router's --api-key)."""
+    server_down_s: float = Field(5.0, ge=0)
+    """Without a router: a server that failed a call (connection refused, timeout, 5xx) is skipped this long while
+    another one is up, so one dead server costs no request its retry delays."""
     tokenizer_path: Path | None = None
     """Local tokenizer + chat template used to render prompts on our side. None: the served model's path
     (embedded engine) or engine.model_path."""
@@ -124,8 +155,8 @@ class PolicySettings(BaseModel):
     """Prompt plus response tokens the served model takes. None: engine.max_total_tokens for the embedded engine,
     else the checkpoint's max_position_embeddings."""
     api_key: SecretStr = SecretStr("")
-    """Bearer key sent to server_urls on every call (the servers' --api-key). Unused with the embedded engine, which
-    is called with engine.api_key."""
+    """Bearer key sent to server_urls and router_url on every call (their --api-key). Unused with the embedded engines,
+    which are called with engine.api_key."""
     incremental_streaming: bool = False
     """server_urls run with SGLang's --incremental-streaming-output (streamed events carry only what is new, so a
     long answer streams in linear time). The embedded engine streams incrementally whatever this says."""
@@ -192,9 +223,42 @@ class LlmJudgeSettings(BaseModel):
     """Most tokens a hint vote may write."""
     timeout_s: float = Field(120.0, gt=0)
     """Upper bound on one vote; a vote that times out counts as no vote."""
+    max_concurrency: int = Field(8, ge=1, le=4096)
+    """Votes one judge worker process has in flight at the judge endpoint; more wait their turn (its own budget,
+    apart from the policy's and the teacher's)."""
     vision: bool = False
     """The endpoint accepts images (OpenAI `image_url` content): GUI step votes get the screenshots; else the page's
     element listing. `openai` api only; the judge worker reads the PNGs from the data directory."""
+
+
+class TeacherSettings(BaseModel):
+    """A frozen teacher that scores the response under the hint-enhanced context (the reference's choice).
+
+    It must share the policy's tokenizer: its log-probs are compared with the rollout's token by token.
+    """
+
+    url: str
+    """Base URL of the teacher server (an SGLang server or router, or an embedded engine)."""
+    api: Literal["native"] = "native"
+    """SGLang's native API: POST {url}/generate with return_logprob and logprob_start_len, the log-probs of the
+    given token ids. An OpenAI-compatible /v1/completions (echo + logprobs) is not offered: servers differ in how
+    they tokenize and scale prompt log-probs (none applies the sampling temperature), so the teacher term would
+    not compare like with like."""
+    api_key: SecretStr = SecretStr("")
+    """Bearer key for the teacher endpoint, if it needs one."""
+    max_concurrency: int = Field(8, ge=1, le=4096)
+    """Scoring calls one policy worker process has in flight at the teacher; more wait their turn."""
+    timeout_s: float = Field(300.0, gt=0)
+    """Upper bound on one scoring call."""
+    max_attempts: int = Field(4, ge=1, le=20)
+    """Tries per call when the failure can succeed on retry (connection errors, timeouts, 5xx)."""
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"learning.teacher.url must be an http(s) URL, got {value!r}")
+        return value.rstrip("/")
 
 
 class LearningSettings(BaseModel):
@@ -215,13 +279,27 @@ class LearningSettings(BaseModel):
     judge: HeuristicJudgeSettings | LlmJudgeSettings | None = Field(None, discriminator="type")
     """None: `heuristic` when the policy is the built-in tiny model (an LLM judge over noise yields no signal),
     else `llm` on the policy servers."""
-    teacher_url: str | None = None
-    """A frozen teacher's SGLang server (the reference's choice). None: the current policy scores its own answer
-    under the hint (the paper)."""
+    teacher: TeacherSettings | None = None
+    """A frozen teacher server. None: the current policy scores its own answer under the hint (the paper). The
+    older `teacher_url = "..."` is read as `teacher.url`."""
     vote_timeout_s: float = Field(180.0, gt=0)
     """Upper bound on one vote activity attempt (judge worker liveness)."""
     source: str = "personal"
     """Sample stream of the personal agent (general agents publish to their own)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _teacher_url_is_teacher(cls, data: Any) -> Any:
+        """Config files and env vars written before `teacher` existed name only `teacher_url`."""
+        if not isinstance(data, dict) or "teacher_url" not in data:
+            return data
+        data = dict(data)
+        url = data.pop("teacher_url")
+        if data.get("teacher") is not None:
+            raise ValueError("set learning.teacher.url or the older learning.teacher_url, not both")
+        if url:
+            data["teacher"] = {"url": url}
+        return data
 
     def votes_for_prm(self) -> int:
         return self.prm_votes or (3 if self.method == "binary" else 1)
@@ -541,6 +619,7 @@ class Settings(BaseSettings):
     api: ApiSettings = Field(default_factory=ApiSettings)
     engine: EngineSettings = Field(default_factory=EngineSettings)
     policy: PolicySettings = Field(default_factory=PolicySettings)
+    router: RouterSettings = Field(default_factory=RouterSettings)
     session: SessionSettings = Field(default_factory=SessionSettings)
     learning: LearningSettings = Field(default_factory=LearningSettings)
     training: TrainingSettings = Field(default_factory=TrainingSettings)
@@ -553,6 +632,20 @@ class Settings(BaseSettings):
     @classmethod
     def _expand(cls, value: Path) -> Path:
         return value.expanduser().absolute()
+
+    @model_validator(mode="after")
+    def _policy_servers_fit(self) -> "Settings":
+        if self.policy.router_url and not self.policy.server_urls:
+            raise ValueError(
+                "policy.router_url needs policy.server_urls: the servers behind the router, each of which must "
+                "receive every weight update"
+            )
+        last = self.engine.port + self.engine.replicas - 1
+        if last > 65535:
+            raise ValueError(
+                f"engine.replicas={self.engine.replicas} from engine.port={self.engine.port} runs past 65535"
+            )
+        return self
 
     @classmethod
     def settings_customise_sources(
@@ -598,14 +691,37 @@ class Settings(BaseSettings):
         return self.engine.model_path.expanduser().absolute() if self.engine.model_path else self.tiny_model_dir
 
     def policy_urls(self) -> list[str]:
-        """Policy servers activities talk to: configured SGLang URLs, or the embedded engine."""
-        return [u.rstrip("/") for u in self.policy.server_urls] or [
-            f"http://{_connect_host(self.engine.host)}:{self.engine.port}"
-        ]
+        """The policy servers, each of which must receive every weight update: the configured SGLang servers, or
+        the embedded engines."""
+        return [u.rstrip("/") for u in self.policy.server_urls] or self.engine_urls()
+
+    def engine_urls(self) -> list[str]:
+        """The embedded engines `up` starts, one per replica on consecutive ports."""
+        host = _connect_host(self.engine.host)
+        return [f"http://{host}:{port}" for port in self.engine_ports()]
+
+    def engine_ports(self) -> list[int]:
+        return [self.engine.port + i for i in range(self.engine.replicas)]
+
+    def traffic_urls(self) -> list[str]:
+        """Where generation, teacher and judge calls go: the router when there is one, else the servers."""
+        if self.policy.router_url:
+            return [self.policy.router_url.rstrip("/")]
+        if self.embedded_router:
+            return [self.embedded_router_url()]
+        return self.policy_urls()
+
+    def embedded_router_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.router.port}"
 
     @property
     def embedded_engine(self) -> bool:
         return not self.policy.server_urls
+
+    @property
+    def embedded_router(self) -> bool:
+        """`up` starts the sglang-router in front of several embedded engines."""
+        return self.embedded_engine and self.engine.replicas > 1
 
     def policy_api_key(self) -> SecretStr:
         """The key the policy servers in `policy_urls()` expect: the embedded engine's own, or the configured one."""

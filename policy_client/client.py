@@ -3,8 +3,13 @@
 Token-in/token-out: prompts arrive as token ids rendered on our side
 (`policy_client.chat`), and the response ids and log-probs are exactly what the
 server returned, never re-tokenized. Works against the embedded engine, an
-SGLang server, or an SGLang router (a single URL); with several URLs,
-generation spreads round-robin and weight updates go to every server.
+SGLang server, or an sglang-router.
+
+Two planes: traffic (generate, score, model info) goes to `urls`, the router
+when there is one; control calls (weight updates, cache flushes) go to every
+server in `control_urls`, which a router does not forward to. With several
+traffic URLs and no router, generation spreads round-robin, and a server that
+just failed is skipped for a while so a dead one costs no retry delays.
 
 Failures that can succeed on retry (connection errors, timeouts, HTTP 5xx) are
 retried with exponential backoff, moving to the next server; a 4xx fails at once
@@ -16,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import time
 from typing import Any, AsyncIterator
 
 import httpx
@@ -34,10 +40,11 @@ from policy_client.wire import (
 log = structlog.get_logger(__name__)
 
 TENANT_HEADER = "X-Openclaw-Tenant"
+"""Whose request a generation is, for the embedded engine's fair sharing; SGLang ignores unknown headers, and the
+sglang-router does not forward them (behind it every request is in the engines' system bucket)."""
 STREAM_MODE_HEADER = "X-Openclaw-Stream"
 """`incremental`: asks the embedded engine for SGLang's incremental streaming output on this request (SGLang sets it
-per server with --incremental-streaming-output and ignores the header)."""
-"""Whose request a generation is, for the embedded engine's fair sharing; SGLang ignores unknown headers."""
+per server with --incremental-streaming-output and ignores the header; the router does not forward it)."""
 MAX_RETRY_AFTER_S = 30.0
 """Longest Retry-After a retry honours: beyond it, fail over to the caller's own retry policy."""
 
@@ -91,6 +98,8 @@ class PolicyClient:
         self,
         urls: list[str],
         *,
+        control_urls: list[str] | None = None,
+        server_down_s: float = 5.0,
         request_timeout_s: float = 300.0,
         connect_timeout_s: float = 5.0,
         max_attempts: int = 4,
@@ -99,7 +108,10 @@ class PolicyClient:
         transport: httpx.AsyncBaseTransport | None = None,
         incremental_streaming: bool = True,
     ):
-        """`api_key`: sent as `Authorization: Bearer <key>` on every call (SGLang's --api-key); empty sends none.
+        """`urls`: where traffic goes (a router, or the servers themselves). `control_urls`: the servers that get
+        every weight update and cache flush (None: `urls`, no router). `server_down_s`: how long a traffic URL that
+        failed is skipped while another is up.
+        `api_key`: sent as `Authorization: Bearer <key>` on every call (SGLang's --api-key); empty sends none.
         `incremental_streaming`: ask for incremental stream events (the embedded engine honours it per request; an
         SGLang server streams incrementally when launched with --incremental-streaming-output). Either way the
         events are read by what they carry, so a server that sends cumulative snapshots is still understood."""
@@ -107,6 +119,11 @@ class PolicyClient:
         if not urls:
             raise ValueError("PolicyClient needs at least one server URL")
         self.urls = [u.rstrip("/") for u in urls]
+        self.control_urls = [u.rstrip("/") for u in control_urls] if control_urls else list(self.urls)
+        self.routed = control_urls is not None and self.control_urls != self.urls
+        """Traffic goes through a router (sglang-router), not straight to the servers."""
+        self.server_down_s = server_down_s
+        self._down_until: dict[str, float] = {}
         self._next = itertools.cycle(range(len(self.urls)))
         self.max_attempts = max_attempts
         self.backoff_s = backoff_s
@@ -119,10 +136,13 @@ class PolicyClient:
 
     @classmethod
     def from_settings(cls, settings: Any) -> "PolicyClient":
-        """The policy servers of `settings`, called with their key (the embedded engine's own when it serves)."""
+        """The policy servers of `settings` (traffic through the router when there is one), called with their key
+        (the embedded engines' own when they serve)."""
         p = settings.policy
         return cls(
-            settings.policy_urls(),
+            settings.traffic_urls(),
+            control_urls=settings.policy_urls(),
+            server_down_s=p.server_down_s,
             request_timeout_s=p.request_timeout_s,
             connect_timeout_s=p.connect_timeout_s,
             max_attempts=p.max_attempts,
@@ -201,9 +221,11 @@ class PolicyClient:
                     return
             except (httpx.TransportError, _Retryable) as exc:
                 attempt += 1
+                self._mark_down(url)
                 if started or attempt >= self.max_attempts:
                     raise PolicyUnavailableError(f"streaming from {url} failed: {exc}") from exc
-                await self._backoff(attempt, url, exc)
+                if not self._another_is_up(url):
+                    await self._backoff(attempt, url, exc)
 
     async def score(self, input_ids: list[int], start: int, *, temperature: float = 1.0) -> list[float]:
         """Log-probs of input_ids[start:] given everything before them (no generation).
@@ -227,10 +249,11 @@ class PolicyClient:
     async def update_weights_from_disk(
         self, model_path: str, weight_version: str | None = None
     ) -> list[UpdateWeightsResult]:
-        """Ask every server to load `model_path`; raises if any refuses (it keeps its old weights)."""
+        """Ask every server to load `model_path`; raises if any refuses (it keeps its old weights) or cannot be
+        reached (a server that is down must not be left on the old version unnoticed)."""
         body = {"model_path": model_path, "weight_version": weight_version, "abort_all_requests": False}
         results = await asyncio.gather(
-            *(self._call("POST", "/update_weights_from_disk", body, only=u) for u in self.urls)
+            *(self._call("POST", "/update_weights_from_disk", body, only=u) for u in self.control_urls)
         )
         out = [UpdateWeightsResult.model_validate(raw) for raw, _ in results]
         return out
@@ -240,11 +263,13 @@ class PolicyClient:
         return ModelInfo.model_validate(raw)
 
     async def health(self) -> dict[str, bool]:
-        """Each server's /health, without retries (a probe must answer quickly)."""
+        """Whether each traffic URL can serve, without retries (a probe must answer quickly): a server's /health,
+        or a router's /readiness (200 while at least one of its servers is healthy)."""
+        path = "/readiness" if self.routed else "/health"
 
         async def one(url: str) -> bool:
             try:
-                return (await self._http.get(f"{url}/health", timeout=5.0)).status_code == 200
+                return (await self._http.get(f"{url}{path}", timeout=5.0)).status_code == 200
             except httpx.HTTPError:
                 return False
 
@@ -252,11 +277,27 @@ class PolicyClient:
         return dict(zip(self.urls, flags))
 
     async def flush_cache(self) -> None:
-        await asyncio.gather(*(self._call("POST", "/flush_cache", None, only=u, expect_json=False) for u in self.urls))
+        await asyncio.gather(
+            *(self._call("POST", "/flush_cache", None, only=u, expect_json=False) for u in self.control_urls)
+        )
 
     # ---- plumbing --------------------------------------------------------
     def _pick(self) -> str:
-        return self.urls[next(self._next)]
+        """The next traffic URL round-robin, passing over those that failed lately while another is up."""
+        now = time.monotonic()
+        for _ in range(len(self.urls)):
+            url = self.urls[next(self._next)]
+            if self._down_until.get(url, 0.0) <= now:
+                return url
+        return self.urls[next(self._next)]  # every one failed lately: try them in turn anyway
+
+    def _mark_down(self, url: str) -> None:
+        if len(self.urls) > 1 and url in self.urls:
+            self._down_until[url] = time.monotonic() + self.server_down_s
+
+    def _another_is_up(self, url: str) -> bool:
+        now = time.monotonic()
+        return any(u != url and self._down_until.get(u, 0.0) <= now for u in self.urls)
 
     async def _call(
         self,
@@ -280,6 +321,11 @@ class PolicyClient:
                 attempt += 1
                 if attempt >= self.max_attempts:
                     raise PolicyUnavailableError(f"{method} {path} failed after {attempt} attempts: {exc}") from exc
+                if only is None:
+                    self._mark_down(url)
+                    if self._another_is_up(url):  # no need to wait: the next try goes to another server
+                        log.warning("policy server call failed; trying another", url=url, error=str(exc))
+                        continue
                 await self._backoff(attempt, url, exc)
 
     async def _backoff(self, attempt: int, url: str, exc: BaseException) -> None:

@@ -90,6 +90,13 @@ class GenerateRequest(BaseModel):
     return_hidden_states: bool = False
     bootstrap_host: Any = None
     data_parallel_rank: int | None = None
+    # What the sglang-router adds when it re-serializes a request for a worker (its GenerateRequest's defaults).
+    model: str | None = None
+    log_metrics: bool = True
+    background: bool = False
+    no_logs: bool = False
+    return_bytes: bool = False
+    return_entropy: bool = False
 
     @model_validator(mode="after")
     def _one_input(self) -> "GenerateRequest":

@@ -1,7 +1,8 @@
 """Bring the stack up in dependency order, supervise it, and take it down in reverse.
 
-Tier 1: Temporal dev server, valkey, embedded engine (each skipped when an
-external one is configured). Tier 2: one worker per pool and the API server.
+Tier 1: Temporal dev server, valkey, the embedded engines and, with several, the
+sglang-router in front of them (each skipped when an external one is configured).
+Tier 2: one worker per pool and the API server.
 "Up" is reported only after a StackProbeWorkflow has reached every pool.
 A child that dies is restarted with backoff; one that keeps dying stops the stack.
 """
@@ -9,6 +10,7 @@ A child that dies is restarted with backoff; one that keeps dying stops the stac
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
 import signal
@@ -17,6 +19,8 @@ import time
 import uuid
 from datetime import timedelta
 
+import httpx
+import redis
 import structlog
 
 from contracts.health import ProbeInput
@@ -24,10 +28,13 @@ from openclaw_rl.settings import LOOPBACK, Pool, Settings
 from openclaw_rl.temporal_client import connect, ensure_search_attributes
 from stack.preflight import StackError, check_data_dir, check_port_free
 from stack.process import ManagedProcess, ServiceFailed, ServiceSpec
+from stack.router import RouterCallError, RouterFront, catch_up
 from stack.services import (
     api_service,
-    engine_service,
+    engine_names,
+    engine_services,
     mask_url,
+    router_service,
     temporal_service,
     valkey_service,
     worker_service,
@@ -37,6 +44,8 @@ from workflows.stack_probe import StackProbeWorkflow
 log = structlog.get_logger(__name__)
 
 MAX_RESTARTS = 5
+RECONCILE_S = 15.0
+"""How often running engines are checked against the published policy version."""
 RESTART_WINDOW_S = 120.0
 PROBE_TIMEOUT_S = 120.0
 
@@ -49,6 +58,10 @@ class Stack:
         self.state_path = settings.data_dir / "stack.json"
         self._stopping = asyncio.Event()
         self.failure: str | None = None
+        self.router = RouterFront.embedded(settings) if settings.embedded_router else None
+        self._engine_urls = (
+            dict(zip(engine_names(settings), settings.engine_urls())) if settings.embedded_engine else {}
+        )
 
     # ---- lifecycle -------------------------------------------------------
     def prepare_data_dir(self) -> None:
@@ -70,7 +83,11 @@ class Stack:
         if s.redis.embedded:
             ports.append(("valkey", LOOPBACK, s.redis.port, "OPENCLAW_RL_REDIS__PORT"))
         if s.embedded_engine:
-            ports.append(("engine", s.engine.host, s.engine.port, "OPENCLAW_RL_ENGINE__PORT"))
+            for name, port in zip(engine_names(s), s.engine_ports()):
+                ports.append((name, s.engine.host, port, "OPENCLAW_RL_ENGINE__PORT"))
+        if s.embedded_router:
+            ports.append(("router", LOOPBACK, s.router.port, "OPENCLAW_RL_ROUTER__PORT"))
+            ports.append(("router metrics", LOOPBACK, s.router.metrics_port, "OPENCLAW_RL_ROUTER__METRICS_PORT"))
         seen: dict[int, str] = {}
         for name, host, port, hint in ports:
             if port in seen:
@@ -87,6 +104,11 @@ class Stack:
             raise StackError(
                 f"engine.model_path {s.served_model_path()} is not a Hugging Face checkpoint folder (no config.json)"
             )
+        if s.embedded_router and importlib.util.find_spec("sglang_router") is None:
+            raise StackError(
+                f"engine.replicas={s.engine.replicas} needs the sglang-router package: pip install "
+                "'openclaw-rl[router]' (or set engine.replicas = 1)"
+            )
         from trainers import backend_missing
 
         if why := backend_missing(s.training.backend):
@@ -102,7 +124,9 @@ class Stack:
         if s.redis.embedded:
             tier1.append(valkey_service(s))
         if s.embedded_engine:
-            tier1.append(engine_service(s))
+            tier1 += engine_services(s, self.router)
+        if self.router is not None:
+            tier1.append(router_service(s, self.router))  # last: stopped first
         tier2 = [worker_service(p) for p in Pool] + [api_service(s)]
         return tier1, tier2
 
@@ -151,8 +175,14 @@ class Stack:
         checkpoint may take minutes) never holds up the restart of another one that died meanwhile.
         """
         restarting: dict[str, asyncio.Task] = {}
+        reconciling: asyncio.Task | None = None
+        next_reconcile = time.monotonic() + RECONCILE_S
         try:
             while not self._stopping.is_set():
+                if time.monotonic() >= next_reconcile and (reconciling is None or reconciling.done()):
+                    running = [p for p in self.tier1 if p.spec.name not in restarting and p.running()]
+                    reconciling = asyncio.ensure_future(self._reconcile_engines(running))
+                    next_reconcile = time.monotonic() + RECONCILE_S
                 for name in [n for n, task in restarting.items() if task.done()]:
                     task = restarting.pop(name)
                     if not task.cancelled() and task.exception() is not None:
@@ -179,11 +209,30 @@ class Stack:
                 except asyncio.TimeoutError:
                     pass
         finally:
-            for task in restarting.values():
+            tasks = list(restarting.values()) + ([reconciling] if reconciling is not None else [])
+            for task in tasks:
                 task.cancel()
-            await asyncio.gather(*restarting.values(), return_exceptions=True)
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _reconcile_engines(self, running: list[ManagedProcess]) -> None:
+        """Bring a running engine that missed a publication to the published version.
+
+        The one way to miss it: an engine that restarts while a version is published may read the previous one
+        from Redis after its old incarnation had already loaded the new one (so the publication succeeded). Never a
+        step back (`catch_up`), so a publication under way is left alone.
+        """
+        key = self.settings.engine.api_key.get_secret_value()
+        for p in running:
+            url = self._engine_urls.get(p.spec.name)
+            if url is None:
+                continue
+            try:
+                await catch_up(self.settings, url, key)
+            except (httpx.HTTPError, redis.RedisError, RuntimeError, ValueError) as exc:
+                log.warning("could not check the engine's policy version", engine=url, error=str(exc))
 
     async def _restart(self, p: ManagedProcess, delay: float) -> None:
+        await self._withdraw(p)
         await asyncio.sleep(delay)
         if self._stopping.is_set():
             return
@@ -194,6 +243,18 @@ class Stack:
         except ServiceFailed as exc:
             log.error("restart failed", service=p.spec.name, error=str(exc).splitlines()[0])
         self._write_state("up")
+
+    async def _withdraw(self, p: ManagedProcess) -> None:
+        """A dead engine leaves the router at once: back, it must not take traffic before it has caught up (the
+        router's own health checks would let it in as soon as it answers). Its readiness check admits it again."""
+        url = self._engine_urls.get(p.spec.name)
+        if self.router is None or url is None:
+            return
+        try:
+            await self.router.withdraw(url)
+        except (httpx.HTTPError, RouterCallError) as exc:
+            # The router may be down too; restarted, it admits only engines that are up and caught up.
+            log.warning("could not withdraw the engine from the router", engine=url, error=str(exc))
 
     def request_stop(self) -> None:
         self._stopping.set()
@@ -217,8 +278,10 @@ class Stack:
             "api": f"http://{s.api.host}:{s.api.port}",
             "temporal": mask_url(s.temporal.target()),
             "redis": mask_url(s.redis.target()),
-            "policy": ",".join(mask_url(u) for u in s.policy_urls()),
+            "policy": ",".join(mask_url(u) for u in s.traffic_urls()),
         }
+        if s.traffic_urls() != s.policy_urls():
+            urls["policy_servers"] = ",".join(mask_url(u) for u in s.policy_urls())
         if s.temporal.embedded and not s.temporal.headless:
             urls["temporal_ui"] = f"http://{LOOPBACK}:{s.temporal.ui_port}"
         return urls

@@ -11,8 +11,10 @@ from openclaw_rl.masking import mask_url  # noqa: F401  (re-exported: the launch
 from openclaw_rl.settings import LOOPBACK, Pool, Settings
 from stack.preflight import find_temporal_binary, find_valkey_binary, private_dir
 from stack.process import ServiceSpec
+from stack.router import ROUTER_API_KEY_ENV, RouterFront, catch_up, router_argv
 
 PYTHON_CLI = [sys.executable, "-m", "cli"]
+
 
 def _http_ok(url: str):
     async def check() -> bool:
@@ -118,11 +120,81 @@ def _conf_quote(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def engine_service(settings: Settings) -> ServiceSpec:
-    e = settings.engine
-    # First run builds the tiny model (~15 s); a real checkpoint may take minutes to load.
+ENGINE_READY_TIMEOUT_S = 900
+"""First run builds the tiny model (~15 s); a real checkpoint may take minutes to load."""
+
+
+def engine_services(settings: Settings, router: RouterFront | None) -> list[ServiceSpec]:
+    """The embedded engines: one named `engine`, or `engine-<i>` per replica behind the router.
+
+    An engine is ready once it answers and serves the published policy version (`catch_up`), and, behind the router,
+    once the router routes to it: a (re)started engine takes no traffic before it has the current weights.
+    """
+    names, ports, urls = engine_names(settings), settings.engine_ports(), settings.engine_urls()
+    if router is None:
+        return [
+            ServiceSpec(
+                names[0], PYTHON_CLI + ["engine"], _engine_ready(settings, urls[0], None), ENGINE_READY_TIMEOUT_S
+            )
+        ]
+    # The router does not forward the per-request stream-mode header: the engines stream incrementally themselves.
+    env = {"OPENCLAW_RL_ENGINE__INCREMENTAL_STREAMING_OUTPUT": "true"}
+    return [
+        ServiceSpec(
+            name,
+            PYTHON_CLI + ["engine", "--port", str(port)],
+            _engine_ready(settings, url, router),
+            ENGINE_READY_TIMEOUT_S,
+            env=env,
+        )
+        for name, port, url in zip(names, ports, urls)
+    ]
+
+
+def engine_names(settings: Settings) -> list[str]:
+    """The supervised names of the embedded engines (in stack.json and the log files): `engine`, or `engine-<i>`."""
+    if settings.engine.replicas == 1:
+        return ["engine"]
+    return [f"engine-{i}" for i in range(settings.engine.replicas)]
+
+
+def _engine_ready(settings: Settings, url: str, router: RouterFront | None):
+    health = _http_ok(f"{url}/health")
+
+    async def ready() -> bool:
+        if not await health():
+            return False
+        await catch_up(settings, url, settings.engine.api_key.get_secret_value())
+        return router is None or await router.admit(url)
+
+    return ready
+
+
+def router_service(settings: Settings, router: RouterFront) -> ServiceSpec:
+    """The sglang-router in front of the engines. Once it answers, it is given every engine that is up and caught up
+    (after a restart it knows none); an engine still starting is admitted by its own readiness check."""
+    engines = settings.engine_urls()
+
+    async def ready() -> bool:
+        if not await router.live():
+            return False
+        for url in engines:
+            try:
+                up = await _http_ok(f"{url}/health")()
+            except httpx.HTTPError:
+                continue  # down or starting: it joins when its own restart is ready
+            if up:
+                await catch_up(settings, url, router.key)
+                await router.admit(url)
+        return True
+
+    key = settings.engine.api_key.get_secret_value()
     return ServiceSpec(
-        "engine", PYTHON_CLI + ["engine"], _http_ok(f"http://{LOOPBACK}:{e.port}/health"), ready_timeout_s=900
+        "router",
+        router_argv(settings),
+        ready,
+        ready_timeout_s=settings.router.ready_timeout_s,
+        env={ROUTER_API_KEY_ENV: key} if key else {},
     )
 
 

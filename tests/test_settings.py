@@ -51,3 +51,66 @@ def test_missing_config_file_and_bad_values_explain_themselves(monkeypatch, tmp_
     monkeypatch.setenv("OPENCLAW_RL_ENGINE__MAX_BATCH_SIZE", "0")
     with pytest.raises(ValidationError, match="max_batch_size"):
         load_settings()
+
+
+def test_replicas_sit_behind_the_embedded_router_and_get_every_weight_update(monkeypatch):
+    monkeypatch.setenv("OPENCLAW_RL_ENGINE__REPLICAS", "3")
+    monkeypatch.setenv("OPENCLAW_RL_ENGINE__PORT", "31000")
+    monkeypatch.setenv("OPENCLAW_RL_ROUTER__PORT", "31500")
+    s = load_settings()
+    assert s.embedded_router and s.engine_ports() == [31000, 31001, 31002]
+    assert s.policy_urls() == [f"http://127.0.0.1:{p}" for p in (31000, 31001, 31002)]  # weight updates
+    assert s.traffic_urls() == ["http://127.0.0.1:31500"]  # generation, teacher, judge
+    single = load_settings(engine={"replicas": 1})
+    assert not single.embedded_router and single.traffic_urls() == single.policy_urls()
+    with pytest.raises(ValidationError, match="runs past 65535"):
+        load_settings(engine={"port": 65535, "replicas": 2})
+
+
+def test_an_external_router_takes_traffic_and_the_servers_take_updates():
+    s = load_settings(
+        policy={"router_url": "http://router:30000/", "server_urls": ["http://gpu1:30000", "http://gpu2:30000/"]}
+    )
+    assert s.traffic_urls() == ["http://router:30000"]
+    assert s.policy_urls() == ["http://gpu1:30000", "http://gpu2:30000"]
+    assert not s.embedded_engine and not s.embedded_router
+    with pytest.raises(ValidationError, match="router_url needs policy.server_urls"):
+        load_settings(policy={"router_url": "http://router:30000"})
+    plain = load_settings(policy={"server_urls": ["http://gpu1:30000", "http://gpu2:30000"]})
+    assert plain.traffic_urls() == plain.policy_urls() == ["http://gpu1:30000", "http://gpu2:30000"]
+
+
+def test_teacher_url_in_an_older_config_file_becomes_the_teacher_section(monkeypatch, tmp_path):
+    cfg = tmp_path / "old.toml"
+    cfg.write_text('[learning]\nteacher_url = "http://teacher:30000/"\n')
+    monkeypatch.setenv("OPENCLAW_RL_CONFIG", str(cfg))
+    s = load_settings()
+    assert s.learning.teacher is not None and s.learning.teacher.url == "http://teacher:30000"
+    assert s.learning.teacher.api == "native" and s.learning.teacher.max_concurrency == 8
+    assert "teacher_url" not in s.masked()["learning"]
+    monkeypatch.setenv("OPENCLAW_RL_LEARNING__TEACHER_URL", "http://env-teacher:30000")  # env wins, same mapping
+    assert load_settings().learning.teacher.url == "http://env-teacher:30000"
+    monkeypatch.delenv("OPENCLAW_RL_CONFIG")
+    monkeypatch.delenv("OPENCLAW_RL_LEARNING__TEACHER_URL")
+    assert load_settings(learning={"teacher_url": None}).learning.teacher is None
+
+
+def test_teacher_and_judge_settings_explain_bad_values():
+    with pytest.raises(ValidationError, match="not both"):
+        load_settings(learning={"teacher_url": "http://a:1", "teacher": {"url": "http://b:2"}})
+    with pytest.raises(ValidationError, match="must be an http"):
+        load_settings(learning={"teacher": {"url": "teacher:30000"}})
+    with pytest.raises(ValidationError, match="max_concurrency"):
+        load_settings(learning={"teacher": {"url": "http://t:1", "max_concurrency": 0}})
+    with pytest.raises(ValidationError, match="api"):
+        load_settings(learning={"teacher": {"url": "http://t:1", "api": "openai"}})
+    with pytest.raises(ValidationError, match="max_concurrency"):
+        load_settings(learning={"judge": {"type": "llm", "max_concurrency": 0}})
+    s = load_settings(
+        learning={
+            "teacher": {"url": "http://t:1", "api_key": "teach-secret", "max_concurrency": 4, "timeout_s": 9},
+            "judge": {"type": "llm", "url": "http://j:1", "max_concurrency": 2},
+        }
+    )
+    assert s.learning.teacher.max_concurrency == 4 and s.judge().max_concurrency == 2
+    assert "teach-secret" not in str(s.masked())

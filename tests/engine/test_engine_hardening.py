@@ -402,7 +402,7 @@ def test_masked_hides_keys_and_credentials_in_urls(settings):
     ]
     assert data["redis"]["url"] == "redis://:****@cache:6379/0"
     assert data["temporal"]["address"] == "bob:****@temporal:7233"
-    assert data["learning"]["teacher_url"] == "http://carol:****@teacher:30000"
+    assert data["learning"]["teacher"]["url"] == "http://carol:****@teacher:30000"
     assert data["learning"]["judge"]["url"] == "http://judge:30000"  # nothing to hide: unchanged
     empty = settings().masked()
     assert empty["engine"]["api_key"] == "" and empty["redis"]["url"] is None
