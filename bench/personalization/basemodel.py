@@ -60,8 +60,12 @@ class Recipe:
 
 
 DEFAULT = Recipe()
+FAST = Recipe(hidden=96, layers=2, intermediate=256, tokenizer_examples=1000, steps=300)
+"""A smaller policy built in 1-2 minutes for the test suite's learning check: it still follows style instructions
+(measured in the README), with less pretraining behind it."""
 QUICK = Recipe(steps=12, batch=8, tokenizer_examples=300, hidden=64, layers=2, intermediate=192)
 """A miniature build for tests: the same code path in seconds (its output is not a usable policy)."""
+RECIPES = {"default": DEFAULT, "fast": FAST, "quick": QUICK}
 
 # ---- corpus ----------------------------------------------------------------------------------------------------
 

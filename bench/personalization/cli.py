@@ -5,6 +5,22 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bench.personalization import basemodel, runner
+
+RECIPE_NAMES = ("default", "fast")
+
+
+def _steps(text: str) -> tuple[int, ...]:
+    try:
+        steps = tuple(sorted({int(x) for x in text.split(",") if x.strip()}))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--steps takes comma-separated step counts like 8,16, got {text!r}") from None
+    if not steps or steps[0] < 1:
+        raise argparse.ArgumentTypeError(f"--steps needs step counts of at least 1, got {text!r}")
+    return steps
 
 
 def add_parser(sub: argparse._SubParsersAction, func) -> None:
@@ -23,7 +39,15 @@ def add_parser(sub: argparse._SubParsersAction, func) -> None:
     p.add_argument("--seed", type=int, default=0, help="the users' seed (tasks and reactions)")
     p.add_argument("--users", type=int, default=4, help="simulated users chatting at once")
     p.add_argument("--lr", type=float, default=3e-4, help="training.lr (the paper's 1e-5 is for 4B-32B models)")
-    p.add_argument("--eval-problems", type=int, default=36)
+    p.add_argument("--eval-problems", type=int, default=36, help="held-out problems scored per version")
+    p.add_argument("--steps", type=_steps, default=(8, 16), help="versions to report, comma-separated (8,16)")
+    p.add_argument("--batch-size", type=int, default=16, help="training.batch_size: samples per step")
+    p.add_argument(
+        "--recipe",
+        choices=sorted(RECIPE_NAMES),
+        default="default",
+        help="the base policy to build: default (the table's), fast (smaller, built in 1-2 minutes)",
+    )
     p.add_argument("--eval-samples", type=int, default=2, help="first answers sampled per problem and version")
     p.add_argument("--curve-every", type=int, default=4, help="also score every N-th version for the curve")
     p.add_argument("--judge-url", help="an OpenAI-compatible LLM judge (default: the heuristic judge)")
@@ -45,7 +69,7 @@ def bench_command(args: argparse.Namespace, settings) -> int:
     from bench.personalization import basemodel, runner
 
     progress = runner.Progress()
-    recipe = basemodel.QUICK if args.quick else basemodel.DEFAULT
+    recipe = basemodel.QUICK if args.quick else basemodel.RECIPES[args.recipe]
     if args.build_model:
         target = basemodel.default_dir(settings.models_dir, recipe)
         path = basemodel.ensure_base_model(
@@ -57,12 +81,32 @@ def bench_command(args: argparse.Namespace, settings) -> int:
     if not args.all and not args.method:
         print("openclaw-rl bench personalization: give --method or --all", file=sys.stderr)
         return 2
-    cfg = runner.BenchConfig(
+    try:
+        cfg = _config(args, recipe)
+    except ValueError as exc:
+        print(f"openclaw-rl bench personalization: {exc}", file=sys.stderr)
+        return 2
+    if args.quick:
+        cfg.steps, cfg.batch_size, cfg.users, cfg.max_tokens, cfg.curve_every = (1,), 2, 2, 32, 1
+        cfg.eval_problems, cfg.eval_samples = min(cfg.eval_problems, 4), 1
+    results = runner.run(cfg, settings.models_dir, settings.data_dir, progress)
+    print()
+    print(runner.table(results))
+    print(f"\nresults: {results['run_dir']}/results.json, plot: {results['run_dir']}/learning_curve.png")
+    return 0
+
+
+def _config(args: argparse.Namespace, recipe: basemodel.Recipe) -> runner.BenchConfig:
+    from bench.personalization import runner
+
+    return runner.BenchConfig(
         setting=args.setting,
         methods=runner.METHODS if args.all else (args.method,),
         seed=args.seed,
         users=args.users,
         lr=args.lr,
+        steps=args.steps,
+        batch_size=args.batch_size,
         eval_problems=args.eval_problems,
         eval_samples=args.eval_samples,
         curve_every=args.curve_every,
@@ -76,11 +120,3 @@ def bench_command(args: argparse.Namespace, settings) -> int:
         timeout_s=args.timeout_s,
         recipe=recipe,
     )
-    if args.quick:
-        cfg.steps, cfg.batch_size, cfg.users, cfg.max_tokens, cfg.curve_every = (1,), 2, 2, 32, 1
-        cfg.eval_problems, cfg.eval_samples = min(cfg.eval_problems, 4), 1
-    results = runner.run(cfg, settings.models_dir, settings.data_dir, progress)
-    print()
-    print(runner.table(results))
-    print(f"\nresults: {results['run_dir']}/results.json, plot: {results['run_dir']}/learning_curve.png")
-    return 0

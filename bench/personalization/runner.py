@@ -11,12 +11,8 @@ each held-out problem (a fresh one-message chat, the engine's own sampling at th
 from __future__ import annotations
 
 import json
-import math
-import os
 import random
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,10 +26,17 @@ import httpx
 from bench.personalization import basemodel, styles
 from bench.personalization.problems import HELD_OUT_SEED, eval_grading_tasks, eval_problems
 from bench.personalization.scorer import LlmScorer, RuleScorer
+from bench.personalization.stats import mean_se, paired_gain
 from bench.personalization.users import TASKS_PER_SESSION, SimulatedUser
+from stack.running import RunningStack, isolated_env
 
 PAPER = {"base": 0.17, "binary": {8: 0.25, 16: 0.23}, "opd": {8: 0.25, 16: 0.72}, "combined": {8: 0.76, 16: 0.81}}
 METHODS = ("binary", "opd", "combined")
+SETTLE_S = 8.0
+"""Quiet time that ends training's tail after a pause: longer than a claim's wait (training.wait_s = 2 here) plus a
+step and its weight publication for the small policies of this benchmark."""
+RESCORES = 3
+"""Times a version is scored again when a late weight update lands during its scoring."""
 EVAL_SEED = HELD_OUT_SEED
 """The held-out problems are the same for every run and seed (the paper: the first 36 of GSM8K)."""
 
@@ -63,6 +66,12 @@ class BenchConfig:
     keep_data: bool = False
     timeout_s: float = 3600.0
     """Per method: give up on reaching the last step after this long (the table then says how far it got)."""
+
+    def __post_init__(self) -> None:
+        if self.eval_problems < 2:
+            raise ValueError(f"eval_problems must be at least 2 (gains pair problems), got {self.eval_problems}")
+        if self.eval_samples < 1:
+            raise ValueError(f"eval_samples must be at least 1, got {self.eval_samples}")
 
     @property
     def eval_versions(self) -> list[int]:
@@ -108,33 +117,15 @@ class Progress:
 # ---- the stack -------------------------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Stack:
-    """`openclaw-rl up` in a child process, isolated in its own data directory, on free ports."""
+class Stack(RunningStack):
+    """`openclaw-rl up` for one method: the base policy served, the method's learning on, training started."""
 
     def __init__(self, data_dir: Path, model: Path, cfg: BenchConfig, method: str):
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith("OPENCLAW_RL_") and k not in ("TEMPORAL_ADDRESS", "REDIS_URL")
-        }
+        env = isolated_env(data_dir, model)
         judge = (
             {"type": "llm", "url": cfg.judge_url, "model": cfg.judge_model} if cfg.judge_url else {"type": "heuristic"}
         )
         env.update(
-            OPENCLAW_RL_DATA_DIR=str(data_dir),
-            OPENCLAW_RL_API__PORT=str(_free_port()),
-            OPENCLAW_RL_ENGINE__PORT=str(_free_port()),
-            OPENCLAW_RL_TEMPORAL__PORT=str(_free_port()),
-            OPENCLAW_RL_TEMPORAL__UI_PORT=str(_free_port()),
-            OPENCLAW_RL_REDIS__PORT=str(_free_port()),
-            OPENCLAW_RL_ENGINE__MODEL_PATH=str(model),
-            OPENCLAW_RL_ENGINE__TORCH_THREADS="1",
             OPENCLAW_RL_LEARNING__METHOD=method,
             OPENCLAW_RL_LEARNING__JUDGE=json.dumps(judge),
             OPENCLAW_RL_TRAINING__AUTO_START="true",
@@ -144,76 +135,42 @@ class Stack:
             OPENCLAW_RL_TRAINING__KEEP_VERSIONS="1000",  # every evaluated version stays on disk until scored
             OPENCLAW_RL_SESSION__DEFAULT_MAX_TOKENS=str(cfg.max_tokens),
             OPENCLAW_RL_SESSION__TURNS_PER_RUN="50",
-            PYTHONUNBUFFERED="1",
         )
         if not cfg.judge_url:
             env["OPENCLAW_RL_LEARNING__PRM_VOTES"] = "1"  # the heuristic judge is deterministic: votes would agree
         if shutil.which("bwrap") is None:  # this benchmark runs no environments; `up` needs a sandbox otherwise
             env["OPENCLAW_RL_ENVS__SANDBOX__MODE"] = "unsandboxed"
-        self.env = env
-        self.data_dir = data_dir
-        self.log_path = data_dir.parent / f"{data_dir.name}-up.log"
-        self.proc: subprocess.Popen | None = None
+        super().__init__(env)
 
-    @property
-    def api(self) -> str:
-        return f"http://127.0.0.1:{self.env['OPENCLAW_RL_API__PORT']}"
-
-    @property
-    def engine(self) -> str:
-        return f"http://127.0.0.1:{self.env['OPENCLAW_RL_ENGINE__PORT']}"
-
-    def cli(self, *args: str, timeout: float = 120) -> str:
-        out = subprocess.run(
-            [sys.executable, "-m", "cli", *args], env=self.env, capture_output=True, text=True, timeout=timeout
-        )
-        if out.returncode != 0:
-            raise RuntimeError(f"openclaw-rl {' '.join(args)} failed: {out.stdout[-800:]}{out.stderr[-800:]}")
-        return out.stdout
-
-    def start(self, timeout: float = 600.0) -> Stack:
-        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "cli", "up"], env=self.env, stdout=log, stderr=subprocess.STDOUT
-            )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"`openclaw-rl up` exited with {self.proc.returncode}:\n{self.tail()}")
-            try:
-                if json.loads((self.data_dir / "stack.json").read_text()).get("status") == "up":
-                    return self
-            except (OSError, ValueError):
-                pass
-            time.sleep(0.5)
-        raise TimeoutError(f"the stack was not up after {timeout:.0f}s:\n{self.tail()}")
-
-    def tail(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-3000:]
-        except OSError:
-            return ""
-
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGINT)
-        try:
-            self.proc.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-    def served_version(self) -> int:
+    def served_weight_version(self) -> str:
+        """The engine's weight version label: a policy version (`3`) or an evaluation's (`eval-3`)."""
         r = httpx.get(f"{self.engine}/get_weight_version", timeout=30)
         r.raise_for_status()
         body = r.json()
-        v = body.get("weight_version", body) if isinstance(body, dict) else body
+        return str(body.get("weight_version", body) if isinstance(body, dict) else body)
+
+    def served_version(self) -> int:
         try:
-            return int(str(v))
+            return int(self.served_weight_version())
         except ValueError:
             return 0
+
+    def settle(self, quiet_s: float = SETTLE_S, timeout: float = 300.0) -> None:
+        """After `train pause`: wait until no new policy version has reached the engine for `quiet_s`.
+
+        A pause takes effect after the step in progress, and a claim already waiting may still bring a full batch
+        and one more step; its weights reach the engine later. Scoring checks the served version anyway
+        (`score_loaded`); this only makes a rescore rare.
+        """
+        deadline = time.monotonic() + timeout
+        last, since = self.served_weight_version(), time.monotonic()
+        while time.monotonic() - since < quiet_s:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the engine's weights kept changing for {timeout:.0f}s after pausing training")
+            time.sleep(0.5)
+            now = self.served_weight_version()
+            if now != last:
+                last, since = now, time.monotonic()
 
     def train_status(self) -> dict:
         try:
@@ -342,6 +299,34 @@ def first_answers(stack: Stack, model: Path, setting: str, tasks: list, cfg: Ben
     return [out[i * k : (i + 1) * k] for i in range(len(tasks))]
 
 
+def score_version(stack: Stack, model: Path, tasks: list, scorer, cfg: BenchConfig) -> dict:
+    """Score the engine's current weights: `eval_samples` first answers per held-out task."""
+    answers = first_answers(stack, model, cfg.setting, tasks, cfg)
+    scored = [[scorer.score(cfg.setting, t, a).value for a in per] for t, per in zip(tasks, answers)]
+    flat = [s for per in scored for s in per]
+    m, se = mean_se(flat)
+    return {
+        "mean": round(m, 4),
+        "se": round(se, 4),
+        "first_sample_mean": round(mean_se([per[0] for per in scored])[0], 4),
+        "per_problem": [round(mean_se(per)[0], 4) for per in scored],
+        "distribution": {str(x): sum(1 for s in flat if s == x) for x in (0.0, 0.25, 0.5, 0.75, 1.0)},
+        "examples": [answers[j][0] for j in range(min(3, len(answers)))],
+    }
+
+
+def score_loaded(stack: Stack, model: Path, version: int, tasks: list, scorer, cfg: BenchConfig, progress) -> dict:
+    """Load `version` into the engine and score it; again if other weights reached the engine meanwhile."""
+    for _ in range(RESCORES):
+        load_version(stack, model, version)
+        entry = score_version(stack, model, tasks, scorer, cfg)
+        served = stack.served_weight_version()
+        if served == f"eval-{version}":
+            return entry
+        progress.note(f"weights {served} reached the engine while v{version} was scored: scoring it again")
+    raise RuntimeError(f"v{version} could not be scored: the engine's weights kept changing ({RESCORES} tries)")
+
+
 def load_version(stack: Stack, model: Path, version: int) -> None:
     path = model if version == 0 else stack.data_dir / "checkpoints" / f"policy-{version}"
     r = httpx.post(
@@ -351,15 +336,6 @@ def load_version(stack: Stack, model: Path, version: int) -> None:
     )
     if r.status_code != 200 or not r.json().get("success", True):
         raise RuntimeError(f"the engine refused {path}: {r.text[:300]}")
-
-
-def mean_se(values: list[float]) -> tuple[float, float]:
-    vals = [v for v in values if not math.isnan(v)]
-    if not vals:
-        return float("nan"), float("nan")
-    m = statistics.fmean(vals)
-    se = statistics.stdev(vals) / math.sqrt(len(vals)) if len(vals) > 1 else 0.0
-    return m, se
 
 
 # ---- one method ------------------------------------------------------------------------------------------------
@@ -374,7 +350,7 @@ def run_method(method: str, cfg: BenchConfig, model: Path, run_dir: Path, progre
     result: dict = {"method": method, "versions": {}, "reached_version": 0}
     progress.note(f"{method}: starting the stack (log: {stack.log_path})")
     started = time.monotonic()
-    stack.start()
+    stack.start(timeout=600)
     try:
         result["stack_start_s"] = round(time.monotonic() - started, 1)
         users = [SimulatedUser(cfg.setting, f"{cfg.setting}{i}", cfg.seed) for i in range(cfg.users)]
@@ -409,12 +385,15 @@ def run_method(method: str, cfg: BenchConfig, model: Path, run_dir: Path, progre
                     f" · thanks {r.get('satisfied', 0)}",
                 )
                 time.sleep(2)
+            stop.set()
+            # Paused before the users' last turns finish: fewer steps past the last evaluated version.
+            stack.cli("train", "pause")
         finally:
             stop.set()
             for th in threads:
                 th.join(timeout=600)
         result["interaction_s"] = round(time.monotonic() - t0, 1)
-        stack.cli("train", "pause")
+        stack.settle()
         status = stack.train_status()
         version = max(version, int(status.get("version") or 0))
         result["reached_version"] = version
@@ -435,24 +414,22 @@ def run_method(method: str, cfg: BenchConfig, model: Path, run_dir: Path, progre
         t1 = time.monotonic()
         for i, v in enumerate(versions):
             progress.update(f"{cfg.setting}/{method}: scoring version", i, len(versions), f"(v{v})", force=True)
-            load_version(stack, model, v)
-            answers = first_answers(stack, model, cfg.setting, tasks, cfg)
-            scored = [[scorer.score(cfg.setting, t, a).value for a in per] for t, per in zip(tasks, answers)]
-            flat = [s for per in scored for s in per]
-            first = [per[0] for per in scored]
-            m, se = mean_se(flat)
-            result["versions"][str(v)] = {
-                "mean": round(m, 4),
-                "se": round(se, 4),
-                "first_sample_mean": round(mean_se(first)[0], 4),
-                "distribution": {str(x): sum(1 for s in flat if s == x) for x in (0.0, 0.25, 0.5, 0.75, 1.0)},
-                "examples": [answers[j][0] for j in range(min(3, len(answers)))],
-            }
+            result["versions"][str(v)] = score_loaded(stack, model, v, tasks, scorer, cfg, progress)
+            if v == 0:  # the same weights sampled again: how far evaluation noise alone moves the score
+                result["base_repeat"] = score_loaded(stack, model, v, tasks, scorer, cfg, progress)
+        base = result["versions"]["0"]["per_problem"]
+        result["noise"] = paired_gain(base, result["base_repeat"]["per_problem"]).model_dump()
+        result["gains"] = {
+            str(v): paired_gain(base, result["versions"][str(v)]["per_problem"]).model_dump() for v in versions if v
+        }
         result["eval_s"] = round(time.monotonic() - t1, 1)
         progress.update(f"{cfg.setting}/{method}: scoring version", len(versions), len(versions), force=True)
         progress.note(f"{method}: " + ", ".join(f"v{v} {result['versions'][str(v)]['mean']:.2f}" for v in versions))
     finally:
-        stack.stop()
+        try:
+            stack.stop(timeout=120)
+        except subprocess.TimeoutExpired:
+            progress.note(f"{method}: the stack did not stop within 120 s after Ctrl-C; it was killed")
         if not cfg.keep_data:
             shutil.rmtree(data_dir / "checkpoints", ignore_errors=True)
     return result
@@ -549,6 +526,15 @@ def table(results: dict) -> str:
         lines.append(row)
     lines.append(f"paper base score: {PAPER['base']:.2f}")
     for method, r in results["methods"].items():
+        gains = r.get("gains") or {}
+        if not gains or "noise" not in r:
+            continue
+        lines.append(
+            f"  {method}: gain over base, paired over problems (± s.e., z): "
+            + ", ".join(f"v{v} {_gain(g)}" for v, g in gains.items())
+            + f"; the base scored again: {_gain(r['noise'])}"
+        )
+    for method, r in results["methods"].items():
         j, t = r.get("judging", {}), r.get("training", {})
         lines.append(
             f"  {method}: {r.get('turns', 0)} turns, reactions {r.get('reactions', {})}, "
@@ -556,6 +542,10 @@ def table(results: dict) -> str:
             f"samples {j.get('samples')}, trained {t.get('samples_trained')}, reached v{r.get('reached_version')}"
         )
     return "\n".join(lines)
+
+
+def _gain(g: dict) -> str:
+    return f"{g['gain']:+.2f} ± {g['se']:.2f} (z {g['z']:+.1f})"
 
 
 def _cell(r: dict, v: int) -> str:
