@@ -210,22 +210,8 @@ class PolicyTrainer(ABC):
     # ---- one optimizer step ------------------------------------------------------
     def train_step(self, samples: list[TrainingSample]) -> StepMetrics:
         started = time.perf_counter()
-        micro = micro_batches(samples, self.cfg.micro_batch_tokens)
         self.opt.zero_grad(set_to_none=True)
-        totals = LossTotals()
-        for group in micro:
-            new_lp, entropy, estimate = self._scored(group, *self.response_logits(self.model, group))
-            old_lp, adv, mask = self._targets(group, new_lp.shape[1])
-            ref_lp = None
-            if self.ref is not None:
-                with torch.no_grad():
-                    ref_lp = self.logprobs(self.ref, group)
-            parts = policy_loss(new_lp, old_lp, adv, mask, self.cfg.loss, ref_lp=ref_lp, entropy=entropy)
-            share = len(group) / len(samples)  # the loss is a mean over samples: weight each micro-batch by its share
-            (parts.loss * share).backward()
-            with torch.no_grad():
-                gap = float(((new_lp - old_lp).abs() * mask).sum())
-            totals.add(parts, share, gap, estimate)
+        totals = self.accumulate(samples, len(samples))
         params = [p for p in self.model.parameters() if p.requires_grad]
         grad_norm = float(torch.nn.utils.clip_grad_norm_(params, self.cfg.grad_clip))
         self.opt.step()
@@ -234,6 +220,26 @@ class PolicyTrainer(ABC):
         return totals.metrics(
             self.step, len(samples), grad_norm, sum(len(s.prompt_ids) + len(s.response_ids) for s in samples) / took
         )
+
+    def accumulate(self, samples: list[TrainingSample], batch_size: int) -> LossTotals:
+        """Forward and backward of `samples` in micro-batches (gradients accumulate), each weighted by its share of
+        a batch of `batch_size` samples: the loss is a mean over samples, so the shares' gradients add up to the
+        batch's whatever the split (micro-batches here, data-parallel replicas in megatron's job)."""
+        totals = LossTotals()
+        for group in micro_batches(samples, self.cfg.micro_batch_tokens):
+            new_lp, entropy, estimate = self._scored(group, *self.response_logits(self.model, group))
+            old_lp, adv, mask = self._targets(group, new_lp.shape[1])
+            ref_lp = None
+            if self.ref is not None:
+                with torch.no_grad():
+                    ref_lp = self.logprobs(self.ref, group)
+            parts = policy_loss(new_lp, old_lp, adv, mask, self.cfg.loss, ref_lp=ref_lp, entropy=entropy)
+            share = len(group) / batch_size
+            (parts.loss * share).backward()
+            with torch.no_grad():
+                gap = float(((new_lp - old_lp).abs() * mask).sum())
+            totals.add(parts, share, gap, estimate)
+        return totals
 
     def response_logprobs(self, sample: TrainingSample) -> list[float]:
         """The current weights' log-probs of one sample's response (no gradient)."""

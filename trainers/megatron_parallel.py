@@ -33,8 +33,7 @@ from contracts.training import StepMetrics
 from openclaw_rl.checkpoints import read_version_info
 from openclaw_rl.device import pick_device
 from openclaw_rl.samples import TrainingSample
-from rlmath.loss import policy_loss
-from trainers.base import LossTotals, TrainerConfig, micro_batches
+from trainers.base import LossTotals, TrainerConfig
 from trainers.megatron_checkpoint import has_distributed_checkpoint
 from trainers.megatron_convert import mcore_to_hf, tp_merge
 from trainers.megatron_trainer import MegatronTrainer
@@ -97,20 +96,7 @@ class ParallelMegatronTrainer(MegatronTrainer):
         """Collective. Every rank gets the whole batch and trains its data-parallel replica's share of it."""
         started = time.perf_counter()
         self._zero_grads()
-        totals = LossTotals()
-        for group in micro_batches(samples[self.dp_rank :: self.dp_size], self.cfg.micro_batch_tokens):
-            new_lp, entropy, estimate = self._scored(group, *self.response_logits(self.model, group))
-            old_lp, adv, mask = self._targets(group, new_lp.shape[1])
-            ref_lp = None
-            if self.ref is not None:
-                with torch.no_grad():
-                    ref_lp = self.logprobs(self.ref, group)
-            parts = policy_loss(new_lp, old_lp, adv, mask, self.cfg.loss, ref_lp=ref_lp, entropy=entropy)
-            share = len(group) / len(samples)  # of the whole batch, so the replicas' gradients add up to its gradient
-            (parts.loss * share).backward()
-            with torch.no_grad():
-                gap = float(((new_lp - old_lp).abs() * mask).sum())
-            totals.add(parts, share, gap, estimate)
+        totals = self.accumulate(samples[self.dp_rank :: self.dp_size], len(samples))
         grad_norm = self._apply_gradients()
         self.step += 1
         totals = self._summed_over_replicas(totals)
