@@ -133,7 +133,8 @@ async def catch_up(settings: Settings, engine_url: str, api_key: str) -> str:
 
     A starting engine loads the published version itself (engine.main); this closes the gap left when a version is
     published while it starts. Never a step back: an engine already past the published version (it took part in a
-    publication still under way) keeps its weights.
+    publication still under way) keeps its weights. An engine serving weights loaded by hand under a label that is
+    not a policy version (an evaluation, an operator's test) is left alone too: someone chose them.
     """
     published = await _published_version(settings)
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -141,7 +142,7 @@ async def catch_up(settings: Settings, engine_url: str, api_key: str) -> str:
         resp = await http.get(f"{engine_url}/get_model_info")
         resp.raise_for_status()
         serving = str(resp.json().get("weight_version") or "0")
-        if not published or (serving.isdigit() and int(serving) >= published):
+        if not published or not serving.isdigit() or int(serving) >= published:
             return serving
         folder = version_dir(settings.checkpoints_dir, published)
         if read_version_label(folder) is None:

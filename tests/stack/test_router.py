@@ -25,7 +25,7 @@ from openclaw_rl.checkpoints import version_dir, write_version_info
 from openclaw_rl.settings import Settings
 from policy_client import PolicyClient, SamplingParams
 from stack.follow import follow_once
-from stack.router import RouterFront
+from stack.router import RouterFront, catch_up
 from tests.api.conftest import chat_stack_env, create_key
 from tests.conftest import start_engine
 from tests.helpers import RunningStack, free_port
@@ -193,6 +193,28 @@ def test_a_running_engine_that_missed_a_publication_is_brought_up_to_it(routed_s
     while [_served(u)[1] for u in settings.engine_urls()] != ["2", "2"]:
         assert time.monotonic() < deadline, [_served(u)[1] for u in settings.engine_urls()]
         time.sleep(0.5)
+
+
+def test_weights_loaded_by_hand_are_not_replaced_by_the_published_version(routed_stack):
+    """An evaluation (the personalization bench) loads a checkpoint under its own label: the launcher's
+    reconciliation (`catch_up`) leaves such an engine alone, while a behind policy version is brought up."""
+    settings = _settings(routed_stack)
+    engine = settings.engine_urls()[0]
+    key = settings.engine.api_key.get_secret_value()
+    base = str(settings.served_model_path())
+    auth = {"Authorization": f"Bearer {key}"} if key else {}
+    r = httpx.post(f"{engine}/update_weights_from_disk", json={"model_path": base, "weight_version": "eval-base"},
+                   headers=auth, timeout=120)  # fmt: skip
+    assert r.json()["success"], r.text
+    try:
+        assert asyncio.run(catch_up(settings, engine, key)) == "eval-base"
+        assert _served(engine)[1] == "eval-base"
+    finally:
+        r = httpx.post(f"{engine}/update_weights_from_disk", json={"model_path": base, "weight_version": "0"},
+                       headers=auth, timeout=120)  # fmt: skip
+        assert r.json()["success"], r.text
+    assert asyncio.run(catch_up(settings, engine, key)) == "2"  # a policy version behind the published one
+    assert _served(engine)[1] == "2"
 
 
 def test_a_restarted_router_routes_to_every_engine_again(routed_stack):
