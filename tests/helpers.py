@@ -5,13 +5,15 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 
 from stack.running import CLI, REPO, RunningStack, free_port, isolated_env
 
-__all__ = ["CLI", "REPO", "RunningStack", "free_port", "pid_alive", "stack_env", "wait_http"]
+__all__ = ["CLI", "REPO", "RunningStack", "free_port", "pid_alive", "running_valkey", "stack_env", "wait_http"]
 
 
 def wait_http(url: str, timeout: float = 120.0, proc: subprocess.Popen | None = None) -> None:
@@ -26,6 +28,35 @@ def wait_http(url: str, timeout: float = 120.0, proc: subprocess.Popen | None = 
             pass
         time.sleep(0.2)
     raise TimeoutError(f"{url} did not answer within {timeout}s")
+
+
+@contextmanager
+def running_valkey(folder: Path, timeout: float = 20.0) -> Iterator[int]:
+    """A bare valkey server (no persistence) on a free loopback port, for tests that need only a store; its port."""
+    import redis
+
+    from stack.preflight import find_valkey_binary
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(find_valkey_binary()), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", str(folder)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        client = redis.Redis(port=port)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                assert time.monotonic() < deadline, "valkey did not start"
+                time.sleep(0.05)
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 def stack_env(data_dir: Path, model_path: Path | None = None) -> dict[str, str]:

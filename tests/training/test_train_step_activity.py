@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import time
 
 import pytest
 import redis
@@ -18,29 +17,13 @@ from openclaw_rl import redis_keys
 from openclaw_rl.samples import SampleMeta, TrainingSample, encode_sample
 from openclaw_rl.settings import Settings
 from openclaw_rl.turn_data import pack_floats, unpack_floats
-from stack.preflight import find_valkey_binary
-from tests.helpers import free_port
+from tests.helpers import running_valkey
 
 
 @pytest.fixture
 def valkey(tmp_path):
-    port = free_port()
-    proc = subprocess.Popen(
-        [str(find_valkey_binary()), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", str(tmp_path)],
-        stdout=subprocess.DEVNULL,
-    )
-    client = redis.Redis(port=port)
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            assert time.monotonic() < deadline, "valkey did not start"
-            time.sleep(0.05)
-    yield port
-    proc.terminate()
-    proc.wait(timeout=10)
+    with running_valkey(tmp_path) as port:
+        yield port
 
 
 def settings_for(tmp_path, port: int, tiny_model, **training) -> Settings:
