@@ -19,7 +19,11 @@ import time
 
 import structlog
 from temporalio.api.enums.v1 import ResourceExhaustedCause
-from temporalio.api.errordetails.v1 import MultiOperationExecutionFailure, ResourceExhaustedFailure
+from temporalio.api.errordetails.v1 import (
+    MultiOperationExecutionFailure,
+    ResourceExhaustedFailure,
+    WorkflowNotReadyFailure,
+)
 from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
@@ -148,6 +152,11 @@ class SessionGateway:
                 await _take_start_error(op)
                 if isinstance(exc, RPCError) and is_update_limit(exc):
                     raise session_busy() from exc
+                dropped = isinstance(exc, RPCError) and is_workflow_not_ready(exc)
+                if dropped and time.monotonic() - started < _ROLL_WAIT_S:
+                    log.info("turn dropped with a failed workflow task; sending it again", workflow_id=wf_id)
+                    await asyncio.sleep(_RETRY_SLEEP_S)
+                    continue
                 if isinstance(exc, RPCError) and exc.status not in _TRANSIENT_RPC:
                     raise ApiError(503, f"Temporal refused the turn: {exc.message}", code="temporal_error") from exc
                 if time.monotonic() - started >= self.settings.api.temporal_retry_s:
@@ -178,16 +187,32 @@ def is_update_limit(exc: RPCError) -> bool:
     return ResourceExhaustedCause.RESOURCE_EXHAUSTED_CAUSE_CONCURRENT_LIMIT in _exhausted_causes(exc)
 
 
+def is_workflow_not_ready(exc: RPCError) -> bool:
+    """The workflow task that carried the update failed on the server, so the update was dropped, never run.
+
+    It happens when a session continues as new in the same instant a judge child reports back: the server fails
+    that closing task (UnhandledCommand) and aborts the updates it carried. The next try reaches the new run.
+    """
+    return any(d.Unpack(WorkflowNotReadyFailure()) for d in _details(exc))
+
+
 def _exhausted_causes(exc: RPCError) -> set[int]:
-    """ResourceExhaustedFailure causes in the status details: plain, or per operation of an Update-with-start."""
+    """ResourceExhaustedFailure causes in the status details."""
     causes: set[int] = set()
-    for detail in exc.grpc_status.details:
-        exhausted, multi = ResourceExhaustedFailure(), MultiOperationExecutionFailure()
+    for detail in _details(exc):
+        exhausted = ResourceExhaustedFailure()
         if detail.Unpack(exhausted):
             causes.add(exhausted.cause)
-        elif detail.Unpack(multi):
-            for op in multi.statuses:
-                for d in op.details:
-                    if d.Unpack(exhausted):
-                        causes.add(exhausted.cause)
     return causes
+
+
+def _details(exc: RPCError) -> list:
+    """The error details of the status: plain, or per operation of an Update-with-start."""
+    out = []
+    for detail in exc.grpc_status.details:
+        multi = MultiOperationExecutionFailure()
+        if detail.Unpack(multi):
+            out.extend(d for op in multi.statuses for d in op.details)
+        else:
+            out.append(detail)
+    return out

@@ -140,6 +140,27 @@ def test_update_limit_is_told_from_other_resource_exhaustion_by_its_cause():
     assert not is_update_limit(RPCError("x", RPCStatusCode.UNAVAILABLE, UPDATE_LIMIT_STATUS))
 
 
+# What Temporal 1.32 answered an Update-with-start whose workflow task the server failed (here: an unknown search
+# attribute; in a session: continuing as new the instant a judge child reported back, failed as UnhandledCommand).
+TASK_FAILED_STATUS = (
+    b"\x08\t\x12(Update-with-Start could not be executed.\x1a\xfd\x01\nOtype.googleapis.com/temporal.api.errordetails."
+    b"v1.MultiOperationExecutionFailure\x12\xa9\x01\n\x00\n\xa4\x01\x08\t\x12TUnable to perform workflow execution "
+    b"update due to unexpected workflow task failure.\x1aJ\nHtype.googleapis.com/temporal.api.errordetails.v1."
+    b"WorkflowNotReadyFailure"
+)
+
+
+def test_an_update_dropped_with_a_failed_workflow_task_is_told_apart_so_the_turn_is_sent_again():
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from api.session_gateway import is_update_limit, is_workflow_not_ready
+
+    dropped = RPCError("Update-with-Start failed", RPCStatusCode.FAILED_PRECONDITION, TASK_FAILED_STATUS)
+    assert is_workflow_not_ready(dropped) and not is_update_limit(dropped)
+    assert not is_workflow_not_ready(RPCError("limit", RPCStatusCode.RESOURCE_EXHAUSTED, UPDATE_LIMIT_STATUS))
+    assert not is_workflow_not_ready(RPCError("other", RPCStatusCode.FAILED_PRECONDITION, b""))
+
+
 # ---- 2. a request refused as longer than the context leaves nothing behind --------------------------------------
 
 
