@@ -7,15 +7,11 @@ trainer later sees.
 
 from __future__ import annotations
 
-import re
-import threading
-from collections import OrderedDict
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-SEGMENT_CACHE_CHARS = 4_000_000
-"""Characters of rendered text whose token ids one renderer keeps (about 40 MB of ids at most)."""
+from policy_client.segments import SegmentEncoder
 
 
 class ChatRenderer:
@@ -26,10 +22,7 @@ class ChatRenderer:
         self.tokenizer = AutoTokenizer.from_pretrained(self.path)
         if not getattr(self.tokenizer, "chat_template", None):
             raise ValueError(f"the tokenizer at {self.path} has no chat template")
-        self._boundary = _special_token_boundary(self.tokenizer)
-        self._segments: OrderedDict[str, list[int]] = OrderedDict()
-        self._cached_chars = 0
-        self._lock = threading.Lock()  # activities render from worker threads
+        self._encoder = SegmentEncoder(self.tokenizer)
 
     def render_text(
         self,
@@ -53,56 +46,11 @@ class ChatRenderer:
         return self.encode(self.render_text(messages, tools, **template_kwargs))
 
     def encode(self, text: str) -> list[int]:
-        """Token ids of `text`, reusing those of segments seen before.
-
-        Every turn re-renders the whole conversation (OpenClaw's system prompt alone is 8-12K tokens), so the
-        text is cut just before each special token (`<|im_start|>`: one cut per message) and each segment's ids
-        are cached. The tokenizer splits on special tokens before anything else, so the ids are the same as
-        encoding the whole text at once.
-        """
-        if self._boundary is None:
-            return self.tokenizer.encode(text, add_special_tokens=False)
-        ids: list[int] = []
-        for segment in self._boundary.split(text):
-            if segment:
-                ids += self._segment_ids(segment)
-        return ids
-
-    def _segment_ids(self, segment: str) -> list[int]:
-        with self._lock:
-            cached = self._segments.get(segment)
-            if cached is not None:
-                self._segments.move_to_end(segment)
-                return cached
-        ids = self.tokenizer.encode(segment, add_special_tokens=False)
-        if len(segment) <= SEGMENT_CACHE_CHARS // 4:
-            with self._lock:
-                if segment not in self._segments:
-                    self._segments[segment] = ids
-                    self._cached_chars += len(segment)
-                while self._cached_chars > SEGMENT_CACHE_CHARS:
-                    old, _ = self._segments.popitem(last=False)
-                    self._cached_chars -= len(old)
-        return ids
+        """Token ids of `text`, reusing those of segments seen before (policy_client.segments)."""
+        return self._encoder.encode(text)
 
     def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=skip_special_tokens)
-
-
-def _special_token_boundary(tokenizer: Any) -> re.Pattern[str] | None:
-    """A pattern matching the empty string before each special token that cuts text cleanly, or None.
-
-    Only tokens that do not swallow neighbouring whitespace (lstrip/rstrip) cut cleanly.
-    """
-    decoder = getattr(tokenizer, "added_tokens_decoder", None) or {}
-    specials = sorted(
-        (t.content for t in decoder.values() if t.special and not t.lstrip and not t.rstrip and t.content),
-        key=len,
-        reverse=True,
-    )
-    if not specials:
-        return None
-    return re.compile("(?=" + "|".join(re.escape(t) for t in specials) + ")")
 
 
 def message_text(content: Any, sep: str = "") -> str:

@@ -33,8 +33,8 @@ def test_a_long_system_prompt_is_tokenized_once_per_process(tiny_model, monkeypa
     system = {"role": "system", "content": "You are OpenClaw, a personal agent with many tools. " * 800}
     first = r.render([system, {"role": "user", "content": "hi"}])
     encoded: list[int] = []
-    real = r.tokenizer.encode
-    monkeypatch.setattr(r.tokenizer, "encode", lambda text, **kw: encoded.append(len(text)) or real(text, **kw))
+    real = r._encoder._encode_new
+    monkeypatch.setattr(r._encoder, "_encode_new", lambda texts: encoded.extend(map(len, texts)) or real(texts))
     later = r.render([system, {"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"},
                       {"role": "user", "content": "next"}])  # fmt: skip
     assert later[: len(first) - 3] == first[: len(first) - 3]  # the shared head, up to the generation prompt
