@@ -50,6 +50,16 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_megatron_node(args: argparse.Namespace, settings: Settings) -> int:
+    from trainers.megatron_node import serve_node
+
+    try:
+        return serve_node(settings.training.megatron, device=args.device, jobs=args.jobs)
+    except ValueError as exc:
+        print(f"openclaw-rl megatron-node: {exc}", file=sys.stderr)
+        return 2
+
+
 def cmd_api(args: argparse.Namespace, settings: Settings) -> int:
     from api.main import serve_api
 
@@ -120,6 +130,14 @@ def build_parser() -> argparse.ArgumentParser:
     wk.add_argument("--pool", required=True, choices=[p.value for p in Pool])
     wk.set_defaults(func=cmd_worker, exits_hard=True)
     sub.add_parser("api", help="serve the REST API").set_defaults(func=cmd_api, exits_hard=False)
+    mn = sub.add_parser(
+        "megatron-node",
+        help="run this node's ranks of every multi-node megatron job (training.megatron: nnodes, node_rank >= 1, "
+        "master_addr, master_port, nproc_per_node)",
+    )
+    mn.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto", help="must match the trainer pool's")
+    mn.add_argument("--jobs", type=int, default=None, help="serve this many jobs, then exit (default: until stopped)")
+    mn.set_defaults(func=cmd_megatron_node, exits_hard=False)
     keys = sub.add_parser("keys", help="manage API keys (each bound to a user)")
     ksub = keys.add_subparsers(dest="keys_command", required=True)
     kc = ksub.add_parser("create", help="create a key for a user; prints it once")

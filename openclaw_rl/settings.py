@@ -339,8 +339,9 @@ class WeightSyncSettings(BaseModel):
 
 class MegatronSettings(BaseModel):
     """The megatron backend's parallel layout (training.backend = megatron): more than one process runs as a
-    torchrun job the trainer pool starts, drives and ends. Pipeline parallelism and multi-node jobs are refused
-    with an error for now (the settings are there so a layout reads the same once they come)."""
+    torchrun job the trainer pool starts, drives and ends; with nnodes > 1 the pool's node is node 0 and every other
+    node runs `openclaw-rl megatron-node`. Pipeline parallelism is refused with an error for now (the setting is
+    there so a layout reads the same once it comes)."""
 
     tensor_parallel: int = Field(1, ge=1)
     """Tensor-parallel size (megatron's --tensor-model-parallel-size)."""
@@ -351,7 +352,7 @@ class MegatronSettings(BaseModel):
     nnodes: int = Field(1, ge=1)
     """Nodes of the torchrun job."""
     node_rank: int = Field(0, ge=0)
-    """This node's rank in the job (each node's trainer pool sets its own)."""
+    """This node's rank in the job: 0 where the trainer pool runs, 1..nnodes-1 for each `megatron-node`."""
     master_addr: str = LOOPBACK
     """torchrun's rendezvous host (node 0)."""
     master_port: int | None = Field(None, ge=1, le=65535)

@@ -2,6 +2,8 @@
 
 Every rank builds its shard of the policy (trainers.megatron_parallel); rank 0
 also serves the trainer-pool worker on a Unix socket (trainers.megatron_job_protocol).
+On a node other than the worker's (`--from-rank0`, started by `openclaw-rl megatron-node`)
+there is no spec file: the ranks join the rendezvous and receive the spec from rank 0.
 Each command rank 0 reads is broadcast to all ranks, run by all, and answered by
 rank 0. The job ends when the worker says stop or its connection closes; an
 error on any rank ends that rank, torchrun then ends the others, and the worker
@@ -54,18 +56,27 @@ IDLE_TICK_S = 30.0
 """How long rank 0 waits for a command before sending the other ranks an idle tick (far below gloo's timeout)."""
 
 
-def init_distributed(spec: JobSpec) -> None:
-    """torch.distributed from torchrun's environment, and megatron's tensor/pipeline/data groups."""
+def init_distributed(device_name: str, spec: JobSpec | None) -> JobSpec:
+    """torch.distributed from torchrun's environment, the job's spec (rank 0's, for ranks started without one), and
+    megatron's tensor/pipeline/data groups."""
     from megatron.core import parallel_state
 
-    device = pick_device(spec.trainer.device)
+    device = pick_device(device_name)
     if device.type == "cuda":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=COLLECTIVE_TIMEOUT)
+    box: list[JobSpec | None] = [spec if dist.get_rank() == 0 else None]
+    dist.broadcast_object_list(box, src=0, device=torch.device("cuda") if device.type == "cuda" else None)
+    spec = box[0]
+    if spec is None:
+        raise RuntimeError("rank 0 sent no job spec")
+    if pick_device(spec.trainer.device).type != device.type:
+        raise RuntimeError(f"this node runs on {device.type}, the job on {spec.trainer.device}: settings differ")
     parallel_state.initialize_model_parallel(
         tensor_model_parallel_size=spec.layout.tensor_parallel,
         pipeline_model_parallel_size=spec.layout.pipeline_parallel,
     )
+    return spec
 
 
 def run(trainer: ParallelMegatronTrainer, command: Command) -> Reply:
@@ -138,12 +149,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def serve_job(argv: list[str] | None, rank: int) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--spec", type=Path, required=True, help="the job's JobSpec as JSON (written by the worker)")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--spec", type=Path, help="the job's JobSpec as JSON (written by the worker)")
+    source.add_argument("--from-rank0", metavar="DEVICE", help="no spec here: receive rank 0's (device: auto|cpu|cuda)")
     args = parser.parse_args(argv)
-    spec = JobSpec.model_validate_json(args.spec.read_text())
-    if spec.layout.pipeline_parallel > 1:
+    spec = JobSpec.model_validate_json(args.spec.read_text()) if args.spec else None
+    if spec is not None and spec.layout.pipeline_parallel > 1:
         raise SystemExit("pipeline_parallel > 1 is not supported by the megatron job yet; use tensor/data parallel")
-    init_distributed(spec)
+    spec = init_distributed(spec.trainer.device if spec else args.from_rank0, spec)
     server = listen(spec.socket_path) if rank == 0 else None  # early, so the worker's connect waits in the backlog
     trainer = ParallelMegatronTrainer(spec.checkpoint, spec.trainer, spec.layout.distributed_optimizer)
     if spec.resume:

@@ -83,14 +83,25 @@ class MegatronJobFailed(RuntimeError):
         return f"the megatron job failed: {self.why}. Ranks' errors:{causes}\nThe end of its log:\n{self.log_tail}"
 
 
-def torchrun_command(layout: MegatronSettings, spec_path: Path) -> list[str]:
-    """torchrun on this node: a free rendezvous port unless settings pin one (training.megatron.master_port)."""
+def torchrun_command(layout: MegatronSettings, spec_path: Path | None, device: str = "auto") -> list[str]:
+    """torchrun on this node: a free rendezvous port unless settings pin one (training.megatron.master_port).
+
+    Node 0 (the trainer pool's) reads the spec from `spec_path`; other nodes (spec_path None, `megatron-node`)
+    receive it from rank 0 once every node has joined the rendezvous on node 0's master_addr:master_port.
+    """
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={layout.nproc_per_node}"]
     if layout.master_port is None:
         cmd += ["--standalone"]
     else:
-        cmd += ["--nnodes=1", f"--master-addr={layout.master_addr}", f"--master-port={layout.master_port}"]
-    return cmd + ["-m", "trainers.megatron_job", "--spec", str(spec_path)]
+        node_rank = 0 if spec_path is not None else layout.node_rank
+        cmd += [
+            f"--nnodes={layout.nnodes}",
+            f"--node-rank={node_rank}",
+            f"--master-addr={layout.master_addr}",
+            f"--master-port={layout.master_port}",
+        ]
+    source = ["--spec", str(spec_path)] if spec_path is not None else ["--from-rank0", device]
+    return cmd + ["-m", "trainers.megatron_job", *source]
 
 
 class MegatronJob:
@@ -98,6 +109,7 @@ class MegatronJob:
 
     def __init__(self, spec_fields: dict, layout: MegatronSettings):
         # A private, short folder: a Unix socket's path is limited to 107 bytes.
+        self.layout = layout
         self.run_dir = Path(tempfile.mkdtemp(prefix="ocrl-megatron-"))
         self.log_path = self.run_dir / "job.log"
         spec = JobSpec(layout=layout, socket_path=self.run_dir / "control.sock", **spec_fields)
@@ -130,7 +142,14 @@ class MegatronJob:
                 except (FileNotFoundError, ConnectionRefusedError):
                     sock.close()
             if time.monotonic() > deadline:
-                raise MegatronJobFailed(f"rank 0 did not listen within {START_TIMEOUT_S:.0f}s", self.log_path)
+                why = f"rank 0 did not listen within {START_TIMEOUT_S:.0f}s"
+                if self.layout.nnodes > 1:
+                    why += (
+                        f" (a {self.layout.nnodes}-node job starts once every node joined the rendezvous at "
+                        f"{self.layout.master_addr}:{self.layout.master_port}: is `openclaw-rl megatron-node` "
+                        "running on each other node?)"
+                    )
+                raise MegatronJobFailed(why, self.log_path)
             time.sleep(0.2)
 
     def ask(self, command: BaseModel, expect: type[R]) -> R:
@@ -210,11 +229,10 @@ class MegatronJobTrainer(PolicyTrainer):
 
     @classmethod
     def for_layout(cls, layout: MegatronSettings) -> type[MegatronJobTrainer]:
-        if layout.nnodes > 1:
-            # Nodes other than 0 would need the job's spec and a start signal for every (re)load; not built yet.
+        if layout.node_rank != 0:
             raise ValueError(
-                "training.megatron.nnodes > 1 is not supported yet: the trainer pool starts the job on its own node "
-                "(nproc_per_node processes)"
+                f"training.megatron.node_rank is {layout.node_rank}: the trainer pool runs node 0 of a megatron job "
+                "(its rank 0 serves the pool); other nodes run `openclaw-rl megatron-node`"
             )
         if layout.pipeline_parallel > 1:
             raise ValueError(

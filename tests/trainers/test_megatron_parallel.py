@@ -10,6 +10,7 @@ uninterrupted run; a rank's crash reaches the caller as MegatronJobFailed.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -19,7 +20,7 @@ import pytest
 import torch
 
 from openclaw_rl.settings import MegatronSettings
-from tests.helpers import REPO
+from tests.helpers import CLI, REPO, free_port
 from tests.trainers.test_megatron_trainer import BATCH
 from trainers.base import TrainerConfig
 
@@ -83,8 +84,10 @@ def test_the_factory_picks_the_job_for_more_than_one_process():
     assert issubclass(job_cls, MegatronJobTrainer) and job_cls.layout == TP2
     with pytest.raises(ValueError, match="pipeline_parallel > 1 is not supported"):
         backend_class("megatron", MegatronSettings(pipeline_parallel=2, nproc_per_node=2))
-    with pytest.raises(ValueError, match="nnodes > 1 is not supported"):
-        backend_class("megatron", MegatronSettings(nnodes=2, master_port=29500))
+    two_nodes = MegatronSettings(nnodes=2, master_port=29500)
+    assert backend_class("megatron", two_nodes).layout == two_nodes  # node 0: the trainer pool's
+    with pytest.raises(ValueError, match="other nodes run `openclaw-rl megatron-node`"):
+        backend_class("megatron", MegatronSettings(nnodes=2, node_rank=1, master_port=29500))
 
 
 def test_tensor_parallel_job_matches_one_process_and_resumes_the_same_losses(tiny_model, one_process, tmp_path):
@@ -137,6 +140,50 @@ def test_data_parallel_job_matches_one_process_and_reports_a_crash(tiny_model, o
             job.train_step(BATCH)  # the job is gone: every later call says so at once
     finally:
         job.close()
+
+
+def test_a_two_node_job_matches_one_process_and_the_node_agent_serves_the_next_job(tiny_model, one_process, tmp_path):
+    """Two "nodes" on this machine: the pool's torchrun (node 0) and `openclaw-rl megatron-node` (node 1), one rank
+    each, tensor parallel across them; node 1 has no spec file and gets the job from rank 0."""
+    port = free_port()
+    layout = MegatronSettings(tensor_parallel=2, nproc_per_node=1, nnodes=2, master_port=port)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENCLAW_RL_")} | {
+        "OPENCLAW_RL_DATA_DIR": str(tmp_path / "node1"),
+        "OPENCLAW_RL_TRAINING__MEGATRON__NNODES": "2",
+        "OPENCLAW_RL_TRAINING__MEGATRON__NODE_RANK": "1",
+        "OPENCLAW_RL_TRAINING__MEGATRON__TENSOR_PARALLEL": "2",
+        "OPENCLAW_RL_TRAINING__MEGATRON__MASTER_PORT": str(port),
+    }
+    with open(tmp_path / "node1.log", "wb") as out:
+        agent = subprocess.Popen(CLI + ["megatron-node"], env=env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        job = MegatronJobTrainer.for_layout(layout)(tiny_model, CFG)
+        try:
+            assert job.job.ready.world_size == 2
+            assert_same_step(job, one_process)
+        finally:
+            job.close()
+        again = MegatronJobTrainer.for_layout(layout)(tiny_model, CFG)  # the agent waits for the next job
+        try:
+            assert again.response_logprobs(BATCH[0]) == pytest.approx(one_process["logprobs"][0], abs=1e-5)
+        finally:
+            again.close()
+        assert agent.poll() is None, (tmp_path / "node1.log").read_text()
+    finally:
+        agent.terminate()
+        agent.wait(timeout=60)
+    log = (tmp_path / "node1.log").read_text()
+    assert log.count("megatron job ended on this node") >= 2, log
+
+
+def test_a_megatron_node_with_a_layout_it_cannot_serve_says_why(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENCLAW_RL_")} | {
+        "OPENCLAW_RL_DATA_DIR": str(tmp_path),
+        "OPENCLAW_RL_TRAINING__MEGATRON__NNODES": "2",
+        "OPENCLAW_RL_TRAINING__MEGATRON__MASTER_PORT": "29500",
+    }  # node_rank 0: the trainer pool's node
+    out = subprocess.run(CLI + ["megatron-node"], env=env, cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "node_rank must be 1..1" in out.stderr
 
 
 WORKER = """
