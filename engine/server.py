@@ -60,6 +60,7 @@ from policy_client.wire import (
     UpdateWeightsFromDiskRequest,
     UpdateWeightsResult,
     is_safe_version,
+    tenant_of_rid,
 )
 
 log = structlog.get_logger(__name__)
@@ -161,8 +162,8 @@ def create_engine_app(scheduler: Scheduler, cfg: EngineSettings, *, weight_roots
 
     @app.post("/generate")
     async def generate(request: Request) -> Any:
-        tenant = _tenant(request)
         req = await _parse(request, GenerateRequest, cfg.max_request_bytes)
+        tenant = _tenant(request, req.rid)
         # Text is tokenized off the event loop (the Rust tokenizer releases the GIL) and by cached segments
         # (text_encoder): a new 40,000-char prompt takes ~20 ms, one that repeats a prompt seen before well under 1.
         items = await asyncio.to_thread(work_items, req, tenant) if req.text is not None else work_items(req, tenant)
@@ -486,14 +487,18 @@ class BearerKey:
         return scheme.lower() == b"bearer" and hmac.compare_digest(b"Bearer " + token.strip(), self.expected)
 
 
-def _tenant(request: Request) -> str | None:
-    """The request's tenant token (X-Openclaw-Tenant), None without one (the system bucket)."""
-    raw = request.headers.get(TENANT_HEADER)
+def _tenant(request: Request, rid: object = None) -> str | None:
+    """The request's tenant token: X-Openclaw-Tenant, else the one a `tenant_rid` request id carries (behind the
+    sglang-router, which forwards the body but not the header); None without either (the system bucket)."""
+    raw = request.headers.get(TENANT_HEADER) or tenant_of_rid(rid)
     if raw is None or not raw.strip():
         return None
     token = raw.strip()
     if len(token) > TENANT_MAX_CHARS or not token.isprintable():
-        raise BadRequest(f"the X-Openclaw-Tenant header must be a printable token of at most {TENANT_MAX_CHARS} chars")
+        raise BadRequest(
+            f"the tenant (X-Openclaw-Tenant header or t/<tenant>/<id> rid) must be a printable token of at most "
+            f"{TENANT_MAX_CHARS} chars"
+        )
     return token
 
 

@@ -35,13 +35,14 @@ from policy_client.wire import (
     ModelInfo,
     SamplingParams,
     UpdateWeightsResult,
+    tenant_rid,
 )
 
 log = structlog.get_logger(__name__)
 
 TENANT_HEADER = "X-Openclaw-Tenant"
-"""Whose request a generation is, for the embedded engine's fair sharing; SGLang ignores unknown headers, and the
-sglang-router does not forward them (behind it every request is in the engines' system bucket)."""
+"""Whose request a generation is, for the embedded engine's fair sharing; SGLang ignores unknown headers. The
+sglang-router does not forward them, so the tenant also travels in the request id (policy_client.wire.tenant_rid)."""
 STREAM_MODE_HEADER = "X-Openclaw-Stream"
 """`incremental`: asks the embedded engine for SGLang's incremental streaming output on this request (SGLang sets it
 per server with --incremental-streaming-output and ignores the header; the router does not forward it)."""
@@ -170,7 +171,7 @@ class PolicyClient:
         tenant: str | None = None,
     ) -> Generation:
         """One generation. `tenant`: whose request it is (sent as X-Openclaw-Tenant; None: the system bucket)."""
-        body = _generate_body(input_ids, sampling, return_logprob)
+        body = _generate_body(input_ids, sampling, return_logprob, tenant)
         raw, url = await self._call("POST", "/generate", body, headers=_tenant_headers(tenant))
         return Generation.from_wire(GenerateResponse.model_validate(raw), url)
 
@@ -196,7 +197,7 @@ class PolicyClient:
         once tokens have been handed out, a break is raised (restarting would resample).
         `tenant` as in `generate`.
         """
-        body = _generate_body(input_ids, sampling, return_logprob) | {"stream": True}
+        body = _generate_body(input_ids, sampling, return_logprob, tenant) | {"stream": True}
         headers = _tenant_headers(tenant)
         if self.incremental_streaming:
             headers = (headers or {}) | {STREAM_MODE_HEADER: "incremental"}
@@ -414,11 +415,14 @@ def _tenant_headers(tenant: str | None) -> dict[str, str] | None:
     return {TENANT_HEADER: tenant} if tenant else None
 
 
-def _generate_body(input_ids: list[int], sampling: SamplingParams, return_logprob: bool) -> dict:
+def _generate_body(input_ids: list[int], sampling: SamplingParams, return_logprob: bool, tenant: str | None) -> dict:
     if not input_ids:
         raise ValueError("input_ids is empty")
-    return {
+    body = {
         "input_ids": list(input_ids),
         "sampling_params": sampling.model_dump(exclude_defaults=True),
         "return_logprob": return_logprob,
     }
+    if tenant:
+        body["rid"] = tenant_rid(tenant)  # the one place the tenant survives the sglang-router
+    return body

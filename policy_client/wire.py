@@ -9,7 +9,9 @@ SGLang's triples (logprob, token_id, decoded_text_or_null).
 from __future__ import annotations
 
 import re
+import uuid
 from typing import Any, Literal
+from urllib.parse import quote, unquote
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -202,3 +204,22 @@ class ErrorBody(BaseModel):
         if isinstance(self.error, dict):
             return str(self.error.get("message") or self.error)
         return str(self.error or self.detail or self.message or "no reason given")
+
+
+TENANT_RID_PREFIX = "t/"
+"""Request ids of the form t/<tenant, percent-quoted>/<hex> carry the tenant in the body, which the sglang-router
+forwards (it drops unknown headers, X-Openclaw-Tenant among them). SGLang takes any unique string as a rid."""
+
+
+def tenant_rid(tenant: str) -> str:
+    return f"{TENANT_RID_PREFIX}{quote(tenant, safe='')}/{uuid.uuid4().hex}"
+
+
+def tenant_of_rid(rid: object) -> str | None:
+    """The tenant a `tenant_rid` names; None for any other rid (a list, a client's own id)."""
+    if not isinstance(rid, str) or not rid.startswith(TENANT_RID_PREFIX):
+        return None
+    parts = rid.split("/")
+    if len(parts) != 3 or not parts[1] or not re.fullmatch(r"[0-9a-f]{32}", parts[2]):
+        return None
+    return unquote(parts[1])

@@ -20,7 +20,7 @@ import torch
 from engine.model_runner import DecodeBatch, LoadedModel, WorkItem, WorkResult, load_model
 from engine.scheduler import QueueFull, Scheduler
 from policy_client import PolicyClient
-from policy_client.wire import SamplingParams
+from policy_client.wire import SamplingParams, tenant_of_rid
 from tests.conftest import start_engine
 
 SLOTS = 4
@@ -381,9 +381,11 @@ ANSWER = {"text": "", "output_ids": [5], "meta_info": {"id": "x", "prompt_tokens
 
 async def test_the_policy_client_sends_the_tenant_header():
     seen: list[str | None] = []
+    rids: list[str | None] = []
 
     async def engine(request: httpx.Request) -> httpx.Response:
         seen.append(request.headers.get(TENANT))
+        rids.append(tenant_of_rid(json.loads(request.content).get("rid")))
         if b'"stream":true' in request.content.replace(b" ", b""):
             return httpx.Response(200, text=f"data: {json.dumps(ANSWER)}\n\ndata: [DONE]\n\n")
         return httpx.Response(200, json=ANSWER)
@@ -393,6 +395,7 @@ async def test_the_policy_client_sends_the_tenant_header():
         assert [s.output_ids async for s in client.generate_stream([1, 2], greedy(1), tenant="user-7")] == [[5]]
         await client.generate([1, 2], greedy(1))
     assert seen == ["user-7", "user-7", None]
+    assert rids == ["user-7", "user-7", None]  # also in the request id: the sglang-router forwards only that
 
 
 async def test_the_policy_client_waits_as_long_as_retry_after_says():
@@ -408,3 +411,16 @@ async def test_the_policy_client_waits_as_long_as_retry_after_says():
     async with PolicyClient(["http://engine"], transport=httpx.MockTransport(busy_then_ok), backoff_s=0.01) as client:
         await client.generate([1, 2], greedy(1), tenant="t")
     assert len(calls) == 2 and calls[1] - calls[0] >= 0.9
+
+
+async def test_a_request_id_naming_a_tenant_counts_for_that_tenant_without_the_header(engine_4):
+    """What arrives from behind the sglang-router: no tenant header, the tenant in the rid."""
+    from policy_client.wire import tenant_rid
+
+    rid = tenant_rid("a user/with spaces")
+    assert tenant_of_rid(rid) == "a user/with spaces" and tenant_of_rid("t/x/not-hex") is None
+    async with httpx.AsyncClient(base_url=engine_4, timeout=60) as http:
+        r = await http.post("/generate", json=body(2) | {"rid": rid})
+        assert r.status_code == 200 and r.json()["meta_info"]["id"] == rid
+        r = await http.post("/generate", json=body(2) | {"rid": f"t/{'x' * 300}/{'0' * 32}"})
+        assert r.status_code == 400 and "X-Openclaw-Tenant" in r.json()["error"]["message"]

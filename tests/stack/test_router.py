@@ -121,6 +121,28 @@ def test_traffic_through_the_router_reaches_both_engines(routed_stack):
     assert r.status_code == 200, r.text
 
 
+def test_the_tenant_reaches_the_engines_through_the_router(routed_stack):
+    """The router forwards no unknown header; the tenant rides in the request id, so fair sharing still applies."""
+    settings = _settings(routed_stack)
+    long = SamplingParams(max_new_tokens=1500, temperature=0.0, ignore_eos=True)
+
+    async def tenants_seen() -> set[str | None]:
+        seen: set[str | None] = set()
+        async with PolicyClient.from_settings(settings) as client, httpx.AsyncClient(timeout=10) as http:
+            task = asyncio.create_task(client.generate([1, 2, 3, 4], long, return_logprob=False, tenant="user/42"))
+            deadline = time.monotonic() + 60
+            while "user/42" not in seen and not task.done() and time.monotonic() < deadline:
+                for url in settings.engine_urls():
+                    info = (await http.get(f"{url}/get_server_info")).json()
+                    seen |= {t["tenant"] for t in info["tenants"]}
+                await asyncio.sleep(0.05)
+            task.cancel()  # the client goes away: the engine drops the generation
+            await asyncio.gather(task, return_exceptions=True)
+        return seen
+
+    assert "user/42" in asyncio.run(tenants_seen())
+
+
 def _checkpoint(settings: Settings, model: Path, version: int) -> Path:
     folder = version_dir(settings.checkpoints_dir, version)
     shutil.copytree(model, folder)
