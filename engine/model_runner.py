@@ -24,7 +24,14 @@ import structlog
 import torch
 
 from engine.kv_cache import GrowingCache
-from engine.prefix_cache import PrefixCache
+from engine.prefix_cache import BLOCK_TOKENS, PrefixCache
+from engine.shared_prefix import (
+    MIN_SHARED_TOKENS,
+    SharedPrefix,
+    SharedView,
+    common_prefix,
+    use_shared_prefix_attention,
+)
 from openclaw_rl.device import DeviceUnavailable, pick_device
 from policy_client.detok import IncrementalDetokenizer
 from policy_client.wire import FinishReason, LogprobEntry, SamplingParams
@@ -77,6 +84,8 @@ def load_model(
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
         raise ModelLoadError(f"cannot load checkpoint at {path}: {exc}") from exc
     model.to(dev).eval()
+    if model.config._attn_implementation == "sdpa":
+        use_shared_prefix_attention(model)  # SDPA, plus one shared prefix read once per decode step
     eos: set[int] = set()
     for source in (
         model.generation_config.eos_token_id,
@@ -336,6 +345,10 @@ class DecodeBatch:
     reuses their KV and is prefilled from there on; prompts and finished answers are inserted. A prompt that asks
     for input log-probs reuses no position whose log-prob it wants (those positions are computed, never skipped).
 
+    Shared prefix (engine.shared_prefix): when two rows start with the same long prefix (a system prompt), the batch
+    keeps its KV once and those rows keep only the rest of theirs; each decode step reads the prefix once for all of
+    them. The batch holds at most one shared prefix, dropped when no row uses it any more.
+
     Chunked prefill (`chunk_tokens` > 0): a prompt with more than `chunk_tokens` tokens left to prefill waits in
     `pending` and is prefilled `chunk_tokens` at a time, one chunk per `step` before the decode step of the running
     rows, so a long prompt never stalls them for its whole prefill. Shorter prompts are prefilled at admission.
@@ -370,6 +383,8 @@ class DecodeBatch:
         self.mask: torch.Tensor | None = None  # [B, T]: 0 where a row is left-padded
         self.last_pos: torch.Tensor | None = None  # [B]: position of each row's last token
         self.next_logits: torch.Tensor | None = None  # [B, V]
+        self.shared: SharedPrefix | None = None
+        self.uses: torch.Tensor | None = None  # [B] bool: the row's cache starts after the shared prefix
 
     def reset(self) -> None:
         """Drop every row and pending prefill (after a failed forward pass: the cache may be half-updated)."""
@@ -480,16 +495,53 @@ class DecodeBatch:
             idx = torch.tensor(keep, device=mask.device)
             cache.batch_select_indices(idx)
             mask, last_pos, next_logits = mask[idx], last_pos[idx], next_logits[idx]
+        cache, mask, uses = self._share([rows[i] for i in keep], cache, mask)
         if self.rows:
             cache, mask = _merge_caches(self.cache, self.mask, cache, mask)
             last_pos = torch.cat([self.last_pos, last_pos])
             next_logits = torch.cat([self.next_logits, next_logits])
-        self.cache, self.mask, self.last_pos, self.next_logits = cache, mask, last_pos, next_logits
+            uses = torch.cat([self.uses, uses])
+        self.cache, self.mask, self.last_pos, self.next_logits, self.uses = cache, mask, last_pos, next_logits, uses
         self.rows += [rows[i] for i in keep]
         self.inputs += [inputs[i] for i in keep]
         self.prompt_lens += [lengths[i] for i in keep]
         self.starts += [started] * len(keep)
         return results
+
+    # ---- shared prefix -----------------------------------------------------------------------------------------
+    def _share(self, new_rows: list[_Row], cache, mask: torch.Tensor) -> tuple[object, torch.Tensor, torch.Tensor]:
+        """Before `new_rows` (their cache and mask, no other rows) join: set up a shared prefix if they bring the
+        first one worth sharing, and drop it from the caches of the rows that start with it. Returns the new rows'
+        cache, mask and uses."""
+        if self.shared is None:
+            self._set_up_shared(new_rows, cache, mask)
+        uses = [self.shared is not None and self.shared.starts(r.item.input_ids) for r in new_rows]
+        if any(uses):
+            cache, mask = _drop_leading(cache, mask, [len(self.shared) if u else 0 for u in uses])
+        return cache, mask, torch.tensor(uses, dtype=torch.bool, device=mask.device)
+
+    def _set_up_shared(self, new_rows: list[_Row], cache, mask: torch.Tensor) -> None:
+        """The longest whole-block prefix one new row has in common with another row (new or in the batch)."""
+        first = new_rows[0].item.input_ids
+        others = [r.item.input_ids for r in new_rows[1:]] + [r.item.input_ids for r in self.rows]
+        best = max((common_prefix(first, o) for o in others), default=0)
+        block = self.prefix_cache.block if self.prefix_cache is not None else BLOCK_TOKENS
+        length = min(best, len(first) - 1) // block * block
+        if length < MIN_SHARED_TOKENS:
+            return
+        start = mask.shape[1] - int(mask[0].sum())  # row 0's first real column (new rows are not left-padded)
+        self.shared = SharedPrefix(
+            list(first[:length]),
+            [
+                (layer.keys[0, :, start : start + length].clone(), layer.values[0, :, start : start + length].clone())
+                for layer in cache.layers
+            ],
+        )
+        if self.rows:  # rows already decoding that start with it give up their copy now
+            drops = [length if self.shared.starts(r.item.input_ids) else 0 for r in self.rows]
+            self.cache, self.mask = _drop_leading(self.cache, self.mask, drops)
+            self.uses = torch.tensor([d > 0 for d in drops], dtype=torch.bool, device=self.mask.device)
+        log.debug("shared prefix set up", tokens=length, rows=len(self.rows))
 
     # ---- chunked prefill ---------------------------------------------------------------------------------------
     def _prefill_chunks(self, budget: int) -> list[tuple[WorkItem, WorkResult]]:
@@ -565,9 +617,11 @@ class DecodeBatch:
         if len(keep) < len(self.rows):
             idx = torch.tensor(keep, device=self.mask.device)
             self.cache.batch_select_indices(idx)
-            self.mask, self.last_pos = self.mask[idx], self.last_pos[idx]
+            self.mask, self.last_pos, self.uses = self.mask[idx], self.last_pos[idx], self.uses[idx]
             if self.next_logits is not None:
                 self.next_logits = self.next_logits[idx]
+            if self.shared is not None and not bool(self.uses.any()):
+                self.shared = None  # its last user left
             for name in ("rows", "inputs", "prompt_lens", "starts"):
                 values = getattr(self, name)
                 setattr(self, name, [values[i] for i in keep])
@@ -587,13 +641,12 @@ class DecodeBatch:
         row = self.rows[i]
         ids = row.item.input_ids + row.out[:-1]
         valid = int(self.mask[i].sum())
-        if valid != len(ids) or len(ids) < self.prefix_cache.block:
+        offset = len(self.shared) if self.shared is not None and bool(self.uses[i]) else 0
+        if offset + valid != len(ids) or len(ids) < self.prefix_cache.block:
             return
         width = self.mask.shape[1]
-        self._insert(
-            ids,
-            [(layer.keys[i, :, width - valid :], layer.values[i, :, width - valid :]) for layer in self.cache.layers],
-        )
+        kv = [(layer.keys[i, :, width - valid :], layer.values[i, :, width - valid :]) for layer in self.cache.layers]
+        self.prefix_cache.insert(ids, kv, self.generation, offset=offset)
 
     # ---- one step ----------------------------------------------------------------------------------------------
     @torch.inference_mode()
@@ -652,12 +705,16 @@ class DecodeBatch:
         self.last_pos = self.last_pos + 1
         padded = bool((self.mask == 0).any())
         t0 = time.perf_counter()
+        shared = {}
+        if self.shared is not None:
+            shared["shared_prefix"] = SharedView(self.shared, self.uses)
         hidden = lm.model.get_decoder()(
             input_ids=tokens.unsqueeze(1),
             attention_mask=self.mask if padded else None,
             position_ids=self.last_pos.unsqueeze(1),
             past_key_values=self.cache,
             use_cache=True,
+            **shared,
         ).last_hidden_state
         self.next_logits = _project(lm, hidden[:, -1])
         self.decode_steps += 1
@@ -748,6 +805,26 @@ def _merge_caches(cache_a, mask_a: torch.Tensor, cache_b, mask_b: torch.Tensor):
         la.values = torch.cat([pad(va, (0, 0, width - ta, 0)), pad(vb, (0, 0, width - tb, 0))])
     mask = torch.cat([pad(mask_a, (width - ta, 0)), pad(mask_b, (width - tb, 0))])
     return cache_a, mask
+
+
+def _drop_leading(cache, mask: torch.Tensor, drops: list[int]):
+    """Remove the first `drops[i]` real columns of row i (its part of the shared prefix), re-left-padded to the
+    longest row that remains."""
+    valid = mask.sum(dim=1).tolist()
+    width = mask.shape[1]
+    keep = [int(v) - d for v, d in zip(valid, drops)]
+    new_width = max(keep)
+    new_mask = torch.zeros((mask.shape[0], new_width), dtype=mask.dtype, device=mask.device)
+    for i, k in enumerate(keep):
+        new_mask[i, new_width - k :] = 1
+    for layer in cache.layers:
+        for name in ("keys", "values"):
+            old = getattr(layer, name)
+            new = old.new_zeros((old.shape[0], old.shape[1], new_width, old.shape[3]))
+            for i, k in enumerate(keep):
+                new[i, :, new_width - k :] = old[i, :, width - k :]
+            setattr(layer, name, new)
+    return cache, new_mask
 
 
 def _final_text(lm: LoadedModel, row: _Row) -> str:

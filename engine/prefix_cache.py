@@ -112,9 +112,10 @@ class PrefixCache:
             self._lru.move_to_end(node.id)
 
     # ---- inserts -----------------------------------------------------------------------------------------------
-    def insert(self, ids: list[int], kv: KV, generation: int) -> int:
-        """Store the KV of ids' whole blocks; `kv`: per layer (K, V) [heads, >= len(ids) rounded down, dim] of
-        exactly these tokens from position 0. Returns the blocks added."""
+    def insert(self, ids: list[int], kv: KV, generation: int, offset: int = 0) -> int:
+        """Store the KV of ids' whole blocks; `kv`: per layer (K, V) [heads, >= len(ids) rounded down - offset, dim]
+        of exactly these tokens from position `offset` (a multiple of the block: the blocks before it are expected in
+        the trie already; where one is missing nothing deeper is stored). Returns the blocks added."""
         if not self.enabled:
             return 0
         n_blocks = len(ids) // self.block
@@ -129,8 +130,11 @@ class PrefixCache:
                 s, e = b * self.block, (b + 1) * self.block
                 key = tuple(ids[s:e])
                 child = node.children.get(key)
+                if child is None and s < offset:
+                    break  # evicted meanwhile; its KV is not in `kv`
                 if child is None:
-                    block_kv = [(k[:, s:e].contiguous().clone(), v[:, s:e].contiguous().clone()) for k, v in kv]
+                    a, z = s - offset, e - offset
+                    block_kv = [(k[:, a:z].contiguous().clone(), v[:, a:z].contiguous().clone()) for k, v in kv]
                     child = _Node(next(self._ids), node, key, block_kv)
                     node.children[key] = child
                     self._lru[child.id] = child

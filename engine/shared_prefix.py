@@ -1,0 +1,110 @@
+"""One KV prefix shared by many rows of a decode batch, attended once per step (cascade attention).
+
+OpenClaw sends the same 8-12K-token system prompt with every request. The prefix cache already saves its prefill;
+without sharing, every row of the decode batch still carries its own copy of that KV, and each decode step reads
+16 copies of it. Here the batch keeps the prefix once; a row that starts with it keeps only the rest of its KV.
+Attention of a decode step is split in two and merged exactly by log-sum-exp:
+
+    o = (o_prefix * exp(lse_prefix) + o_own * exp(lse_own)) / (exp(lse_prefix) + exp(lse_own))
+
+where the prefix part is one matmul of every row's query against the one prefix (read once, not once per row), and
+the own part is the usual attention over the row's own (left-padded) cache. Rows that do not start with the prefix
+get exp(lse_prefix) = 0. Only decode steps (one query token per row) take this path; prefill runs plain SDPA.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from transformers import AttentionInterface
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+ATTENTION = "ocrl_shared_prefix"
+"""Attention implementation name the engine's models run under: plain SDPA unless a `shared_prefix` is passed."""
+
+MIN_SHARED_TOKENS = 256
+"""A shorter common prefix is not worth a re-layout of the batch."""
+
+
+@dataclass
+class SharedPrefix:
+    ids: list[int]
+    layers: list[tuple[torch.Tensor, torch.Tensor]]
+    """Per layer (keys, values) [kv_heads, len(ids), head_dim], RoPE applied (as cached)."""
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def starts(self, ids: list[int]) -> bool:
+        n = len(self.ids)
+        return len(ids) > n and ids[:n] == self.ids
+
+
+@dataclass
+class SharedView:
+    """What one decode forward pass passes down to attention: the prefix and which rows start with it."""
+
+    prefix: SharedPrefix
+    uses: torch.Tensor
+    """[B] bool."""
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    if n == 0:
+        return 0
+    ta, tb = torch.tensor(a[:n]), torch.tensor(b[:n])
+    diff = (ta != tb).nonzero()
+    return int(diff[0]) if diff.numel() else n
+
+
+def shared_prefix_attention(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    shared_prefix: SharedView | None = None,
+    **kwargs,
+) -> tuple[torch.Tensor, None]:
+    if shared_prefix is None or query.shape[2] != 1:
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
+        )
+    b, heads, _, dim = query.shape
+    kv_heads = key.shape[1]
+    groups = heads // kv_heads
+    scale = scaling if scaling is not None else dim**-0.5
+    q = query.reshape(b, kv_heads, groups, dim).float()  # head h reads kv head h // groups (repeat_kv's order)
+
+    # the row's own keys: [b, kv_heads, groups, T]
+    scores = torch.matmul(q, key.float().transpose(-1, -2)) * scale
+    if attention_mask is not None:  # [b, 1, 1, T]: bool (True attends) or additive float
+        m = attention_mask[:, :, :1, :]
+        scores = scores.masked_fill(~m, float("-inf")) if m.dtype == torch.bool else scores + m.float()
+    lse_own = torch.logsumexp(scores, dim=-1)
+    o_own = torch.matmul(torch.softmax(scores, dim=-1), value.float())
+
+    # the shared prefix, read once for all rows: [kv_heads, b * groups, P]
+    pk, pv = shared_prefix.prefix.layers[module.layer_idx]
+    qs = q.permute(1, 0, 2, 3).reshape(kv_heads, b * groups, dim)
+    s2 = torch.bmm(qs, pk.float().transpose(1, 2)) * scale
+    lse_sh = torch.logsumexp(s2, dim=-1).view(kv_heads, b, groups).permute(1, 0, 2)
+    o_sh = torch.bmm(torch.softmax(s2, dim=-1), pv.float()).view(kv_heads, b, groups, dim).permute(1, 0, 2, 3)
+    lse_sh = lse_sh.masked_fill(~shared_prefix.uses.view(b, 1, 1), float("-inf"))
+
+    lse = torch.logaddexp(lse_own, lse_sh)
+    out = o_own * torch.exp(lse_own - lse).unsqueeze(-1) + o_sh * torch.exp(lse_sh - lse).unsqueeze(-1)
+    # [b, kv_heads, groups, dim] -> [b, 1, heads, dim], as sdpa_attention_forward returns
+    return out.reshape(b, heads, dim).unsqueeze(1).to(query.dtype), None
+
+
+def use_shared_prefix_attention(model: torch.nn.Module) -> None:
+    """Run `model` under the shared-prefix attention (SDPA whenever no prefix is passed)."""
+    AttentionInterface.register(ATTENTION, shared_prefix_attention)
+    AttentionMaskInterface.register(ATTENTION, sdpa_mask)
+    model.config._attn_implementation = ATTENTION

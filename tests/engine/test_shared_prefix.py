@@ -1,0 +1,131 @@
+"""A prefix shared by rows of a decode batch is kept once and read once per step (engine.shared_prefix, issue 14).
+
+Rows that start with it must decode exactly what rows with their own copy of its KV decode.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from engine.model_runner import DecodeBatch, LoadedModel, WorkItem, WorkResult, load_model
+from engine.prefix_cache import BLOCK_TOKENS, PrefixCache
+from engine.shared_prefix import MIN_SHARED_TOKENS, SharedPrefix, SharedView, shared_prefix_attention
+from policy_client.wire import SamplingParams
+
+SYSTEM = list(range(2000, 2000 + MIN_SHARED_TOKENS + 3 * BLOCK_TOKENS + 5))  # 309 tokens: worth sharing
+
+
+@pytest.fixture(scope="module")
+def lm(tiny_model: Path) -> LoadedModel:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield load_model(tiny_model, "cpu", "float32", weight_version="0")
+    torch.set_num_threads(threads)
+
+
+def req(ids: list[int], n: int = 8, temperature: float = 0.0) -> WorkItem:
+    params = SamplingParams(max_new_tokens=n, temperature=temperature, ignore_eos=True)
+    return WorkItem(input_ids=list(ids), params=params, return_logprob=True)
+
+
+def staggered(batch: DecodeBatch, items: list[WorkItem], watch=None) -> list[WorkResult]:
+    """One request joins per decode step (as HTTP arrivals do), then all run to the end."""
+    done = []
+    for it in items:
+        done += batch.add([it])
+        done += batch.step()
+        if watch:
+            watch(batch)
+    while len(batch):
+        done += batch.step()
+    by_item = {id(it): r for it, r in done}
+    return [by_item[id(it)] for it in items]
+
+
+def assert_same(a: WorkResult, b: WorkResult) -> None:
+    assert a.output_ids == b.output_ids
+    assert [e[0] for e in a.output_token_logprobs] == pytest.approx([e[0] for e in b.output_token_logprobs], abs=1e-5)
+
+
+def prompts() -> list[list[int]]:
+    mine = [SYSTEM + [60 + i] * (1 + i % 3) for i in range(5)]
+    other = [list(range(5000, 5000 + MIN_SHARED_TOKENS + 40))]  # long, but shares nothing with the others
+    return mine[:2] + other + mine[2:]
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.9])
+def test_rows_sharing_a_prefix_decode_what_rows_with_their_own_copy_decode(lm, temperature):
+    seen = []
+
+    def watch(batch: DecodeBatch) -> None:
+        if batch.shared is not None:
+            own = batch.mask.shape[1]
+            seen.append((len(batch.shared), int(batch.uses.sum()), len(batch.rows), own))
+
+    cache = PrefixCache(64 << 20)
+    shared = staggered(
+        DecodeBatch(lm, torch.Generator().manual_seed(7), prefix_cache=cache),
+        [req(p, temperature=temperature) for p in prompts()],
+        watch,
+    )
+    plain = staggered(
+        DecodeBatch(lm, torch.Generator().manual_seed(7)), [req(p, temperature=temperature) for p in prompts()]
+    )
+    for a, b in zip(shared, plain):
+        assert_same(a, b)
+    # the prefix was set up when the second row arrived (whole blocks of what the first two have in common) and
+    # used by every row that starts with it, not by the unrelated one
+    prefix = len(SYSTEM) // BLOCK_TOKENS * BLOCK_TOKENS
+    assert seen and {s[0] for s in seen} == {prefix}
+    assert max(s[1] for s in seen) == 5 and all(s[1] < s[2] for s in seen if s[2] > 2)
+    # the unrelated row (~300 tokens) is the widest own cache; without it the sharing rows keep a few tokens each
+    assert seen[-1][3] < len(SYSTEM)
+
+
+def test_the_prefix_goes_with_its_last_user_and_another_can_follow(lm):
+    batch = DecodeBatch(lm, torch.Generator().manual_seed(0), prefix_cache=PrefixCache(64 << 20))
+    staggered(batch, [req(SYSTEM + [1]), req(SYSTEM + [2, 3])])
+    assert batch.shared is None and len(batch) == 0
+    other = list(range(7000, 7000 + MIN_SHARED_TOKENS + BLOCK_TOKENS))
+    results = staggered(batch, [req(other + [4], n=30), req(other + [5], n=30)])
+    assert [r.cached_tokens for r in results] == [0, len(other)]
+    ref = staggered(DecodeBatch(lm, torch.Generator().manual_seed(0)), [req(other + [4], n=30), req(other + [5], n=30)])
+    for a, b in zip(results, ref):
+        assert_same(a, b)
+
+
+def test_a_finished_row_that_shared_the_prefix_is_cached_whole_for_its_sessions_next_turn(lm):
+    cache = PrefixCache(64 << 20)
+    batch = DecodeBatch(lm, torch.Generator().manual_seed(0), prefix_cache=cache)
+    a, b = staggered(batch, [req(SYSTEM + [11], n=40), req(SYSTEM + [12, 13], n=40)])
+    for prompt, r in ((SYSTEM + [11], a), (SYSTEM + [12, 13], b)):
+        history = prompt + r.output_ids
+        assert cache.match(history, 10**9, cache.generation)[0] == (len(history) - 1) // BLOCK_TOKENS * BLOCK_TOKENS
+
+
+def test_split_attention_equals_attention_over_the_whole_cache():
+    torch.manual_seed(0)
+    b, heads, kv_heads, dim, prefix, own = 5, 4, 2, 16, 37, 11
+
+    class Layer(torch.nn.Module):
+        layer_idx, num_key_value_groups = 0, heads // kv_heads
+
+    pk, pv = torch.randn(kv_heads, prefix, dim), torch.randn(kv_heads, prefix, dim)
+    q = torch.randn(b, heads, 1, dim)
+    k, v = torch.randn(b, kv_heads, own, dim), torch.randn(b, kv_heads, own, dim)
+    mask = torch.ones(b, 1, 1, own, dtype=torch.bool)
+    mask[1, ..., :4] = False  # row 1 is left-padded
+    uses = torch.tensor([True, True, False, True, False])
+    view = SharedView(SharedPrefix(list(range(prefix)), [(pk, pv)]), uses)
+    out, _ = shared_prefix_attention(Layer(), q, k, v, mask, scaling=dim**-0.5, shared_prefix=view)
+    for i in range(b):
+        keys, values, m = k[i], v[i], mask[i, 0, 0]
+        if uses[i]:
+            keys, values = torch.cat([pk, keys], dim=1), torch.cat([pv, values], dim=1)
+            m = torch.cat([torch.ones(prefix, dtype=torch.bool), m])
+        keys, values = keys.repeat_interleave(2, dim=0)[:, m], values.repeat_interleave(2, dim=0)[:, m]
+        want = torch.softmax(q[i] @ keys.transpose(-1, -2) * dim**-0.5, dim=-1) @ values  # [heads, 1, dim]
+        torch.testing.assert_close(out[i, 0], want[:, 0], atol=1e-5, rtol=1e-5)
