@@ -49,28 +49,60 @@ class SegmentEncoder:
         self._segments: OrderedDict[str, list[int]] = OrderedDict()
         self._cached_chars = 0
         self._lock = threading.Lock()
+        self._encoding: dict[str, threading.Event] = {}  # segments another thread is encoding right now
 
     def encode(self, text: str) -> list[int]:
         if self._cut is None:
             return self.tokenizer.encode(text, add_special_tokens=False)
         segments = [s for s in self._cut.split(text) if s]
         found: list[list[int] | None] = []
+        mine: list[str] = []
+        theirs: dict[str, threading.Event] = {}
+        done = threading.Event()
         with self._lock:
             for s in segments:
                 ids = self._segments.get(s)
                 if ids is not None:
                     self._segments.move_to_end(s)
+                elif s not in self._encoding:
+                    self._encoding[s] = done
+                    mine.append(s)
+                elif self._encoding[s] is not done:
+                    theirs[s] = self._encoding[s]
                 found.append(ids)
-        missing = sorted({s for s, ids in zip(segments, found) if ids is None})
-        if missing:
-            # One call for all new segments: the Rust tokenizer's per-call overhead dominates short lines.
-            fresh = dict(zip(missing, self._encode_new(missing)))
-            self._remember(fresh)
+        fresh: dict[str, list[int]] = {}
+        try:
+            if mine:
+                # One call for all new segments: the Rust tokenizer's per-call overhead dominates short lines.
+                fresh = dict(zip(mine, self._encode_new(mine)))
+                self._remember(fresh)
+        finally:
+            with self._lock:
+                for s in mine:
+                    self._encoding.pop(s, None)
+            done.set()
+        # Requests that arrive together with the same new prompt encode it once: the others wait for it.
+        for event in set(theirs.values()):
+            event.wait()
+        late = []
+        for s in theirs:
+            ids = self._lookup(s)
+            if ids is None:
+                late.append(s)  # not kept (too long, evicted meanwhile, or its encoding failed there)
+            else:
+                fresh[s] = ids
+        if late:
+            fresh |= dict(zip(late, self._encode_new(late)))
+        if fresh:
             found = [fresh[s] if ids is None else ids for s, ids in zip(segments, found)]
         out: list[int] = []
         for ids in found:
             out += ids  # type: ignore[arg-type]
         return out
+
+    def _lookup(self, segment: str) -> list[int] | None:
+        with self._lock:
+            return self._segments.get(segment)
 
     def _encode_new(self, segments: list[str]) -> list[list[int]]:
         return self.tokenizer(segments, add_special_tokens=False)["input_ids"]

@@ -52,3 +52,34 @@ def test_a_tokenizer_without_the_known_regex_gets_no_newline_cuts(tiny_model, tm
     enc = SegmentEncoder(tok)
     text = "a\nb\nc<|im_start|>d"
     assert enc.encode(text) == tok.encode(text, add_special_tokens=False)
+
+
+def test_requests_arriving_together_with_a_new_prompt_encode_it_once(tiny_model, monkeypatch):
+    import threading
+
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    enc = SegmentEncoder(tok)
+    system = "You are a personal agent; follow the rules. " * 900  # one 40,000-char line
+    texts = [f"{system}\nQuestion {i}: what next?" for i in range(8)]
+    encoded: list[str] = []
+    real = enc._encode_new
+    gate = threading.Barrier(8)
+
+    def slow(segments: list[str]) -> list[list[int]]:
+        encoded.extend(segments)
+        return real(segments)
+
+    monkeypatch.setattr(enc, "_encode_new", slow)
+    results: dict[int, list[int]] = {}
+
+    def one(i: int) -> None:
+        gate.wait()
+        results[i] = enc.encode(texts[i])
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert all(results[i] == tok.encode(texts[i], add_special_tokens=False) for i in range(8))
+    assert encoded.count(system + "\n") == 1  # the others waited for it instead of encoding it again
