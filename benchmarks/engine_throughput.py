@@ -9,7 +9,8 @@ dynamic batching gives over one request at a time.
 
 With --serving (issue 14's engine figures), also:
   - shared prefix: 16 simultaneous requests sharing a 2,000-char and a 40,000-char prefix (the OpenClaw system
-    prompt's size), each with its own short question; p50 latency cold (the prefix is new) and warm (cached);
+    prompt's size), each with its own short question; p50 latency cold (the prefix is new) and warm (cached),
+    the median over --rounds new prefixes;
   - sessions: 16 sessions of --turns-per-session turns over a 40,000-char system prompt, each turn resending the
     whole history (previous answers included); p50 latency and cached share of the prompt per turn index;
   - streaming: one --stream-tokens answer streamed through PolicyClient (incremental) vs the same non-streamed.
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -51,22 +53,25 @@ async def timed_generate(http: httpx.AsyncClient, body: dict) -> tuple[float, di
     return took, r.json()
 
 
-async def shared_prefix(url: str, chars: int, tokens: int) -> tuple[float, float]:
-    """p50 latency of 16 simultaneous requests sharing a `chars`-char prefix: cold, then warm (other questions)."""
-    system = system_prompt(chars)
-    out = []
+async def shared_prefix(url: str, chars: int, tokens: int, rounds: int) -> tuple[float, float]:
+    """p50 latency of 16 simultaneous requests sharing a `chars`-char prefix: cold (a prefix the engine has not
+    seen), then warm (the same prefix, other questions). Each of `rounds` rounds takes a new prefix; the median of
+    the rounds' p50s is reported."""
+    cold, warm = [], []
     async with httpx.AsyncClient(base_url=url, timeout=1200) as http:
-        for round_ in ("cold", "warm"):
-            bodies = [
-                {
-                    "text": f"{system}\nQuestion {round_} {i}: what should I do next?",
-                    "sampling_params": {"max_new_tokens": tokens, "temperature": 0, "ignore_eos": True},
-                }
-                for i in range(16)
-            ]
-            took = await asyncio.gather(*(timed_generate(http, b) for b in bodies))
-            out.append(p50([t for t, _ in took]))
-    return out[0], out[1]
+        for r in range(rounds):
+            system = f"Round {r}. " + system_prompt(chars)
+            for phase, out in (("cold", cold), ("warm", warm)):
+                bodies = [
+                    {
+                        "text": f"{system}\nQuestion {phase} {i}: what should I do next?",
+                        "sampling_params": {"max_new_tokens": tokens, "temperature": 0, "ignore_eos": True},
+                    }
+                    for i in range(16)
+                ]
+                took = await asyncio.gather(*(timed_generate(http, b) for b in bodies))
+                out.append(p50([t for t, _ in took]))
+    return statistics.median(cold), statistics.median(warm)
 
 
 async def sessions(url: str, chars: int, turns: int, tokens: int) -> list[tuple[float, float, int]]:
@@ -173,7 +178,7 @@ def main() -> None:
         wait_http(f"{url}/health", timeout=300, proc=proc)
         rates = asyncio.run(measure(url, args.tokens, args.rounds))
         if args.serving:
-            prefix = {chars: asyncio.run(shared_prefix(url, chars, 16)) for chars in (2000, 40000)}
+            prefix = {chars: asyncio.run(shared_prefix(url, chars, 16, args.rounds)) for chars in (2000, 40000)}
             turns = asyncio.run(sessions(url, 40000, args.turns_per_session, 16))
             plain, streamed = asyncio.run(streaming(url, args.stream_tokens))
     finally:
@@ -186,7 +191,7 @@ def main() -> None:
     print(f"batching speed-up at 16 concurrent requests: {rates[16] / rates[1]:.2f}x")
     if not args.serving:
         return
-    print("\n16 simultaneous requests sharing a prefix, 16 greedy tokens each (p50 latency):")
+    print(f"\n16 simultaneous requests sharing a prefix, 16 greedy tokens each (p50 latency, median of {args.rounds}):")
     for chars, (cold, warm) in prefix.items():
         print(f"  {chars:>6}-char prefix: cold {cold * 1000:8.1f} ms   warm {warm * 1000:8.1f} ms")
     ratio_cold = prefix[40000][0] / prefix[2000][0]
