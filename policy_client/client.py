@@ -415,7 +415,9 @@ def _tenant_headers(tenant: str | None) -> dict[str, str] | None:
     return {TENANT_HEADER: tenant} if tenant else None
 
 
-def _generate_body(input_ids: list[int], sampling: SamplingParams, return_logprob: bool, tenant: str | None) -> dict:
+def _generate_body(
+    input_ids: list[int], sampling: SamplingParams, return_logprob: bool, tenant: str | None = None
+) -> dict:
     if not input_ids:
         raise ValueError("input_ids is empty")
     body = {
