@@ -23,15 +23,10 @@ from typing import Callable
 import structlog
 import torch
 
+from engine.attention import use_engine_attention
 from engine.kv_cache import GrowingCache
 from engine.prefix_cache import BLOCK_TOKENS, PrefixCache
-from engine.shared_prefix import (
-    MIN_SHARED_TOKENS,
-    SharedPrefix,
-    SharedView,
-    common_prefix,
-    use_shared_prefix_attention,
-)
+from engine.shared_prefix import MIN_SHARED_TOKENS, SharedPrefix, SharedView, common_prefix
 from openclaw_rl.device import DeviceUnavailable, pick_device
 from policy_client.detok import IncrementalDetokenizer
 from policy_client.wire import FinishReason, LogprobEntry, SamplingParams
@@ -85,7 +80,7 @@ def load_model(
         raise ModelLoadError(f"cannot load checkpoint at {path}: {exc}") from exc
     model.to(dev).eval()
     if model.config._attn_implementation == "sdpa":
-        use_shared_prefix_attention(model)  # SDPA, plus one shared prefix read once per decode step
+        use_engine_attention(model)  # SDPA, plus the shared-prefix decode and the split prefill chunk
     eos: set[int] = set()
     for source in (
         model.generation_config.eos_token_id,
@@ -568,6 +563,7 @@ class DecodeBatch:
                 position_ids=torch.arange(p.done, p.done + take, device=lm.device).unsqueeze(0),
                 past_key_values=p.cache,
                 use_cache=True,
+                chunk_after_past=p.done > 0,  # no padding: everything before is visible (engine.attention)
             ).last_hidden_state[0]
             self.prefill_chunks += 1
             self._timed("prefill", t0, take)
@@ -746,6 +742,7 @@ def _prefill(lm: LoadedModel, items: list[WorkItem], cached: int = 0, prefixes: 
         position_ids=positions,
         past_key_values=cache,
         use_cache=True,
+        chunk_after_past=cached > 0,  # equal lengths, no padding: the cached prefix is all visible
     ).last_hidden_state  # [B, L - cached, H]
     inputs = []
     for i, row in enumerate(rows):

@@ -9,7 +9,7 @@ Attention of a decode step is split in two and merged exactly by log-sum-exp:
 
 where the prefix part is one matmul of every row's query against the one prefix (read once, not once per row), and
 the own part is the usual attention over the row's own (left-padded) cache. Rows that do not start with the prefix
-get exp(lse_prefix) = 0. Only decode steps (one query token per row) take this path; prefill runs plain SDPA.
+get exp(lse_prefix) = 0. Only decode steps (one query token per row) take this path (engine.attention).
 """
 
 from __future__ import annotations
@@ -17,12 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from transformers import AttentionInterface
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
-from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
-
-ATTENTION = "ocrl_shared_prefix"
-"""Attention implementation name the engine's models run under: plain SDPA unless a `shared_prefix` is passed."""
 
 MIN_SHARED_TOKENS = 256
 """A shorter common prefix is not worth a re-layout of the batch."""
@@ -60,21 +54,17 @@ def common_prefix(a: list[int], b: list[int]) -> int:
     return int(diff[0]) if diff.numel() else n
 
 
-def shared_prefix_attention(
+def shared_prefix_decode(
     module: torch.nn.Module,
     query: torch.Tensor,
     key: torch.Tensor,
     value: torch.Tensor,
     attention_mask: torch.Tensor | None,
-    dropout: float = 0.0,
-    scaling: float | None = None,
-    shared_prefix: SharedView | None = None,
-    **kwargs,
-) -> tuple[torch.Tensor, None]:
-    if shared_prefix is None or query.shape[2] != 1:
-        return sdpa_attention_forward(
-            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
-        )
+    scaling: float | None,
+    shared_prefix: SharedView,
+) -> torch.Tensor:
+    """One decode step's attention ([b, 1, heads, dim], as sdpa_attention_forward returns) over the shared prefix and
+    each row's own cache."""
     b, heads, _, dim = query.shape
     kv_heads = key.shape[1]
     groups = heads // kv_heads
@@ -100,11 +90,4 @@ def shared_prefix_attention(
     lse = torch.logaddexp(lse_own, lse_sh)
     out = o_own * torch.exp(lse_own - lse).unsqueeze(-1) + o_sh * torch.exp(lse_sh - lse).unsqueeze(-1)
     # [b, kv_heads, groups, dim] -> [b, 1, heads, dim], as sdpa_attention_forward returns
-    return out.reshape(b, heads, dim).unsqueeze(1).to(query.dtype), None
-
-
-def use_shared_prefix_attention(model: torch.nn.Module) -> None:
-    """Run `model` under the shared-prefix attention (SDPA whenever no prefix is passed)."""
-    AttentionInterface.register(ATTENTION, shared_prefix_attention)
-    AttentionMaskInterface.register(ATTENTION, sdpa_mask)
-    model.config._attn_implementation = ATTENTION
+    return out.reshape(b, heads, dim).unsqueeze(1).to(query.dtype)

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from engine.attention import engine_attention
 from engine.model_runner import DecodeBatch, LoadedModel, WorkItem, WorkResult, load_model
 from engine.prefix_cache import BLOCK_TOKENS, PrefixCache
-from engine.shared_prefix import MIN_SHARED_TOKENS, SharedPrefix, SharedView, shared_prefix_attention
+from engine.shared_prefix import MIN_SHARED_TOKENS, SharedPrefix, SharedView
 from policy_client.wire import SamplingParams
 
 SYSTEM = list(range(2000, 2000 + MIN_SHARED_TOKENS + 3 * BLOCK_TOKENS + 5))  # 309 tokens: worth sharing
@@ -120,7 +121,7 @@ def test_split_attention_equals_attention_over_the_whole_cache():
     mask[1, ..., :4] = False  # row 1 is left-padded
     uses = torch.tensor([True, True, False, True, False])
     view = SharedView(SharedPrefix(list(range(prefix)), [(pk, pv)]), uses)
-    out, _ = shared_prefix_attention(Layer(), q, k, v, mask, scaling=dim**-0.5, shared_prefix=view)
+    out, _ = engine_attention(Layer(), q, k, v, mask, scaling=dim**-0.5, shared_prefix=view)
     for i in range(b):
         keys, values, m = k[i], v[i], mask[i, 0, 0]
         if uses[i]:
@@ -129,3 +130,19 @@ def test_split_attention_equals_attention_over_the_whole_cache():
         keys, values = keys.repeat_interleave(2, dim=0)[:, m], values.repeat_interleave(2, dim=0)[:, m]
         want = torch.softmax(q[i] @ keys.transpose(-1, -2) * dim**-0.5, dim=-1) @ values  # [heads, 1, dim]
         torch.testing.assert_close(out[i, 0], want[:, 0], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("batch,past", [(1, 50), (3, 7)])
+def test_a_prefill_chunk_after_past_tokens_split_in_two_equals_sdpa_with_its_mask(batch, past):
+    torch.manual_seed(1)
+    heads, kv_heads, dim, chunk = 4, 2, 16, 9
+
+    class Layer(torch.nn.Module):
+        layer_idx, num_key_value_groups, is_causal = 0, heads // kv_heads, True
+
+    q = torch.randn(batch, heads, chunk, dim)
+    k, v = torch.randn(batch, kv_heads, past + chunk, dim), torch.randn(batch, kv_heads, past + chunk, dim)
+    mask = torch.ones(chunk, past + chunk, dtype=torch.bool).tril(diagonal=past)[None, None].expand(batch, 1, -1, -1)
+    want, _ = engine_attention(Layer(), q, k, v, mask, scaling=dim**-0.5)  # plain SDPA with the causal mask
+    got, _ = engine_attention(Layer(), q, k, v, mask, scaling=dim**-0.5, chunk_after_past=True)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
