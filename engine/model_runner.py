@@ -23,7 +23,7 @@ from typing import Callable
 import structlog
 import torch
 
-from engine.attention import use_engine_attention
+from engine.attention import split_prefill_available, use_engine_attention
 from engine.kv_cache import GrowingCache
 from engine.prefix_cache import BLOCK_TOKENS, PrefixCache
 from engine.shared_prefix import MIN_SHARED_TOKENS, SharedPrefix, SharedView, common_prefix
@@ -421,10 +421,10 @@ class DecodeBatch:
             limit = min(limit, max(it.logprob_start_len - 1, 0))
         return limit
 
-    def _match(self, it: WorkItem) -> tuple[int, list | None]:
+    def _match(self, it: WorkItem, start: int = 0) -> tuple[int, list | None]:
         if self.prefix_cache is None:
             return 0, None
-        return self.prefix_cache.match(it.input_ids, self._reuse_limit(it), self.generation)
+        return self.prefix_cache.match(it.input_ids, self._reuse_limit(it), self.generation, start)
 
     def _match_len(self, it: WorkItem) -> int:
         if self.prefix_cache is None:
@@ -458,28 +458,43 @@ class DecodeBatch:
             first = min(range(len(todo)), key=lambda i: (len(todo[i].input_ids), -hits[i]))
             key = (len(todo[first].input_ids), hits[first])
             group = [i for i in range(len(todo)) if (len(todo[i].input_ids), hits[i]) == key]
-            prefixes = [self._match(todo[i]) for i in group] if key[1] else [(0, None)] * len(group)
+            shared = self._shared_for([todo[i] for i in group], key[1])
+            start = len(shared) if shared is not None else 0
+            prefixes = [self._match(todo[i], start) for i in group] if key[1] else [(0, None)] * len(group)
             if any(n != key[1] for n, _ in prefixes):  # evicted in between (cannot happen on one thread): no reuse
-                key, prefixes = (key[0], 0), [(0, None)] * len(group)
-            results += self._add_group([todo[i] for i in group], key[1], [kv for _, kv in prefixes])
+                key, prefixes, shared = (key[0], 0), [(0, None)] * len(group), None
+            results += self._add_group([todo[i] for i in group], key[1], [kv for _, kv in prefixes], shared)
             taken = set(group)
             todo = [it for i, it in enumerate(todo) if i not in taken]
         return results
 
-    def _add_group(self, items: list[WorkItem], cached: int, prefixes: list) -> list[tuple[WorkItem, WorkResult]]:
+    def _shared_for(self, items: list[WorkItem], cached: int) -> SharedPrefix | None:
+        """The batch's shared prefix, when these prompts (with `cached` tokens in the prefix cache) can be prefilled
+        against it directly: their caches then never hold a copy of it."""
+        shared = self.shared
+        if shared is None or cached < len(shared) or not split_prefill_available(self.lm.device):
+            return None
+        return shared if all(shared.starts(it.input_ids) for it in items) else None
+
+    def _add_group(
+        self, items: list[WorkItem], cached: int, prefixes: list, shared: SharedPrefix | None = None
+    ) -> list[tuple[WorkItem, WorkResult]]:
         started = time.time()
         t0 = time.perf_counter()
-        rows, inputs, lengths, cache, mask, positions, hidden = _prefill(self.lm, items, cached, prefixes)
+        rows, inputs, lengths, cache, mask, positions, hidden = _prefill(self.lm, items, cached, prefixes, shared)
         self._timed("prefill", t0, (lengths[0] - cached) * len(items))
+        offset = len(shared) if shared is not None else 0
         for i, row in enumerate(rows):
             row.cached_tokens = cached
             if self.prefix_cache is not None:
                 self.prefix_cache.record(lengths[i], cached)
-                self._insert(row.item.input_ids, [(layer.keys[i], layer.values[i]) for layer in cache.layers])
+                kv = [(layer.keys[i], layer.values[i]) for layer in cache.layers]
+                self.prefix_cache.insert(row.item.input_ids, kv, self.generation, offset=offset)
         next_logits = _project(self.lm, hidden[:, -1])
-        return self._join(rows, inputs, lengths, cache, mask, positions[:, -1], next_logits, started)
+        last = positions[:, -1]
+        return self._join(rows, inputs, lengths, cache, mask, last, next_logits, started, shared is not None)
 
-    def _join(self, rows, inputs, lengths, cache, mask, last_pos, next_logits, started):
+    def _join(self, rows, inputs, lengths, cache, mask, last_pos, next_logits, started, pre_shared: bool = False):
         """Merge freshly prefilled rows into the batch; returns those already finished."""
         done = [i for i, r in enumerate(rows) if r.done]
         results = [(rows[i].item, _result(self.lm, rows[i], inputs[i], lengths[i], started, final=True)) for i in done]
@@ -490,7 +505,10 @@ class DecodeBatch:
             idx = torch.tensor(keep, device=mask.device)
             cache.batch_select_indices(idx)
             mask, last_pos, next_logits = mask[idx], last_pos[idx], next_logits[idx]
-        cache, mask, uses = self._share([rows[i] for i in keep], cache, mask)
+        if pre_shared:  # prefilled against the shared prefix: their caches start after it already
+            uses = torch.ones(len(keep), dtype=torch.bool, device=mask.device)
+        else:
+            cache, mask, uses = self._share([rows[i] for i in keep], cache, mask)
         if self.rows:
             cache, mask = _merge_caches(self.cache, self.mask, cache, mask)
             last_pos = torch.cat([self.last_pos, last_pos])
@@ -718,31 +736,45 @@ class DecodeBatch:
         return finished
 
 
-def _prefill(lm: LoadedModel, items: list[WorkItem], cached: int = 0, prefixes: list | None = None):
+def _prefill(
+    lm: LoadedModel,
+    items: list[WorkItem],
+    cached: int = 0,
+    prefixes: list | None = None,
+    shared: SharedPrefix | None = None,
+):
     """Prefill of equal-length `items` (no padding) whose first `cached` tokens' KV is given (`prefixes`: per item,
-    per layer (K, V) [1, heads, cached, dim]): rows, input log-probs, lengths, cache, mask, positions, hidden
-    (positions and hidden cover the computed positions cached..L-1 only)."""
+    per layer (K, V) [1, heads, cached - len(shared), dim], or None when that is nothing): rows, input log-probs,
+    lengths, cache, mask, positions, hidden (positions and hidden cover the computed positions cached..L-1 only).
+
+    With `shared` (a prefix every item starts with, at most `cached` long) the cache and mask cover the positions
+    after it only; attention reads the shared prefix from the batch (engine.attention)."""
     model, dev = lm.model, lm.device
     rows = [_Row(it, lm) for it in items]
     lengths = [len(it.input_ids) for it in items]
     if len(set(lengths)) != 1:
         raise ValueError(f"_prefill takes prompts of one length, got {sorted(set(lengths))}")
+    own_from = len(shared) if shared is not None else 0
     ids = torch.tensor([it.input_ids[cached:] for it in items], dtype=torch.long, device=dev)
-    mask = torch.ones((len(items), lengths[0]), dtype=torch.long, device=dev)  # for merging into a batch
+    mask = torch.ones((len(items), lengths[0] - own_from), dtype=torch.long, device=dev)  # for merging into a batch
     positions = torch.arange(cached, lengths[0], device=dev).expand_as(ids)
-    if cached:
+    if cached > own_from:
         layers = len(prefixes[0])
         cache = GrowingCache(
             (torch.cat([p[i][0] for p in prefixes]), torch.cat([p[i][1] for p in prefixes])) for i in range(layers)
         )
     else:
         cache = GrowingCache()
+    marks = {}
+    if shared is not None:
+        marks["shared_prefix"] = SharedView(shared, torch.ones(len(items), dtype=torch.bool, device=dev))
     hidden = model.get_decoder()(
         input_ids=ids,
         position_ids=positions,
         past_key_values=cache,
         use_cache=True,
         chunk_after_past=cached > 0,  # equal lengths, no padding: the cached prefix is all visible
+        **marks,
     ).last_hidden_state  # [B, L - cached, H]
     inputs = []
     for i, row in enumerate(rows):

@@ -68,8 +68,9 @@ class PrefixCache:
         return len(self._lru)
 
     # ---- lookups -----------------------------------------------------------------------------------------------
-    def match(self, ids: list[int], limit: int, generation: int) -> tuple[int, KV | None]:
-        """Longest cached prefix of ids[:limit] in whole blocks: (tokens, per layer (K, V) [1, heads, tokens, dim])."""
+    def match(self, ids: list[int], limit: int, generation: int, start: int = 0) -> tuple[int, KV | None]:
+        """Longest cached prefix of ids[:limit] in whole blocks: (tokens, per layer (K, V) [1, heads, tokens - start,
+        dim] of the tokens from `start` on, a multiple of the block; None when that is nothing)."""
         if not self.enabled or limit < self.block:
             return 0, None
         with self._lock:
@@ -80,10 +81,13 @@ class PrefixCache:
                 return 0, None
             self._touch(path)
             layers = len(path[0].kv)
+            tail = path[start // self.block :]
+            if not tail:
+                return len(path) * self.block, None
             kv = [
                 (
-                    torch.cat([n.kv[i][0] for n in path], dim=1).unsqueeze(0),
-                    torch.cat([n.kv[i][1] for n in path], dim=1).unsqueeze(0),
+                    torch.cat([n.kv[i][0] for n in tail], dim=1).unsqueeze(0),
+                    torch.cat([n.kv[i][1] for n in tail], dim=1).unsqueeze(0),
                 )
                 for i in range(layers)
             ]

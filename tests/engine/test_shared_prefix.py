@@ -146,3 +146,24 @@ def test_a_prefill_chunk_after_past_tokens_split_in_two_equals_sdpa_with_its_mas
     want, _ = engine_attention(Layer(), q, k, v, mask, scaling=dim**-0.5)  # plain SDPA with the causal mask
     got, _ = engine_attention(Layer(), q, k, v, mask, scaling=dim**-0.5, chunk_after_past=True)
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("past", [0, 6])
+def test_a_prefill_against_the_shared_prefix_equals_sdpa_over_the_whole_prompt(past):
+    torch.manual_seed(2)
+    batch, heads, kv_heads, dim, prefix, chunk = 3, 4, 2, 16, 40, 5
+
+    class Layer(torch.nn.Module):
+        layer_idx, num_key_value_groups, is_causal = 0, heads // kv_heads, True
+
+    pk, pv = torch.randn(kv_heads, prefix, dim), torch.randn(kv_heads, prefix, dim)
+    view = SharedView(SharedPrefix(list(range(prefix)), [(pk, pv)]), torch.ones(batch, dtype=torch.bool))
+    q = torch.randn(batch, heads, chunk, dim)
+    k, v = torch.randn(batch, kv_heads, past + chunk, dim), torch.randn(batch, kv_heads, past + chunk, dim)
+    got, _ = engine_attention(Layer(), q, k, v, None, scaling=dim**-0.5, shared_prefix=view, chunk_after_past=True)
+    whole_k = torch.cat([pk.expand(batch, -1, -1, -1), k], dim=2)
+    whole_v = torch.cat([pv.expand(batch, -1, -1, -1), v], dim=2)
+    total = prefix + past + chunk
+    mask = torch.ones(chunk, total, dtype=torch.bool).tril(diagonal=total - chunk)[None, None].expand(batch, 1, -1, -1)
+    want, _ = engine_attention(Layer(), q, whole_k, whole_v, mask, scaling=dim**-0.5)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
