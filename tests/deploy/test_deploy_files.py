@@ -74,3 +74,17 @@ def test_kubernetes_runs_each_pool_on_its_own_with_gpus_secrets_and_env_autoscal
     assert secrets and {"REDIS_URL", "OPENCLAW_RL_API_KEY_PEPPER"} <= secrets[0]["stringData"].keys()
     config = next(d for d in docs if d["kind"] == "ConfigMap")["data"]
     assert not any(k in config for k in secrets[0]["stringData"]), "a secret in the ConfigMap"
+
+
+def test_kubernetes_runs_megatron_nodes_that_reach_the_trainer_pools_rendezvous():
+    docs = [d for m in MANIFESTS for d in yaml.safe_load_all(m.read_text()) if d]
+    nodes = next(d for d in docs if d["kind"] == "StatefulSet" and d["metadata"]["name"] == "megatron-node")
+    (container,) = nodes["spec"]["template"]["spec"]["containers"]
+    assert "openclaw-rl megatron-node" in " ".join(container["command"]) and "NODE_RANK" in container["command"][-1]
+    assert {v["persistentVolumeClaim"]["claimName"] for v in nodes["spec"]["template"]["spec"]["volumes"]} >= {
+        "openclaw-rl-data"
+    }  # the checkpoints folder is one shared path on every node
+    services = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Service"}
+    rendezvous = services["worker-trainer-rendezvous"]
+    assert rendezvous["spec"]["selector"] == {"app.kubernetes.io/component": "worker-trainer"}
+    assert rendezvous["spec"]["ports"][0]["port"] == 29500
