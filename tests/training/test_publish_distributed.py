@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import httpx
+import pytest
 import redis
 from temporalio.testing import ActivityEnvironment
 
@@ -81,6 +82,43 @@ async def test_a_failed_group_setup_falls_back_to_disk_and_still_publishes(tmp_p
             assert info["weight_version"] == "1" and info["weight_update_groups"] == []
             assert not info["generation_paused"]
         assert redis.Redis(port=valkey).get(redis_keys.POLICY_VERSION) == b"1"
+    finally:
+        await acts.aclose()
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+async def test_a_megatron_jobs_version_is_broadcast_and_serves_as_its_checkpoint_would(tmp_path, valkey, tiny_model):  # noqa: F811
+    """The weights live in a torchrun job's ranks (tensor parallel 2): rank 0 exports them, the pool broadcasts."""
+    pytest.importorskip("megatron.core", reason="the megatron extra is not installed")
+    (tmp_path / "data").mkdir(parents=True, exist_ok=True)
+    proc, url = start_engine(tiny_model, tmp_path / "data")
+    publish(valkey, 0, 4)
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        redis={"port": valkey},
+        engine={"model_path": str(tiny_model)},
+        policy={"server_urls": [url]},
+        training={
+            "backend": "megatron",
+            "megatron": {"tensor_parallel": 2, "nproc_per_node": 2},
+            "weight_sync": {"mode": "distributed", "backend": "gloo", "bucket_mb": 8, "timeout_s": 30},
+        },
+    )
+    acts = TrainingActivities(settings)
+    try:
+        summary = await claim_and_train(acts, batch=4, version=0, max_staleness=4)
+        assert summary.version == 1
+        messages = await ActivityEnvironment().run(
+            acts.publish_weights, PublishWeightsInput(checkpoint=summary.checkpoint, version=1)
+        )
+        assert "broadcast" in messages[0], messages
+        async with httpx.AsyncClient(base_url=url, timeout=120) as http:
+            assert (await http.get("/get_server_info")).json()["weight_version"] == "1"
+            sent = await logprobs(http)
+            r = await http.post("/update_weights_from_disk", json={"model_path": summary.checkpoint})
+            assert r.status_code == 200, r.text
+            assert await logprobs(http) == sent
     finally:
         await acts.aclose()
         proc.terminate()
