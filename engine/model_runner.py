@@ -431,9 +431,10 @@ class DecodeBatch:
             return 0
         return self.prefix_cache.match_len(it.input_ids, self._reuse_limit(it), self.generation)
 
-    def _insert(self, ids: list[int], kv: list) -> None:
+    def _insert(self, ids: list[int], kv: list, offset: int = 0) -> None:
+        """`kv` holds the tokens from `offset` on (a row sharing the batch's prefix has no copy of it)."""
         if self.prefix_cache is not None:
-            self.prefix_cache.insert(ids, kv, self.generation)
+            self.prefix_cache.insert(ids, kv, self.generation, offset=offset)
 
     # ---- admission ---------------------------------------------------------------------------------------------
     @torch.inference_mode()
@@ -489,7 +490,7 @@ class DecodeBatch:
             if self.prefix_cache is not None:
                 self.prefix_cache.record(lengths[i], cached)
                 kv = [(layer.keys[i], layer.values[i]) for layer in cache.layers]
-                self.prefix_cache.insert(row.item.input_ids, kv, self.generation, offset=offset)
+                self._insert(row.item.input_ids, kv, offset)
         next_logits = _project(self.lm, hidden[:, -1])
         last = positions[:, -1]
         return self._join(rows, inputs, lengths, cache, mask, last, next_logits, started, shared is not None)
@@ -660,7 +661,7 @@ class DecodeBatch:
             return
         width = self.mask.shape[1]
         kv = [(layer.keys[i, :, width - valid :], layer.values[i, :, width - valid :]) for layer in self.cache.layers]
-        self.prefix_cache.insert(ids, kv, self.generation, offset=offset)
+        self._insert(ids, kv, offset)
 
     # ---- one step ----------------------------------------------------------------------------------------------
     @torch.inference_mode()
