@@ -4,25 +4,16 @@ rows, with the same log-probs as one whole prefill. Steps are counted, never tim
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 import pytest
 import torch
 
-from engine.model_runner import DecodeBatch, LoadedModel, WorkItem, WorkResult, load_model
+from engine.model_runner import DecodeBatch, WorkItem, WorkResult
 from engine.prefix_cache import BLOCK_TOKENS, PrefixCache
 from engine.scheduler import Scheduler
 from policy_client.wire import SamplingParams
 
 CHUNK = 64
-
-
-@pytest.fixture(scope="module")
-def lm(tiny_model: Path) -> LoadedModel:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield load_model(tiny_model, "cpu", "float32", weight_version="0")
-    torch.set_num_threads(threads)
 
 
 def req(ids: list[int], n: int = 6, **kw) -> WorkItem:

@@ -11,13 +11,12 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from pathlib import Path
 
 import httpx
 import pytest
 import torch
 
-from engine.model_runner import DecodeBatch, LoadedModel, WorkItem, WorkResult, load_model
+from engine.model_runner import DecodeBatch, LoadedModel, WorkItem, WorkResult
 from engine.scheduler import QueueFull, Scheduler
 from policy_client import PolicyClient
 from policy_client.wire import SamplingParams, tenant_of_rid
@@ -34,14 +33,6 @@ def greedy(n: int) -> SamplingParams:
 
 def item(n_new: int, prompt_len: int = 8, *, tenant: str | None = None, first: int = 100, **kw) -> WorkItem:
     return WorkItem(input_ids=list(range(first, first + prompt_len)), params=greedy(n_new), tenant=tenant, **kw)
-
-
-@pytest.fixture(scope="module")
-def lm(tiny_model: Path) -> LoadedModel:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as the engine processes of these tests: no thread oversubscription on a shared machine
-    yield load_model(tiny_model, "cpu", "float32", weight_version="0")
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture()
@@ -166,16 +157,6 @@ def test_equal_length_prompts_still_share_one_prefill(lm):
 
 
 # ---- 3. weight swaps do not wait for the longest generation ----------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def lm_v1(tiny_model: Path) -> LoadedModel:
-    new = load_model(tiny_model, "cpu", "float32", weight_version="1")
-    gen = torch.Generator().manual_seed(7)
-    with torch.no_grad():
-        for p in new.model.parameters():
-            p.add_(torch.randn(p.shape, generator=gen) * 0.05)
-    return new
 
 
 async def test_a_swap_serves_new_requests_at_once_while_the_long_one_finishes_on_the_old_weights(lm, lm_v1):

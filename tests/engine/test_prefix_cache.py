@@ -7,27 +7,18 @@ In-process tests drive DecodeBatch / Scheduler over the tiny model; the HTTP tes
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 import httpx
 import pytest
 import torch
 
-from engine.model_runner import DecodeBatch, LoadedModel, WorkItem, WorkResult, load_model
+from engine.model_runner import DecodeBatch, WorkItem, WorkResult
 from engine.prefix_cache import BLOCK_TOKENS, PrefixCache
 from engine.scheduler import Scheduler
 from policy_client.wire import SamplingParams
 from tests.conftest import start_engine
 
 SYSTEM = list(range(1000, 1000 + 5 * BLOCK_TOKENS + 3))  # a shared "system prompt" of 83 tokens
-
-
-@pytest.fixture(scope="module")
-def lm(tiny_model: Path) -> LoadedModel:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield load_model(tiny_model, "cpu", "float32", weight_version="0")
-    torch.set_num_threads(threads)
 
 
 def req(ids: list[int], n: int = 6, temperature: float = 0.0, **kw) -> WorkItem:
@@ -161,16 +152,6 @@ def test_a_budget_of_zero_disables_the_cache(lm):
     batch = DecodeBatch(lm, torch.Generator().manual_seed(0), prefix_cache=cache)
     run(batch, [req(SYSTEM)])
     assert run(batch, [req(SYSTEM + [1])])[0].cached_tokens == 0 and cache.bytes == 0
-
-
-@pytest.fixture(scope="module")
-def lm_v1(tiny_model: Path) -> LoadedModel:
-    new = load_model(tiny_model, "cpu", "float32", weight_version="1")
-    gen = torch.Generator().manual_seed(7)
-    with torch.no_grad():
-        for p in new.model.parameters():
-            p.add_(torch.randn(p.shape, generator=gen) * 0.05)
-    return new
 
 
 async def test_a_weight_swap_invalidates_and_draining_rows_neither_read_nor_fill_the_new_cache(lm, lm_v1):

@@ -5,26 +5,16 @@ Rows that start with it must decode exactly what rows with their own copy of its
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 
 from engine.attention import engine_attention
-from engine.model_runner import DecodeBatch, LoadedModel, WorkItem, WorkResult, load_model
+from engine.model_runner import DecodeBatch, WorkItem, WorkResult
 from engine.prefix_cache import BLOCK_TOKENS, PrefixCache
 from engine.shared_prefix import MIN_SHARED_TOKENS, SharedPrefix, SharedView
 from policy_client.wire import SamplingParams
 
 SYSTEM = list(range(2000, 2000 + MIN_SHARED_TOKENS + 3 * BLOCK_TOKENS + 5))  # 309 tokens: worth sharing
-
-
-@pytest.fixture(scope="module")
-def lm(tiny_model: Path) -> LoadedModel:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield load_model(tiny_model, "cpu", "float32", weight_version="0")
-    torch.set_num_threads(threads)
 
 
 def req(ids: list[int], n: int = 8, temperature: float = 0.0) -> WorkItem:
