@@ -34,12 +34,14 @@ class PolicyVersionWatcher:
         self.redis = redis
         self.latest: PolicyUpdate | None = None
         self._task: asyncio.Task | None = None
+        self._stopping = False
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._follow(), name="policy-version-watcher")
 
     async def stop(self) -> None:
         if self._task:
+            self._stopping = True  # also ends the loop if the client turns the cancellation into a RedisError
             self._task.cancel()
             try:
                 await self._task
@@ -48,7 +50,7 @@ class PolicyVersionWatcher:
 
     async def _follow(self) -> None:
         last_id = None
-        while True:
+        while not self._stopping:
             try:
                 if last_id is None:  # start from the newest entry (there may be none yet)
                     newest = await self.redis.xrevrange(redis_keys.POLICY_UPDATES, count=1)
@@ -63,6 +65,8 @@ class PolicyVersionWatcher:
             except asyncio.CancelledError:
                 raise
             except (RedisError, OSError) as exc:
+                if self._stopping:
+                    return
                 log.debug("policy update stream unavailable; retrying", error=str(exc))
                 await asyncio.sleep(RETRY_S)
 
