@@ -278,6 +278,7 @@ class TrainingActivities:
         cfg = TrainerConfig(
             lr=t.lr,
             micro_batch_tokens=t.micro_batch_tokens,
+            precision=t.precision,
             loss=LossConfig(
                 clip_low=t.clip_low,
                 clip_high=t.clip_high,

@@ -395,6 +395,9 @@ class TrainingSettings(BaseModel):
     trainer's own log-probs. None (the reference's default): the rollout log-probs are the old policy."""
     micro_batch_tokens: int = Field(8192, ge=16)
     """Tokens per forward/backward; larger batches are accumulated."""
+    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    """bf16: mixed precision (bf16 autocast over fp32 weights and optimizer state). auto: bf16 on CUDA, fp32 on
+    CPU."""
     max_staleness: int = Field(4, ge=0)
     """Samples generated more than this many versions ago are dropped (and counted)."""
     keep_versions: int = Field(3, ge=1)

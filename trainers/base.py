@@ -9,6 +9,7 @@ switching backends never changes what is optimised.
 
 from __future__ import annotations
 
+import contextlib
 import pickle
 import shutil
 import time
@@ -69,6 +70,13 @@ class TrainerConfig:
     seed: int = 0
     lora: LoraConfig | None = None
     """Train low-rank adapters instead of every weight (torch backend)."""
+    precision: str = "auto"
+    """fp32, or bf16: the forward and backward under bf16 autocast, the weights, gradients and optimizer state
+    staying fp32 (mixed precision; bf16 needs no loss scaling). auto: bf16 on CUDA, fp32 on CPU."""
+
+    def __post_init__(self) -> None:
+        if self.precision not in ("auto", "fp32", "bf16"):
+            raise ValueError(f"training precision {self.precision!r}: expected auto, fp32 or bf16")
 
 
 @dataclass
@@ -140,6 +148,15 @@ class PolicyTrainer(ABC):
     def make_optimizer(self) -> torch.optim.Optimizer:
         trainable = [p for p in self.model.parameters() if p.requires_grad]  # with LoRA: the adapters only
         return torch.optim.AdamW(trainable, lr=self.cfg.lr, weight_decay=self.cfg.weight_decay, betas=self.cfg.betas)
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """The forward's precision (cfg.precision). Log-probs are always taken from fp32 logits."""
+        precision = self.cfg.precision
+        if precision == "auto":
+            precision = "bf16" if self.device.type == "cuda" else "fp32"
+        if precision == "fp32":
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=torch.bfloat16)
 
     # ---- what a backend provides ---------------------------------------------------
     @abstractmethod

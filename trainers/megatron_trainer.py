@@ -214,6 +214,10 @@ class MegatronTrainer(PolicyTrainer):
         self.cfg = cfg
         self.source = Path(checkpoint)
         self.device = pick_device(cfg.device)
+        if cfg.precision == "bf16" and self.device.type != "cuda":
+            # megatron-core's linear layers carry CUDA-only autocast decorators: their backward breaks under CPU
+            # autocast
+            raise ValueError("training.precision=bf16 with the megatron backend needs CUDA; use fp32 (or auto) on CPU")
         ensure_model_parallel(self.device, cfg.seed)
         self.arch = DenseArch.from_hf_config(json.loads((self.source / "config.json").read_text()))
         self.model = build_gpt(self.arch, self.device, per_token_loss=self.per_token_loss)
@@ -234,14 +238,15 @@ class MegatronTrainer(PolicyTrainer):
         causal = torch.triu(
             torch.ones((1, 1, width, width), dtype=torch.bool, device=self.device), diagonal=1
         )  # True = masked
-        embedded = model.embedding(input_ids=ids, position_ids=positions)  # [W, B, H]
-        hidden = model.decoder(
-            hidden_states=embedded, attention_mask=causal, rotary_pos_emb=model.rotary_pos_emb(width)
-        )  # [W, B, H]
         b, t, _, _ = response_rows(group, self.device)
         weight = model.shared_embedding_or_output_weight() if self.arch.tie_word_embeddings else None
-        logits, _ = model.output_layer(hidden[t, b].unsqueeze(1), weight=weight)  # [N, 1, V / TP]
-        return whole_vocabulary(logits[:, 0]), ids[b, t + 1]
+        with self.autocast():
+            embedded = model.embedding(input_ids=ids, position_ids=positions)  # [W, B, H]
+            hidden = model.decoder(
+                hidden_states=embedded, attention_mask=causal, rotary_pos_emb=model.rotary_pos_emb(width)
+            )  # [W, B, H]
+            logits, _ = model.output_layer(hidden[t, b].unsqueeze(1), weight=weight)  # [N, 1, V / TP]
+        return whole_vocabulary(logits[:, 0].float()), ids[b, t + 1]
 
     def hf_state_dict(self) -> dict[str, torch.Tensor]:
         mc = {k: v.detach().to("cpu") for k, v in self.model.state_dict().items() if not k.endswith("_extra_state")}

@@ -52,11 +52,13 @@ class TorchTrainer(PolicyTrainer):
         vocabulary) for nothing."""
         ids, attn, padded = padded_ids(group)
         ids, attn = ids.to(self.device), attn.to(self.device)
-        hidden = model.get_decoder()(
-            input_ids=ids, attention_mask=attn if padded else None
-        ).last_hidden_state  # [B, W, H]
         b, t, _, _ = response_rows(group, self.device)
-        return model.get_output_embeddings()(hidden[b, t]), ids[b, t + 1]
+        with self.autocast():
+            hidden = model.get_decoder()(
+                input_ids=ids, attention_mask=attn if padded else None
+            ).last_hidden_state  # [B, W, H]
+            logits = model.get_output_embeddings()(hidden[b, t])
+        return logits.float(), ids[b, t + 1]
 
     def write_weights(self, folder: Path) -> None:
         if self.cfg.lora:

@@ -91,3 +91,9 @@ def test_megatron_and_torch_backends_compute_the_same_step(tiny_model, tmp_path)
         assert served.response_logprobs(s) == pytest.approx(ref.response_logprobs(s), abs=1e-4)
     again = MegatronTrainer.resume(folder, cfg)
     assert again.step == 1 and len(again.opt.state_dict()["state"]) == len(mega.opt.state_dict()["state"])
+
+
+def test_bf16_on_cpu_is_refused_with_a_reason(tiny_model):
+    """megatron-core's layers autocast on CUDA only: bf16 on CPU would break in the backward, so it is refused."""
+    with pytest.raises(ValueError, match="needs CUDA"):
+        MegatronTrainer(tiny_model, TrainerConfig(precision="bf16", device="cpu"))

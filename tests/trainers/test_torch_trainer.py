@@ -113,3 +113,25 @@ def test_entropy_is_reported_and_its_coefficient_alone_moves_the_weights(engine_
 
     bonus = TorchTrainer(tiny_model, TrainerConfig(lr=1e-3, loss=LossConfig(entropy_coef=0.01)))
     assert bonus.train_step([s]).grad_norm > 0.0
+
+
+def test_bf16_mixed_precision_keeps_fp32_weights_and_moves_log_probs_like_fp32(engine_url, tiny_model):
+    """precision=bf16 (auto's choice on CUDA; CPU autocast here): the forward runs in bf16, the log-probs come from
+    fp32 logits close to the fp32 ones, the weights and the optimizer stay fp32, and a step moves the same way."""
+    s = rollout(engine_url, "Mixed precision must learn like full precision", 1.0)
+    full = TorchTrainer(tiny_model, TrainerConfig(lr=1e-3, precision="fp32"))
+    mixed = TorchTrainer(tiny_model, TrainerConfig(lr=1e-3, precision="bf16"))
+    lp_full, lp_mixed = full.response_logprobs(s), mixed.response_logprobs(s)
+    assert lp_mixed != lp_full  # the forward really ran in bf16
+    assert lp_mixed == pytest.approx(lp_full, abs=0.1)
+    before = sum(lp_mixed)
+    mixed.train_step([with_advantage(s, 1.0)])
+    assert sum(mixed.response_logprobs(s)) > before
+    assert all(p.dtype == torch.float32 for p in mixed.model.parameters())
+    state = [v for st in mixed.opt.state.values() for v in st.values() if v.is_floating_point()]
+    assert state and all(v.dtype == torch.float32 for v in state)
+
+
+def test_an_unknown_precision_is_refused_with_its_name():
+    with pytest.raises(ValueError, match="fp8"):
+        TrainerConfig(precision="fp8")
