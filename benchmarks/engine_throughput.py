@@ -32,6 +32,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.qwen3_shapes import SHAPES, build  # noqa: E402
 from tests.helpers import CLI, REPO, free_port, wait_http  # noqa: E402
 
 SYSTEM_UNIT = "You are a personal agent. Follow the user's instructions carefully and use the tools you are given. "
@@ -135,10 +136,10 @@ async def burst(url: str, concurrency: int, tokens: int) -> tuple[int, float]:
     return sum(len(a.json()["output_ids"]) for a in answers), took
 
 
-async def measure(url: str, tokens: int, rounds: int) -> dict[int, float]:
+async def measure(url: str, tokens: int, rounds: int, levels: list[int]) -> dict[int, float]:
     await burst(url, 2, 4)  # warm-up
     out = {}
-    for concurrency in (1, 4, 16):
+    for concurrency in levels:
         rates = []
         for _ in range(rounds):
             n, took = await burst(url, concurrency, tokens)
@@ -150,6 +151,9 @@ async def measure(url: str, tokens: int, rounds: int) -> dict[int, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", type=Path, default=None, help="local HF checkpoint (default: the tiny Qwen3 model)")
+    ap.add_argument("--shape", choices=sorted(SHAPES), default=None, help="a random model of a Qwen3 size (GPU)")
+    ap.add_argument("--levels", default="1,4,16", help="concurrency levels, comma-separated (the first is the base)")
+    ap.add_argument("--engine-log", type=Path, default=None, help="write the engine's log here")
     ap.add_argument("--tokens", type=int, default=64, help="tokens generated per request")
     ap.add_argument("--rounds", type=int, default=3, help="repetitions per concurrency level (median reported)")
     ap.add_argument("--serving", action="store_true", help="also the prefix-cache, session and streaming figures")
@@ -158,7 +162,10 @@ def main() -> None:
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="engine-bench-"))
     model = args.model
-    if model is None:
+    levels = [int(x) for x in args.levels.split(",")]
+    if model is None and args.shape:
+        model = build(args.shape, work / args.shape)
+    elif model is None:
         from engine.tiny_qwen3 import ensure_tiny_model
 
         model = ensure_tiny_model(work / "tiny-qwen3")
@@ -171,12 +178,13 @@ def main() -> None:
         env=env,
         cwd=REPO,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=args.engine_log.open("w") if args.engine_log else subprocess.DEVNULL,
     )
     try:
         url = f"http://127.0.0.1:{port}"
         wait_http(f"{url}/health", timeout=300, proc=proc)
-        rates = asyncio.run(measure(url, args.tokens, args.rounds))
+        rates = asyncio.run(measure(url, args.tokens, args.rounds, levels))
+        info = httpx.get(f"{url}/get_server_info", timeout=30).json()
         if args.serving:
             prefix = {chars: asyncio.run(shared_prefix(url, chars, 16, args.rounds)) for chars in (2000, 40000)}
             turns = asyncio.run(sessions(url, 40000, args.turns_per_session, 16))
@@ -185,10 +193,15 @@ def main() -> None:
         proc.terminate()
         proc.wait(timeout=30)
     print(f"model: {model}   tokens/request: {args.tokens}   cpu cores: {os.cpu_count()}")
-    print(f"{'concurrency':>12} {'tokens/s':>10} {'vs 1':>6}")
+    print(f"engine device: {info.get('device', '?')}   dtype: {info.get('dtype', '?')}")
+    if info.get("device_memory"):
+        mem = info["device_memory"]
+        print(f"GPU memory: peak {mem['peak_allocated_gib']:.1f} GiB allocated, {mem['reserved_gib']:.1f} GiB reserved")
+    base, top = levels[0], levels[-1]
+    print(f"{'concurrency':>12} {'tokens/s':>10} {'vs ' + str(base):>6}")
     for c, r in rates.items():
-        print(f"{c:>12} {r:>10.1f} {r / rates[1]:>5.2f}x")
-    print(f"batching speed-up at 16 concurrent requests: {rates[16] / rates[1]:.2f}x")
+        print(f"{c:>12} {r:>10.1f} {r / rates[base]:>5.2f}x")
+    print(f"batching speed-up at {top} concurrent requests: {rates[top] / rates[base]:.2f}x")
     if not args.serving:
         return
     print(f"\n16 simultaneous requests sharing a prefix, 16 greedy tokens each (p50 latency, median of {args.rounds}):")

@@ -247,6 +247,8 @@ def create_engine_app(scheduler: Scheduler, cfg: EngineSettings, *, weight_roots
             "prefix_cache": scheduler.prefix_cache.stats(),
             "generation_paused": scheduler.paused,
             "weight_update_groups": weight_groups.names(),
+            "dtype": str(next(lm.model.parameters()).dtype).removeprefix("torch."),
+            "device_memory": device_memory(lm.device),
         }
 
     @app.get("/metrics")
@@ -548,3 +550,16 @@ async def _stream(task: asyncio.Future, updates: asyncio.Queue[WorkResult], incr
         for pending in (getter, task):
             if pending is not None and not pending.done():
                 pending.cancel()
+
+
+def device_memory(device) -> dict | None:
+    """The GPU memory torch holds for the engine (weights, KV, activations), in GiB; None on CPU."""
+    if getattr(device, "type", "cpu") != "cuda":
+        return None
+    import torch
+
+    return {
+        "allocated_gib": round(torch.cuda.memory_allocated(device) / 2**30, 3),
+        "peak_allocated_gib": round(torch.cuda.max_memory_allocated(device) / 2**30, 3),
+        "reserved_gib": round(torch.cuda.memory_reserved(device) / 2**30, 3),
+    }

@@ -216,6 +216,8 @@ def test_server_info_reports_hit_rates_and_flush_cache_empties_it(cached_engine)
             80 / (2 * len(body["input_ids"])), abs=1e-5
         )
         assert pc["bytes"] > 0 and info["disable_radix_cache"] is False
+        # what the engine serves in: float32 on CPU, and no GPU memory to report
+        assert info["device"] == "cpu" and info["dtype"] == "float32" and info["device_memory"] is None
 
         assert http.post("/flush_cache").text == "Cache flushed."
         assert http.get("/get_server_info").json()["prefix_cache"]["bytes"] == 0
