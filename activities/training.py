@@ -388,7 +388,10 @@ class TrainingActivities:
     def _broadcaster_for(self, trainer: PolicyTrainer) -> WeightBroadcaster:
         if self._broadcaster is None:
             self._broadcaster = WeightBroadcaster(
-                self.settings.training.weight_sync, WeightSyncClient.from_settings(self.settings), trainer.device
+                self.settings.training.weight_sync,
+                WeightSyncClient.from_settings(self.settings),
+                trainer.device,
+                trains_in_bf16=trainer.trains_in_bf16,
             )
         return self._broadcaster
 

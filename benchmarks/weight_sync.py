@@ -69,13 +69,25 @@ async def bench(url: str, model: Path, work: Path, args: argparse.Namespace) -> 
     trainer_model = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32).to(device)
     state = {k: v.detach() for k, v in trainer_model.state_dict().items()}
     sent_bytes = sum(t.numel() * t.element_size() for _, t in distinct(state))
-    cfg = WeightSyncSettings(mode="distributed", backend=args.backend, bucket_mb=args.bucket_mb, timeout_s=300)
-    sender = WeightBroadcaster(cfg, WeightSyncClient([url], timeout_s=600), device)
+    cfg = WeightSyncSettings(
+        mode="distributed",
+        backend=args.backend,
+        bucket_mb=args.bucket_mb,
+        timeout_s=300,
+        wire_dtype=args.wire_dtype,
+    )
+    # a trainer on CUDA trains in bf16 (training.precision auto): what auto's wire dtype follows
+    client = WeightSyncClient([url], timeout_s=600)
+    sender = WeightBroadcaster(cfg, client, device, trains_in_bf16=device.type == "cuda")
+    wire = sender.wire_dtype or torch.float32
+    path_bytes = {"distributed": sent_bytes * wire.itemsize // 4, "disk": sent_bytes}  # the disk copy is fp32
     async with httpx.AsyncClient(base_url=url, timeout=600) as http:
         info = (await http.get("/get_server_info")).json()
         print(
-            f"engine on {info['device']} ({info.get('dtype', '?')}); trainer weights on {device} (fp32); "
-            f"backend {sender.backend}; {sent_bytes / 1e9:.2f} GB per version, buckets of {args.bucket_mb:.0f} MiB"
+            f"engine on {info['device']} ({info.get('dtype', '?')}); trainer weights on {device} (fp32), sent as "
+            f"{str(wire).removeprefix('torch.')}; backend {sender.backend}; "
+            f"{path_bytes['distributed'] / 1e9:.2f} GB per version (disk: {sent_bytes / 1e9:.2f} GB), "
+            f"buckets of {args.bucket_mb:.0f} MiB"
         )
         t = time.perf_counter()
         await sender.ensure_group()
@@ -107,7 +119,8 @@ async def bench(url: str, model: Path, work: Path, args: argparse.Namespace) -> 
     print(f"{'path':>12} {'s / version (median)':>22} {'GB/s':>6}   runs")
     for path, times in rows.items():
         med = statistics.median(times)
-        print(f"{path:>12} {med:>22.2f} {sent_bytes / med / 1e9:>6.2f}   {', '.join(f'{x:.2f}' for x in times)}")
+        rate = path_bytes[path] / med / 1e9
+        print(f"{path:>12} {med:>22.2f} {rate:>6.2f}   {', '.join(f'{x:.2f}' for x in times)}")
     print(
         f"in-flight requests: {finished} of {len(answers)} finished whole (none aborted); "
         f"serving {served} after the last update"
@@ -121,6 +134,7 @@ def main() -> None:
     ap.add_argument("--backend", choices=["auto", "gloo", "nccl"], default="auto")
     ap.add_argument("--trainer-device", default="auto")
     ap.add_argument("--bucket-mb", type=float, default=256.0)
+    ap.add_argument("--wire-dtype", choices=["auto", "float32", "bfloat16"], default="auto")
     ap.add_argument("--versions", type=int, default=3)
     ap.add_argument("--inflight", type=int, default=8, help="requests generating during each update")
     ap.add_argument("--tokens", type=int, default=256, help="tokens each in-flight request generates")

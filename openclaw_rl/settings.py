@@ -329,6 +329,10 @@ class WeightSyncSettings(BaseModel):
     """Process-group backend: auto is nccl when the trainer and servers have CUDA, gloo on CPU."""
     bucket_mb: float = Field(256.0, gt=0)
     """Tensors are broadcast in buckets of about this many MiB (one update call per bucket)."""
+    wire_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    """The dtype floating-point weights travel in. auto: bfloat16 when the trainer trains in bf16 on CUDA (the
+    servers serve bf16 there and would round to it anyway: the same values, half the bytes of fp32 weights), else the
+    weights' own dtype. float32 for servers that serve fp32."""
     master_addr: str = LOOPBACK
     """Address of the trainer as the servers reach it (the group's rendezvous)."""
     master_port: int | None = Field(None, ge=1, le=65535)

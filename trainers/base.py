@@ -149,12 +149,14 @@ class PolicyTrainer(ABC):
         trainable = [p for p in self.model.parameters() if p.requires_grad]  # with LoRA: the adapters only
         return torch.optim.AdamW(trainable, lr=self.cfg.lr, weight_decay=self.cfg.weight_decay, betas=self.cfg.betas)
 
+    @property
+    def trains_in_bf16(self) -> bool:
+        """cfg.precision resolved: auto is bf16 on CUDA."""
+        return self.cfg.precision == "bf16" or (self.cfg.precision == "auto" and self.device.type == "cuda")
+
     def autocast(self) -> contextlib.AbstractContextManager:
         """The forward's precision (cfg.precision). Log-probs are always taken from fp32 logits."""
-        precision = self.cfg.precision
-        if precision == "auto":
-            precision = "bf16" if self.device.type == "cuda" else "fp32"
-        if precision == "fp32":
+        if not self.trains_in_bf16:
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=torch.bfloat16)
 

@@ -104,6 +104,15 @@ def resolve_backend(configured: str, device: torch.device) -> str:
     return "nccl" if device.type == "cuda" else "gloo"
 
 
+def resolve_wire_dtype(configured: str, device: torch.device, trains_in_bf16: bool) -> torch.dtype | None:
+    """The dtype floating-point weights are sent in; None: their own."""
+    if configured == "float32":
+        return torch.float32
+    if configured == "bfloat16" or (configured == "auto" and device.type == "cuda" and trains_in_bf16):
+        return torch.bfloat16
+    return None
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("", 0))
@@ -121,11 +130,14 @@ class _Group:
 class WeightBroadcaster:
     """The trainer's side of weight sync; keeps its group across versions until something fails."""
 
-    def __init__(self, cfg: WeightSyncSettings, client: WeightSyncClient, device: torch.device):
+    def __init__(
+        self, cfg: WeightSyncSettings, client: WeightSyncClient, device: torch.device, trains_in_bf16: bool = False
+    ):
         self.cfg = cfg
         self.client = client
         self.backend = resolve_backend(cfg.backend, device)
         self.send_device = device if self.backend == "nccl" else torch.device("cpu")
+        self.wire_dtype = resolve_wire_dtype(cfg.wire_dtype, device, trains_in_bf16)
         self._group: _Group | None = None
         self._names = (f"{GROUP_PREFIX}-{os.getpid()}-{n}" for n in itertools.count(1))
 
@@ -215,7 +227,7 @@ class WeightBroadcaster:
         named = distinct(state)
         parts = buckets(named, int(self.cfg.bucket_mb * MIB))
         for i, bucket in enumerate(parts):
-            tensors = [t.detach().to(self.send_device).contiguous() for _, t in bucket]
+            tensors = [self._on_wire(t) for _, t in bucket]
             req = UpdateWeightsFromDistributedRequest(
                 names=[n for n, _ in bucket],
                 dtypes=[dtype_name(t.dtype) for t in tensors],
@@ -238,6 +250,10 @@ class WeightBroadcaster:
             mib=round(sum(t.numel() * t.element_size() for _, t in named) / MIB, 2),
             group=group.name,
         )
+
+    def _on_wire(self, t: torch.Tensor) -> torch.Tensor:
+        dtype = self.wire_dtype if self.wire_dtype is not None and t.is_floating_point() else t.dtype
+        return t.detach().to(self.send_device, dtype=dtype).contiguous()
 
     async def _resume(self) -> None:
         try:

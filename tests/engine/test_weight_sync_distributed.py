@@ -21,7 +21,7 @@ from openclaw_rl.settings import WeightSyncSettings
 from policy_client.weight_sync import WeightSyncClient, WeightSyncError
 from tests.conftest import start_engine
 from tests.helpers import REPO
-from trainers.weight_sync import WeightBroadcaster
+from trainers.weight_sync import WeightBroadcaster, resolve_wire_dtype
 
 FIXED = {
     "text": "a fixed prompt for comparing weights",
@@ -103,6 +103,38 @@ async def test_distributed_update_serves_what_a_disk_load_serves(engine, tiny_mo
         assert sender.group_name == group and (await served(http))["weight_version"] == "d2"
         assert await fixed_logprobs(http) != distributed
     await sender.close()
+
+
+async def test_weights_sent_in_bf16_serve_as_the_bf16_rounded_checkpoint(engine, tiny_model):
+    """wire_dtype=bfloat16 (auto's choice for a bf16 trainer on CUDA): half the bytes, and the server holds exactly
+    the weights rounded to bf16 (this fp32 engine widens them back)."""
+    url, data_dir = engine
+    state = perturbed_state(tiny_model, seed=21)
+    cfg = WeightSyncSettings(mode="distributed", backend="gloo", bucket_mb=4.0, timeout_s=30, wire_dtype="bfloat16")
+    sender = WeightBroadcaster(cfg, WeightSyncClient([url], timeout_s=60), torch.device("cpu"))
+    rounded = {k: v.to(torch.bfloat16).to(torch.float32) for k, v in state.items()}
+    async with httpx.AsyncClient(base_url=url, timeout=120) as http:
+        await sender.publish(state, "bf16-wire")
+        assert (await served(http))["weight_version"] == "bf16-wire"
+        on_wire = await fixed_logprobs(http)
+        for name, st in (("rounded", rounded), ("full", state)):
+            checkpoint = save_checkpoint(st, tiny_model, data_dir / f"wire-{name}")
+            r = await http.post("/update_weights_from_disk", json={"model_path": str(checkpoint)})
+            assert r.status_code == 200, r.text
+            if name == "rounded":
+                assert await fixed_logprobs(http) == on_wire
+            else:
+                assert await fixed_logprobs(http) != on_wire  # the rounding is real: fp32 weights serve otherwise
+    await sender.close()
+
+
+def test_the_wire_dtype_follows_the_trainers_precision_unless_set():
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    assert resolve_wire_dtype("auto", cuda, trains_in_bf16=True) == torch.bfloat16
+    assert resolve_wire_dtype("auto", cuda, trains_in_bf16=False) is None
+    assert resolve_wire_dtype("auto", cpu, trains_in_bf16=False) is None
+    assert resolve_wire_dtype("float32", cuda, trains_in_bf16=True) == torch.float32
+    assert resolve_wire_dtype("bfloat16", cpu, trains_in_bf16=False) == torch.bfloat16
 
 
 @pytest.mark.parametrize("defect", ["unknown name", "wrong shape"])
