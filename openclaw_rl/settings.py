@@ -344,13 +344,14 @@ class WeightSyncSettings(BaseModel):
 class MegatronSettings(BaseModel):
     """The megatron backend's parallel layout (training.backend = megatron): more than one process runs as a
     torchrun job the trainer pool starts, drives and ends; with nnodes > 1 the pool's node is node 0 and every other
-    node runs `openclaw-rl megatron-node`. Pipeline parallelism is refused with an error for now (the setting is
-    there so a layout reads the same once it comes)."""
+    node runs `openclaw-rl megatron-node`. Ranks are laid out as megatron's: tensor parallel innermost, then data,
+    then pipeline stages."""
 
     tensor_parallel: int = Field(1, ge=1)
     """Tensor-parallel size (megatron's --tensor-model-parallel-size)."""
     pipeline_parallel: int = Field(1, ge=1)
-    """Pipeline-parallel size (--pipeline-model-parallel-size)."""
+    """Pipeline-parallel size (--pipeline-model-parallel-size): stages of an equal number of layers (it must divide
+    the model's layers); a step runs GPipe over the micro-batches (training.micro_batch_tokens)."""
     nproc_per_node: int = Field(1, ge=1)
     """Processes (GPUs) per node; world size = nproc_per_node x nnodes = TP x PP x DP."""
     nnodes: int = Field(1, ge=1)

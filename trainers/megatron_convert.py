@@ -4,6 +4,10 @@ The differences are layout only: megatron keeps Q, K and V in one matrix grouped
 by key-value head ([q heads of group g, k_g, v_g] for each g), and the gated
 MLP's gate and up projections in one matrix (gate first).
 
+Pipeline parallelism (`pp_stage` / `pp_unstage`) gives each stage its run of layers, numbered from 0 as megatron
+numbers a stage's layers, the embedding to the first stage and the final norm and output layer to the last; with
+tied embeddings the last stage holds a copy of the embedding as its output layer (megatron keeps the two in step).
+
 Tensor parallelism (`tp_split` / `tp_merge`) shards the full megatron layout the
 way megatron's parallel layers hold it: column-parallel weights (QKV, fc1, the
 vocabulary rows of the embedding and output layer) by rows, row-parallel ones
@@ -204,3 +208,55 @@ def tp_merge(a: DenseArch, shards: list[dict[str, torch.Tensor]]) -> dict[str, t
         else:
             out[key] = parts[0]
     return out
+
+
+_LAYERS = "decoder.layers."
+
+
+def pp_layers(a: DenseArch, pp: int, stage: int) -> range:
+    """The global indices of the layers pipeline stage `stage` of `pp` holds (an even split, as megatron's)."""
+    if a.num_layers % pp:
+        raise ValueError(f"pipeline_parallel={pp} does not divide this model's {a.num_layers} layers; pick a divisor")
+    per = a.num_layers // pp
+    return range(stage * per, (stage + 1) * per)
+
+
+def _renumbered(key: str, shift: int) -> str:
+    index, rest = key[len(_LAYERS) :].split(".", 1)
+    return f"{_LAYERS}{int(index) + shift}.{rest}"
+
+
+def pp_stage(a: DenseArch, mc: dict[str, torch.Tensor], pp: int, stage: int) -> dict[str, torch.Tensor]:
+    """Pipeline stage `stage`'s part of a megatron state dict (whole or one tensor-parallel shard)."""
+    layers = pp_layers(a, pp, stage)
+    first, last = stage == 0, stage == pp - 1
+    out: dict[str, torch.Tensor] = {}
+    for key, value in mc.items():
+        if key.startswith(_LAYERS):
+            if int(key[len(_LAYERS) :].split(".", 1)[0]) in layers:
+                out[_renumbered(key, -layers.start)] = value
+        elif key.startswith("embedding."):
+            if first:
+                out[key] = value
+        elif last:  # the final norm, and the output layer when not tied
+            out[key] = value
+    if last and not first and a.tie_word_embeddings:
+        out["output_layer.weight"] = mc["embedding.word_embeddings.weight"]
+    return out
+
+
+def pp_unstage(a: DenseArch, stages: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """The inverse of `pp_stage`: one state dict from every stage's part (a tied copy of the embedding dropped)."""
+    pp = len(stages)
+    out: dict[str, torch.Tensor] = {}
+    for stage, part in enumerate(stages):
+        start = pp_layers(a, pp, stage).start
+        for key, value in part.items():
+            if key.startswith(_LAYERS):
+                out[_renumbered(key, start)] = value
+            elif key == "output_layer.weight" and a.tie_word_embeddings:
+                continue  # the last stage's copy of the embedding
+            else:
+                out[key] = value
+    return out
+

@@ -154,8 +154,6 @@ def serve_job(argv: list[str] | None, rank: int) -> int:
     source.add_argument("--from-rank0", metavar="DEVICE", help="no spec here: receive rank 0's (device: auto|cpu|cuda)")
     args = parser.parse_args(argv)
     spec = JobSpec.model_validate_json(args.spec.read_text()) if args.spec else None
-    if spec is not None and spec.layout.pipeline_parallel > 1:
-        raise SystemExit("pipeline_parallel > 1 is not supported by the megatron job yet; use tensor/data parallel")
     spec = init_distributed(spec.trainer.device if spec else args.from_rank0, spec)
     server = listen(spec.socket_path) if rank == 0 else None  # early, so the worker's connect waits in the backlog
     trainer = ParallelMegatronTrainer(spec.checkpoint, spec.trainer, spec.layout.distributed_optimizer)

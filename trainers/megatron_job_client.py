@@ -234,11 +234,6 @@ class MegatronJobTrainer(PolicyTrainer):
                 f"training.megatron.node_rank is {layout.node_rank}: the trainer pool runs node 0 of a megatron job "
                 "(its rank 0 serves the pool); other nodes run `openclaw-rl megatron-node`"
             )
-        if layout.pipeline_parallel > 1:
-            raise ValueError(
-                "training.megatron.pipeline_parallel > 1 is not supported yet; use tensor_parallel and data "
-                "parallel (nproc_per_node x nnodes a multiple of tensor_parallel)"
-            )
         return type(cls.__name__, (cls,), {"layout": layout})
 
     def __init__(self, checkpoint: Path, cfg: TrainerConfig = TrainerConfig(), *, resume: bool = False):

@@ -14,10 +14,12 @@ as the torch backend does.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import shutil
 import socket
+from collections.abc import Iterator
 from pathlib import Path
 
 import structlog
@@ -33,7 +35,7 @@ from trainers.megatron_checkpoint import (
     restore_adamw,
     save_distributed,
 )
-from trainers.megatron_convert import DenseArch, hf_to_mcore, mcore_to_hf, tp_split
+from trainers.megatron_convert import DenseArch, hf_to_mcore, mcore_to_hf, pp_stage, tp_split
 
 log = structlog.get_logger(__name__)
 
@@ -129,20 +131,40 @@ def build_gpt(arch: DenseArch, device: torch.device, per_token_loss: bool = Fals
         gradient_accumulation_fusion=False,
         tensor_model_parallel_size=parallel_state.get_tensor_model_parallel_world_size(),
         pipeline_model_parallel_size=parallel_state.get_pipeline_model_parallel_world_size(),
+        pipeline_dtype=torch.float32,  # the hidden states between stages (trainers.megatron_parallel sends fp32)
         calculate_per_token_loss=per_token_loss,
     )
-    model = GPTModel(
-        config,
-        transformer_layer_spec=get_gpt_layer_local_spec(qk_layernorm=arch.qk_norm, normalization="RMSNorm"),
-        vocab_size=arch.vocab_size,
-        max_sequence_length=arch.max_position_embeddings,
-        position_embedding_type="rope",
-        rotary_base=int(arch.rope_theta),
-        share_embeddings_and_output_weights=arch.tie_word_embeddings,
-    )
+    first, last = parallel_state.is_pipeline_first_stage(), parallel_state.is_pipeline_last_stage()
+    with _no_cuda_copy(device):
+        model = GPTModel(
+            config,
+            transformer_layer_spec=get_gpt_layer_local_spec(qk_layernorm=arch.qk_norm, normalization="RMSNorm"),
+            vocab_size=arch.vocab_size,
+            max_sequence_length=arch.max_position_embeddings,
+            position_embedding_type="rope",
+            rotary_base=int(arch.rope_theta),
+            share_embeddings_and_output_weights=arch.tie_word_embeddings,
+            pre_process=first,
+            post_process=last,
+        )
     if device.type == "cpu":
         _keep_rope_on_cpu(model.rotary_pos_emb)
     return model.to(device)
+
+
+@contextlib.contextmanager
+def _no_cuda_copy(device: torch.device) -> Iterator[None]:
+    """With pipeline stages and tied embeddings, megatron-core's GPTModel moves the last stage's copy of the embedding
+    to CUDA to all-reduce it with the first stage's; on CPU that all-reduce runs where the tensor is."""
+    if device.type != "cpu":
+        yield
+        return
+    saved = torch.Tensor.cuda
+    torch.Tensor.cuda = lambda self, *a, **k: self  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        torch.Tensor.cuda = saved  # type: ignore[method-assign]
 
 
 def load_hf_weights(folder: Path) -> dict[str, torch.Tensor]:
@@ -163,6 +185,9 @@ def load_policy_weights(model: torch.nn.Module, arch: DenseArch, source: Path, d
 
     full = hf_to_mcore(arch, load_hf_weights(source))
     tp = parallel_state.get_tensor_model_parallel_world_size()
+    pp = parallel_state.get_pipeline_model_parallel_world_size()
+    if pp > 1:
+        full = pp_stage(arch, full, pp, parallel_state.get_pipeline_model_parallel_rank())
     mine = tp_split(arch, full, tp)[parallel_state.get_tensor_model_parallel_rank()] if tp > 1 else full
     state = {k: v.to(device, torch.float32) for k, v in mine.items()}
     missing, unexpected = model.load_state_dict(state, strict=False)
@@ -231,6 +256,12 @@ class MegatronTrainer(PolicyTrainer):
         log.info("megatron trainer ready", model=str(self.source), arch=self.arch.model_type, device=str(self.device))
 
     def response_logits(self, model: torch.nn.Module, group: list[TrainingSample]) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.stage_forward(model, group, None)
+
+    def stage_forward(self, model: torch.nn.Module, group: list[TrainingSample], received: torch.Tensor | None):
+        """This pipeline stage's forward of a micro-batch: from the token ids (first stage) or the previous stage's
+        hidden states `received` [W, B, H], to the hidden states for the next stage, or (last stage) the logits at
+        the response positions and their targets. One stage: the whole model."""
         ids, _, _ = padded_ids(group)  # right padding: the causal mask alone keeps real tokens off the pads
         ids = ids.to(self.device)
         batch, width = ids.shape
@@ -239,12 +270,18 @@ class MegatronTrainer(PolicyTrainer):
             torch.ones((1, 1, width, width), dtype=torch.bool, device=self.device), diagonal=1
         )  # True = masked
         b, t, _, _ = response_rows(group, self.device)
-        weight = model.shared_embedding_or_output_weight() if self.arch.tie_word_embeddings else None
         with self.autocast():
-            embedded = model.embedding(input_ids=ids, position_ids=positions)  # [W, B, H]
+            if received is None:
+                embedded = model.embedding(input_ids=ids, position_ids=positions)  # [W, B, H]
+            else:
+                model.decoder.set_input_tensor(received)
+                embedded = None
             hidden = model.decoder(
                 hidden_states=embedded, attention_mask=causal, rotary_pos_emb=model.rotary_pos_emb(width)
             )  # [W, B, H]
+            if not model.post_process:
+                return hidden
+            weight = model.shared_embedding_or_output_weight() if self.arch.tie_word_embeddings else None
             logits, _ = model.output_layer(hidden[t, b].unsqueeze(1), weight=weight)  # [N, 1, V / TP]
         return whole_vocabulary(logits[:, 0].float()), ids[b, t + 1]
 

@@ -35,6 +35,7 @@ from trainers.megatron_trainer import MegatronTrainer, load_hf_weights  # noqa: 
 CFG = TrainerConfig(lr=1e-3, micro_batch_tokens=12)  # one sample per micro-batch: accumulation too
 TP2 = MegatronSettings(tensor_parallel=2, nproc_per_node=2)
 DP2 = MegatronSettings(tensor_parallel=1, nproc_per_node=2)
+PP2 = MegatronSettings(pipeline_parallel=2, nproc_per_node=2)  # the tiny model's two layers: one per stage
 WEIGHT_TOLERANCE = 1e-4  # one AdamW step at lr 1e-3: float rounding of near-zero gradients moves a weight by less
 
 
@@ -77,13 +78,41 @@ def test_tensor_parallel_shards_round_trip_exactly(tiny_model):
         tp_split(arch, full, 4)
 
 
+def test_pipeline_parallel_job_matches_one_process_and_resumes_the_same_losses(tiny_model, one_process, tmp_path):
+    """Two stages (the embedding and layer 0 on one, layer 1, the final norm and the tied output layer on the
+    other): the same export, log-probs, step and weights as one process; its distributed checkpoint resumes the
+    same next step, under pipeline stages and in one process."""
+    job = MegatronJobTrainer.for_layout(PP2)(tiny_model, CFG)
+    try:
+        exported = job.hf_state_dict()
+        source = load_hf_weights(tiny_model)
+        assert set(exported) == set(source) and all(torch.equal(exported[k], source[k]) for k in source)
+        assert_same_step(job, one_process)
+        folder = job.save(tmp_path / "policy-1", version="1")
+        assert (folder / MEGATRON_CHECKPOINT_DIR / "metadata.json").is_file()
+        uninterrupted = [job.train_step(BATCH), job.train_step(BATCH)]
+    finally:
+        job.close()
+
+    again = MegatronJobTrainer.for_layout(PP2).resume(folder, CFG)
+    try:
+        assert again.step == 1
+        resumed = [again.train_step(BATCH), again.train_step(BATCH)]
+    finally:
+        again.close()
+    for a, b in zip(uninterrupted, resumed, strict=True):
+        assert (b.step, b.loss, b.grad_norm) == (a.step, pytest.approx(a.loss, abs=1e-7), pytest.approx(a.grad_norm))
+    one = MegatronTrainer.resume(folder, CFG)  # the distributed format stores global layer numbers: PP 2 -> 1
+    step = one.train_step(BATCH)
+    assert (step.step, step.loss) == (2, pytest.approx(uninterrupted[0].loss, abs=1e-6))
+
+
 def test_the_factory_picks_the_job_for_more_than_one_process():
     assert backend_class("megatron") is MegatronTrainer
     assert backend_class("megatron", MegatronSettings()) is MegatronTrainer
     job_cls = backend_class("megatron", TP2)
     assert issubclass(job_cls, MegatronJobTrainer) and job_cls.layout == TP2
-    with pytest.raises(ValueError, match="pipeline_parallel > 1 is not supported"):
-        backend_class("megatron", MegatronSettings(pipeline_parallel=2, nproc_per_node=2))
+    assert backend_class("megatron", PP2).layout == PP2
     two_nodes = MegatronSettings(nnodes=2, master_port=29500)
     assert backend_class("megatron", two_nodes).layout == two_nodes  # node 0: the trainer pool's
     with pytest.raises(ValueError, match="other nodes run `openclaw-rl megatron-node`"):
