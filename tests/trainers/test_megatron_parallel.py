@@ -1,7 +1,8 @@
 """The megatron torchrun job on CPU (gloo, two processes) against the one-process megatron trainer.
 
-Real torchrun jobs of the tiny model: tensor parallel 2 and data parallel 2 give the
-same log-probs, step and updated weights as one process; the Hugging Face export of
+Real torchrun jobs of the tiny model: tensor parallel 2, data parallel 2, two pipeline
+stages, and two stages of two tensor-parallel ranks give the same log-probs, step and
+updated weights as one process; the Hugging Face export of
 a TP-sharded model is the checkpoint it was loaded from, bit for bit; a version
 saved in megatron's distributed format resumes into the same next step as an
 uninterrupted run; a rank's crash reaches the caller as MegatronJobFailed.
@@ -105,6 +106,20 @@ def test_pipeline_parallel_job_matches_one_process_and_resumes_the_same_losses(t
     one = MegatronTrainer.resume(folder, CFG)  # the distributed format stores global layer numbers: PP 2 -> 1
     step = one.train_step(BATCH)
     assert (step.step, step.loss) == (2, pytest.approx(uninterrupted[0].loss, abs=1e-6))
+
+
+def test_pipeline_and_tensor_parallel_together_match_one_process(tiny_model, one_process):
+    """Four ranks: two stages, each split over two tensor-parallel ranks (the export gathers both ways)."""
+    job = MegatronJobTrainer.for_layout(MegatronSettings(pipeline_parallel=2, tensor_parallel=2, nproc_per_node=4))(
+        tiny_model, CFG
+    )
+    try:
+        exported = job.hf_state_dict()
+        source = load_hf_weights(tiny_model)
+        assert set(exported) == set(source) and all(torch.equal(exported[k], source[k]) for k in source)
+        assert_same_step(job, one_process)
+    finally:
+        job.close()
 
 
 def test_the_factory_picks_the_job_for_more_than_one_process():
