@@ -181,6 +181,7 @@ class _Row:
 
     def __init__(self, item: WorkItem, lm: LoadedModel):
         self.item = item
+        self.lm = lm  # the weights its KV came from (an in-place update changes the batch's, not its past)
         self.params = item.params
         self.out: list[int] = []
         self.out_lps: list[LogprobEntry] = []
@@ -379,6 +380,7 @@ class DecodeBatch:
         self.last_pos: torch.Tensor | None = None  # [B]: position of each row's last token
         self.next_logits: torch.Tensor | None = None  # [B, V]
         self.shared: SharedPrefix | None = None
+        self.shared_by: LoadedModel | None = None  # the weights whose KV the shared prefix holds
         self.uses: torch.Tensor | None = None  # [B] bool: the row's cache starts after the shared prefix
 
     def reset(self) -> None:
@@ -472,7 +474,7 @@ class DecodeBatch:
     def _shared_for(self, items: list[WorkItem], cached: int) -> SharedPrefix | None:
         """The batch's shared prefix, when these prompts (with `cached` tokens in the prefix cache) can be prefilled
         against it directly: their caches then never hold a copy of it."""
-        shared = self.shared
+        shared = self._shareable()
         if shared is None or cached < len(shared) or not split_prefill_available(self.lm.device):
             return None
         return shared if all(shared.starts(it.input_ids) for it in items) else None
@@ -529,21 +531,29 @@ class DecodeBatch:
         cache, mask and uses."""
         if self.shared is None:
             self._set_up_shared(new_rows, cache, mask)
-        uses = [self.shared is not None and self.shared.starts(r.item.input_ids) for r in new_rows]
+        shared = self._shareable()
+        uses = [shared is not None and shared.starts(r.item.input_ids) for r in new_rows]
         if any(uses):
             cache, mask = _drop_leading(cache, mask, [len(self.shared) if u else 0 for u in uses])
         return cache, mask, torch.tensor(uses, dtype=torch.bool, device=mask.device)
 
+    def _shareable(self) -> SharedPrefix | None:
+        """The shared prefix, if rows joining now may use it: not after an in-place weight update (the running rows
+        keep the old weights' KV they hold, a new row must not read it); such rows keep their own copy."""
+        return self.shared if self.shared is not None and self.shared_by is self.lm else None
+
     def _set_up_shared(self, new_rows: list[_Row], cache, mask: torch.Tensor) -> None:
         """The longest whole-block prefix one new row has in common with another row (new or in the batch)."""
         first = new_rows[0].item.input_ids
-        others = [r.item.input_ids for r in new_rows[1:]] + [r.item.input_ids for r in self.rows]
+        current = [r for r in self.rows if r.lm is self.lm]  # rows from before an in-place update keep their KV
+        others = [r.item.input_ids for r in new_rows[1:]] + [r.item.input_ids for r in current]
         best = max((common_prefix(first, o) for o in others), default=0)
         block = self.prefix_cache.block if self.prefix_cache is not None else BLOCK_TOKENS
         length = min(best, len(first) - 1) // block * block
         if length < MIN_SHARED_TOKENS:
             return
         start = mask.shape[1] - int(mask[0].sum())  # row 0's first real column (new rows are not left-padded)
+        self.shared_by = self.lm
         self.shared = SharedPrefix(
             list(first[:length]),
             [
@@ -552,7 +562,7 @@ class DecodeBatch:
             ],
         )
         if self.rows:  # rows already decoding that start with it give up their copy now
-            drops = [length if self.shared.starts(r.item.input_ids) else 0 for r in self.rows]
+            drops = [length if r.lm is self.lm and self.shared.starts(r.item.input_ids) else 0 for r in self.rows]
             self.cache, self.mask = _drop_leading(self.cache, self.mask, drops)
             self.uses = torch.tensor([d > 0 for d in drops], dtype=torch.bool, device=self.mask.device)
         log.debug("shared prefix set up", tokens=length, rows=len(self.rows))

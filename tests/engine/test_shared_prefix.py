@@ -157,3 +157,19 @@ def test_a_prefill_against_the_shared_prefix_equals_sdpa_over_the_whole_prompt(p
     mask = torch.ones(chunk, total, dtype=torch.bool).tril(diagonal=total - chunk)[None, None].expand(batch, 1, -1, -1)
     want, _ = engine_attention(Layer(), q, whole_k, whole_v, mask, scaling=dim**-0.5)
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+def test_a_request_admitted_after_an_in_place_weight_update_never_reads_the_old_prefix(lm, lm_v1):
+    """An in-place update (the scheduler's `_commit`) keeps the running rows and their shared prefix, made by the
+    old weights; a request admitted afterwards must be served entirely by the new ones, as in a fresh batch."""
+    cache = PrefixCache(64 << 20)
+    batch = DecodeBatch(lm, torch.Generator().manual_seed(0), prefix_cache=cache)
+    for ids in (SYSTEM + [1], SYSTEM + [2, 3]):
+        batch.add([req(ids, n=40)])
+        batch.step()
+    assert batch.shared is not None and len(batch) == 2
+    cache.invalidate()  # what the scheduler's _commit does: the cache's KV is the old weights'
+    batch.lm = lm_v1  # and the running batch serves the new weights
+    late = staggered(batch, [req(SYSTEM + [4, 5], n=6)])[0]
+    fresh = staggered(DecodeBatch(lm_v1, torch.Generator().manual_seed(0)), [req(SYSTEM + [4, 5], n=6)])[0]
+    assert_same(late, fresh)
