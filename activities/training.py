@@ -391,7 +391,7 @@ class TrainingActivities:
                 self.settings.training.weight_sync,
                 WeightSyncClient.from_settings(self.settings),
                 trainer.device,
-                trains_in_bf16=trainer.trains_in_bf16,
+                bf16_on_cuda=trainer.bf16_on_cuda,
             )
         return self._broadcaster
 

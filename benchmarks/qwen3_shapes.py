@@ -42,13 +42,20 @@ def shape_config(shape: str) -> dict:
 
 
 def parameter_count(config: dict) -> int:
-    """Parameters of a Qwen3 config (what the FLOP counts in the benchmarks use)."""
+    """Parameters of a Qwen3 / Qwen2 / Llama-style dense config (what the FLOP counts in the benchmarks use)."""
     h, i, n = config["hidden_size"], config["intermediate_size"], config["num_hidden_layers"]
-    q, kv, d = config["num_attention_heads"], config["num_key_value_heads"], config["head_dim"]
-    attn = h * q * d + 2 * h * kv * d + q * d * h + 2 * d  # q, k, v, o and the q/k norms
+    q, d = config["num_attention_heads"], head_dim(config)
+    kv = config.get("num_key_value_heads") or q
+    attn = h * q * d + 2 * h * kv * d + q * d * h  # q, k, v, o projections
+    attn += 2 * d if config.get("model_type") == "qwen3" else 0  # its q / k norms
+    attn += (q + 2 * kv) * d if config.get("attention_bias") or config.get("model_type") == "qwen2" else 0
     per_layer = attn + 3 * h * i + 2 * h
     embed = config["vocab_size"] * h * (1 if config["tie_word_embeddings"] else 2)
     return n * per_layer + embed + h
+
+
+def head_dim(config: dict) -> int:
+    return config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
 
 
 def build(shape: str, out: Path) -> Path:

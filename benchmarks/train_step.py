@@ -27,7 +27,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.qwen3_shapes import SHAPES, build, parameter_count  # noqa: E402
+from benchmarks.qwen3_shapes import SHAPES, build, head_dim, parameter_count  # noqa: E402
 from contracts.learning import JudgeSummary  # noqa: E402
 from openclaw_rl.samples import SampleMeta, TrainingSample  # noqa: E402
 from rlmath.logprobs import token_logprobs  # noqa: E402
@@ -92,7 +92,7 @@ def step_flops(config: dict, samples: int, prompt: int, response: int) -> float:
     """Model FLOPs of one train step (forward + backward = 3x forward): 2 per weight per token through the
     layers, the output projection for the response positions only (as both loops do), causal attention."""
     h, layers = config["hidden_size"], config["num_hidden_layers"]
-    attn_width = config["num_attention_heads"] * config["head_dim"]
+    attn_width = config["num_attention_heads"] * head_dim(config)
     per_layer = parameter_count(config | {"vocab_size": 0}) - h
     width = prompt + response
     forward = samples * (

@@ -5,7 +5,8 @@ the same weights as a trainer does (fp32, on --trainer-device), then per version
   - distributed (training.weight_sync.mode=distributed): WeightBroadcaster sets up the group once, pauses
     generation in place, broadcasts the tensors in buckets, continues, checks the version served; --inflight
     requests are generating during each update and must all finish (none aborted);
-  - disk: the same weights saved as safetensors, then /update_weights_from_disk.
+  - disk: the same weights saved as safetensors (timed: what a disk publication writes), then
+    /update_weights_from_disk (timed with the requests in flight; the file is fresh in the page cache).
 Prints seconds per version and the rate in GB/s of the bytes sent (tied weights once).
 
     .venv/bin/python benchmarks/weight_sync.py [--shape qwen3-1.7b] [--backend auto|gloo|nccl] [--versions 3]
@@ -34,6 +35,8 @@ from openclaw_rl.settings import WeightSyncSettings  # noqa: E402
 from policy_client.weight_sync import WeightSyncClient  # noqa: E402
 from tests.helpers import CLI, REPO, free_port, wait_http  # noqa: E402
 from trainers.weight_sync import WeightBroadcaster, distinct  # noqa: E402
+
+DISK_ROWS = ("disk write", "disk load", "disk total")
 
 
 async def generate(http: httpx.AsyncClient, i: int, tokens: int) -> dict:
@@ -78,9 +81,10 @@ async def bench(url: str, model: Path, work: Path, args: argparse.Namespace) -> 
     )
     # a trainer on CUDA trains in bf16 (training.precision auto): what auto's wire dtype follows
     client = WeightSyncClient([url], timeout_s=600)
-    sender = WeightBroadcaster(cfg, client, device, trains_in_bf16=device.type == "cuda")
+    sender = WeightBroadcaster(cfg, client, device, bf16_on_cuda=device.type == "cuda")
     wire = sender.wire_dtype or torch.float32
-    path_bytes = {"distributed": sent_bytes * wire.itemsize // 4, "disk": sent_bytes}  # the disk copy is fp32
+    # the disk copy is the trainer's fp32 weights
+    path_bytes = {"distributed": sent_bytes * wire.itemsize // 4} | dict.fromkeys(DISK_ROWS, sent_bytes)
     async with httpx.AsyncClient(base_url=url, timeout=600) as http:
         info = (await http.get("/get_server_info")).json()
         print(
@@ -92,7 +96,7 @@ async def bench(url: str, model: Path, work: Path, args: argparse.Namespace) -> 
         t = time.perf_counter()
         await sender.ensure_group()
         print(f"group set up once: {time.perf_counter() - t:.2f} s")
-        rows = {"distributed": [], "disk": []}
+        rows: dict[str, list[float]] = {"distributed": []} | {row: [] for row in DISK_ROWS}
         answers: list[dict] = []
         for v in range(args.versions):
             took, done = await with_requests_in_flight(
@@ -101,18 +105,21 @@ async def bench(url: str, model: Path, work: Path, args: argparse.Namespace) -> 
             rows["distributed"].append(took)
             answers += done
         await sender.close()
-        folder = work / "checkpoints" / "disk-version"  # under the data dir: where the engine loads from
-        trainer_model.save_pretrained(folder, safe_serialization=True)  # what a disk publication writes
-        for v in range(args.versions):
+        for v in range(args.versions):  # what a disk publication does: write the version, then each server loads it
+            folder = work / "checkpoints" / f"disk-version-{v}"  # under the data dir: where the engine loads from
+            t = time.perf_counter()
+            await asyncio.to_thread(trainer_model.save_pretrained, folder, safe_serialization=True)
+            rows["disk write"].append(time.perf_counter() - t)
 
-            async def from_disk(v=v) -> None:
+            async def from_disk(folder=folder, v=v) -> None:
                 r = await http.post(
                     "/update_weights_from_disk", json={"model_path": str(folder), "weight_version": f"k{v}"}
                 )
                 r.raise_for_status()
 
             took, done = await with_requests_in_flight(http, args.inflight, args.tokens, from_disk)
-            rows["disk"].append(took)
+            rows["disk load"].append(took)
+            rows["disk total"].append(rows["disk write"][-1] + took)
             answers += done
         served = (await http.get("/get_weight_version")).json()["weight_version"]
     finished = sum(a["meta_info"]["finish_reason"]["type"] == "length" for a in answers)

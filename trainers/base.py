@@ -154,8 +154,14 @@ class PolicyTrainer(ABC):
         """cfg.precision resolved: auto is bf16 on CUDA."""
         return self.cfg.precision == "bf16" or (self.cfg.precision == "auto" and self.device.type == "cuda")
 
+    @property
+    def bf16_on_cuda(self) -> bool:
+        """Trains in bf16 on a GPU: its servers then serve bf16 (what weight sync's wire dtype follows)."""
+        return self.trains_in_bf16 and self.device.type == "cuda"
+
     def autocast(self) -> contextlib.AbstractContextManager:
-        """The forward's precision (cfg.precision). Log-probs are always taken from fp32 logits."""
+        """The forward's precision (cfg.precision): the layers; the output projection stays fp32 (backends leave it
+        out of this context), so log-probs come from fp32 logits."""
         if not self.trains_in_bf16:
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=torch.bfloat16)

@@ -259,4 +259,3 @@ def pp_unstage(a: DenseArch, stages: list[dict[str, torch.Tensor]]) -> dict[str,
             else:
                 out[key] = value
     return out
-

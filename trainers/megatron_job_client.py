@@ -237,6 +237,11 @@ class MegatronJobTrainer(PolicyTrainer):
         return type(cls.__name__, (cls,), {"layout": layout})
 
     def __init__(self, checkpoint: Path, cfg: TrainerConfig = TrainerConfig(), *, resume: bool = False):
+        if self.layout.pipeline_parallel > 1 and cfg.loss.kl_coef:
+            raise ValueError(
+                "training.kl_coef > 0 (a frozen reference model) is not supported with "
+                "training.megatron.pipeline_parallel > 1 yet"
+            )
         self.cfg = cfg
         self.source = Path(checkpoint)
         self.device = torch.device("cpu")  # this process holds no weights: they live in the job's ranks
@@ -250,6 +255,11 @@ class MegatronJobTrainer(PolicyTrainer):
     def resume(cls, folder: Path, cfg: TrainerConfig = TrainerConfig()) -> MegatronJobTrainer:
         """The job at a saved version: its distributed checkpoint (weights, optimizer, step) when it has one."""
         return cls(folder, cfg, resume=True)
+
+    @property
+    def bf16_on_cuda(self) -> bool:
+        """The job's ranks train (this process holds no weights): bf16 on CUDA unless precision says fp32."""
+        return self.cfg.precision != "fp32" and self.job.ready.device.startswith("cuda")
 
     def close(self) -> None:
         self.job.stop()

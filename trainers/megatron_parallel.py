@@ -312,9 +312,9 @@ class ParallelMegatronTrainer(MegatronTrainer):
 
     # ---- the distributed checkpoint ------------------------------------------------
     def restore(self, folder: Path) -> None:
-        # A one-process version's trainer_state.pt fits a job without tensor parallelism (the same weights, the
-        # same order on every replica); under tensor parallelism its shapes do not: the optimizer starts afresh.
-        if has_distributed_checkpoint(folder) or self.tp_size == 1:
+        # A one-process version's trainer_state.pt fits a job without tensor or pipeline parallelism (the same
+        # weights, the same order on every replica); under either its weights do not: the optimizer starts afresh.
+        if has_distributed_checkpoint(folder) or (self.tp_size == 1 and self.pp_size == 1):
             super().restore(folder)
             return
         self.step = int((read_version_info(Path(folder)) or {}).get("step", 0))
@@ -375,4 +375,3 @@ def _give_fresh_adam_state(opt) -> None:
                 state["exp_avg"] = torch.zeros_like(p.data)
                 state["exp_avg_sq"] = torch.zeros_like(p.data)
             state.setdefault("step", torch.tensor(0.0))
-

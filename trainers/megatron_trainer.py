@@ -279,11 +279,12 @@ class MegatronTrainer(PolicyTrainer):
             hidden = model.decoder(
                 hidden_states=embedded, attention_mask=causal, rotary_pos_emb=model.rotary_pos_emb(width)
             )  # [W, B, H]
-            if not model.post_process:
-                return hidden
-            weight = model.shared_embedding_or_output_weight() if self.arch.tie_word_embeddings else None
-            logits, _ = model.output_layer(hidden[t, b].unsqueeze(1), weight=weight)  # [N, 1, V / TP]
-        return whole_vocabulary(logits[:, 0].float()), ids[b, t + 1]
+        if not model.post_process:
+            return hidden
+        # The projection in fp32 (outside autocast): bf16 logits would put ~0.06 of error into each log-prob.
+        weight = model.shared_embedding_or_output_weight() if self.arch.tie_word_embeddings else None
+        logits, _ = model.output_layer(hidden[t, b].unsqueeze(1).float(), weight=weight)  # [N, 1, V / TP]
+        return whole_vocabulary(logits[:, 0]), ids[b, t + 1]
 
     def hf_state_dict(self) -> dict[str, torch.Tensor]:
         mc = {k: v.detach().to("cpu") for k, v in self.model.state_dict().items() if not k.endswith("_extra_state")}

@@ -80,13 +80,17 @@ def distinct(state: dict[str, torch.Tensor]) -> list[tuple[str, torch.Tensor]]:
     return out
 
 
-def buckets(named: list[tuple[str, torch.Tensor]], bucket_bytes: int) -> list[list[tuple[str, torch.Tensor]]]:
-    """Consecutive groups of about `bucket_bytes` (a tensor larger than that travels alone)."""
+def buckets(
+    named: list[tuple[str, torch.Tensor]], bucket_bytes: int, wire_dtype: torch.dtype | None = None
+) -> list[list[tuple[str, torch.Tensor]]]:
+    """Consecutive groups of about `bucket_bytes` as sent (floating-point tensors in `wire_dtype` when given; a
+    tensor larger than that travels alone)."""
     out: list[list[tuple[str, torch.Tensor]]] = []
     current: list[tuple[str, torch.Tensor]] = []
     size = 0
     for name, t in named:
-        nbytes = t.numel() * t.element_size()
+        itemsize = wire_dtype.itemsize if wire_dtype is not None and t.is_floating_point() else t.element_size()
+        nbytes = t.numel() * itemsize
         if current and size + nbytes > bucket_bytes:
             out.append(current)
             current, size = [], 0
@@ -104,11 +108,12 @@ def resolve_backend(configured: str, device: torch.device) -> str:
     return "nccl" if device.type == "cuda" else "gloo"
 
 
-def resolve_wire_dtype(configured: str, device: torch.device, trains_in_bf16: bool) -> torch.dtype | None:
-    """The dtype floating-point weights are sent in; None: their own."""
+def resolve_wire_dtype(configured: str, bf16_on_cuda: bool) -> torch.dtype | None:
+    """The dtype floating-point weights are sent in; None: their own. auto: bf16 when the trainer trains in bf16 on
+    CUDA (a megatron job's ranks included, though its weights reach this process through the CPU)."""
     if configured == "float32":
         return torch.float32
-    if configured == "bfloat16" or (configured == "auto" and device.type == "cuda" and trains_in_bf16):
+    if configured == "bfloat16" or (configured == "auto" and bf16_on_cuda):
         return torch.bfloat16
     return None
 
@@ -131,13 +136,13 @@ class WeightBroadcaster:
     """The trainer's side of weight sync; keeps its group across versions until something fails."""
 
     def __init__(
-        self, cfg: WeightSyncSettings, client: WeightSyncClient, device: torch.device, trains_in_bf16: bool = False
+        self, cfg: WeightSyncSettings, client: WeightSyncClient, device: torch.device, bf16_on_cuda: bool = False
     ):
         self.cfg = cfg
         self.client = client
         self.backend = resolve_backend(cfg.backend, device)
         self.send_device = device if self.backend == "nccl" else torch.device("cpu")
-        self.wire_dtype = resolve_wire_dtype(cfg.wire_dtype, device, trains_in_bf16)
+        self.wire_dtype = resolve_wire_dtype(cfg.wire_dtype, bf16_on_cuda)
         self._group: _Group | None = None
         self._names = (f"{GROUP_PREFIX}-{os.getpid()}-{n}" for n in itertools.count(1))
 
@@ -225,7 +230,7 @@ class WeightBroadcaster:
         group = self._group
         assert group is not None  # ensure_group ran
         named = distinct(state)
-        parts = buckets(named, int(self.cfg.bucket_mb * MIB))
+        parts = buckets(named, int(self.cfg.bucket_mb * MIB), self.wire_dtype)
         for i, bucket in enumerate(parts):
             tensors = [self._on_wire(t) for _, t in bucket]
             req = UpdateWeightsFromDistributedRequest(

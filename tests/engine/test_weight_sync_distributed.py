@@ -129,12 +129,10 @@ async def test_weights_sent_in_bf16_serve_as_the_bf16_rounded_checkpoint(engine,
 
 
 def test_the_wire_dtype_follows_the_trainers_precision_unless_set():
-    cuda, cpu = torch.device("cuda"), torch.device("cpu")
-    assert resolve_wire_dtype("auto", cuda, trains_in_bf16=True) == torch.bfloat16
-    assert resolve_wire_dtype("auto", cuda, trains_in_bf16=False) is None
-    assert resolve_wire_dtype("auto", cpu, trains_in_bf16=False) is None
-    assert resolve_wire_dtype("float32", cuda, trains_in_bf16=True) == torch.float32
-    assert resolve_wire_dtype("bfloat16", cpu, trains_in_bf16=False) == torch.bfloat16
+    assert resolve_wire_dtype("auto", bf16_on_cuda=True) == torch.bfloat16
+    assert resolve_wire_dtype("auto", bf16_on_cuda=False) is None
+    assert resolve_wire_dtype("float32", bf16_on_cuda=True) == torch.float32
+    assert resolve_wire_dtype("bfloat16", bf16_on_cuda=False) == torch.bfloat16
 
 
 @pytest.mark.parametrize("defect", ["unknown name", "wrong shape"])
