@@ -237,11 +237,6 @@ class MegatronJobTrainer(PolicyTrainer):
         return type(cls.__name__, (cls,), {"layout": layout})
 
     def __init__(self, checkpoint: Path, cfg: TrainerConfig = TrainerConfig(), *, resume: bool = False):
-        if self.layout.pipeline_parallel > 1 and cfg.loss.kl_coef:
-            raise ValueError(
-                "training.kl_coef > 0 (a frozen reference model) is not supported with "
-                "training.megatron.pipeline_parallel > 1 yet"
-            )
         self.cfg = cfg
         self.source = Path(checkpoint)
         self.device = torch.device("cpu")  # this process holds no weights: they live in the job's ranks

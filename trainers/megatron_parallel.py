@@ -23,8 +23,10 @@ Every rank of the job runs each command together (their collectives meet):
   then every backward in the same order; sends never block, so no stage waits on
   one that waits on it. The loss and metrics are computed on the last stage and
   broadcast over the pipeline. megatron-core's own pipeline schedules allocate
-  their buffers on CUDA, hence this schedule, which runs on gloo too. A frozen
-  reference model (kl_coef > 0) is refused under pipeline parallelism for now.
+  their buffers on CUDA, hence this schedule, which runs on gloo too. With a
+  frozen reference model (kl_coef > 0) each stage holds its copy of its layers and
+  the reference's log-probs take their own forward pass through the stages, just
+  before the policy's forward of the same micro-batch.
 """
 
 from __future__ import annotations
@@ -68,8 +70,6 @@ class ParallelMegatronTrainer(MegatronTrainer):
         self.dp_size = ps.get_data_parallel_world_size()
         self.pp_size = ps.get_pipeline_model_parallel_world_size()
         self.first_stage, self.last_stage = ps.is_pipeline_first_stage(), ps.is_pipeline_last_stage()
-        if self.pp_size > 1 and cfg.loss.kl_coef:
-            raise ValueError("training.kl_coef > 0 (a frozen reference model) is not supported with pipeline stages")
         super().__init__(checkpoint, cfg)
         if distributed_optimizer and not self.on_megatron_optimizer:
             log.info("distributed optimizer needs CUDA; this CPU job uses a plain AdamW per rank")
@@ -128,12 +128,14 @@ class ParallelMegatronTrainer(MegatronTrainer):
         pending: list[tuple[torch.Tensor, torch.Tensor | None]] = []  # (what to backprop from, what was received)
         sends = []
         for group in micro_batches(samples, self.cfg.micro_batch_tokens):  # forward: every micro-batch
+            # every stage takes the same passes in the same order, so point-to-point messages pair up in order
+            ref_lp = self.logprobs(self.ref, group) if self.ref is not None else None
             received = None if self.first_stage else self._receive(self._hidden_shape(group), "prev")
             out = self.stage_forward(self.model, group, received)
             if self.last_stage:
                 new_lp, entropy, estimate = self._scored(group, *out)
                 old_lp, adv, mask = self._targets(group, new_lp.shape[1])
-                parts = policy_loss(new_lp, old_lp, adv, mask, self.cfg.loss, entropy=entropy)
+                parts = policy_loss(new_lp, old_lp, adv, mask, self.cfg.loss, ref_lp=ref_lp, entropy=entropy)
                 share = len(group) / batch_size
                 with torch.no_grad():
                     gap = float(((new_lp - old_lp).abs() * mask).sum())

@@ -15,7 +15,6 @@ as the torch backend does.
 from __future__ import annotations
 
 import contextlib
-import copy
 import json
 import shutil
 import socket
@@ -248,12 +247,17 @@ class MegatronTrainer(PolicyTrainer):
         self.model = build_gpt(self.arch, self.device, per_token_loss=self.per_token_loss)
         load_policy_weights(self.model, self.arch, self.source, self.device)
         self.model.train()
-        self.ref = copy.deepcopy(self.model).eval().requires_grad_(False) if cfg.loss.kl_coef else None
-        if self.ref is not None and self.device.type == "cpu":
-            _keep_rope_on_cpu(self.ref.rotary_pos_emb)
+        self.ref = self._frozen_copy() if cfg.loss.kl_coef else None
         self.opt = self.make_optimizer()
         self.step = 0
         log.info("megatron trainer ready", model=str(self.source), arch=self.arch.model_type, device=str(self.device))
+
+    def _frozen_copy(self) -> torch.nn.Module:
+        """The reference model: a second GPTModel with the policy's current weights (megatron-core's modules hold
+        process groups, which deepcopy cannot copy)."""
+        ref = build_gpt(self.arch, self.device, per_token_loss=self.per_token_loss)
+        ref.load_state_dict(self.model.state_dict())
+        return ref.eval().requires_grad_(False)
 
     def response_logits(self, model: torch.nn.Module, group: list[TrainingSample]) -> tuple[torch.Tensor, torch.Tensor]:
         return self.stage_forward(model, group, None)

@@ -21,6 +21,7 @@ import pytest
 import torch
 
 from openclaw_rl.settings import MegatronSettings
+from rlmath.loss import LossConfig
 from tests.helpers import CLI, REPO, free_port
 from tests.trainers.test_megatron_trainer import BATCH
 from trainers.base import TrainerConfig
@@ -106,6 +107,23 @@ def test_pipeline_parallel_job_matches_one_process_and_resumes_the_same_losses(t
     one = MegatronTrainer.resume(folder, CFG)  # the distributed format stores global layer numbers: PP 2 -> 1
     step = one.train_step(BATCH)
     assert (step.step, step.loss) == (2, pytest.approx(uninterrupted[0].loss, abs=1e-6))
+
+
+def test_pipeline_job_with_a_reference_model_matches_one_process(tiny_model):
+    """kl_coef > 0: each stage keeps its layers' frozen copy and the reference log-probs take their own pass through
+    the stages. The KL term is 0 at the first step (policy = reference): the second step shows it."""
+    cfg = TrainerConfig(lr=1e-3, micro_batch_tokens=12, loss=LossConfig(kl_coef=0.5))
+    one = MegatronTrainer(tiny_model, cfg)
+    want = [one.train_step(BATCH) for _ in range(2)]
+    assert want[1].kl > 0
+    job = MegatronJobTrainer.for_layout(PP2)(tiny_model, cfg)
+    try:
+        got = [job.train_step(BATCH) for _ in range(2)]
+    finally:
+        job.close()
+    for g, w in zip(got, want, strict=True):
+        assert g.loss == pytest.approx(w.loss, abs=1e-6) and g.kl == pytest.approx(w.kl, rel=1e-4, abs=1e-9)
+        assert g.grad_norm == pytest.approx(w.grad_norm, rel=1e-5)
 
 
 def test_pipeline_and_tensor_parallel_together_match_one_process(tiny_model, one_process):

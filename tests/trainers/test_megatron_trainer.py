@@ -97,3 +97,16 @@ def test_bf16_on_cpu_is_refused_with_a_reason(tiny_model):
     """megatron-core's layers autocast on CUDA only: bf16 on CPU would break in the backward, so it is refused."""
     with pytest.raises(ValueError, match="needs CUDA"):
         MegatronTrainer(tiny_model, TrainerConfig(precision="bf16", device="cpu"))
+
+
+def test_with_a_reference_model_both_backends_take_the_same_steps(tiny_model):
+    """kl_coef > 0: the megatron backend's frozen reference (a second GPTModel; megatron's modules cannot be
+    deep-copied) gives the torch backend's KL and loss, step after step (the KL is 0 at the first)."""
+    from rlmath.loss import LossConfig
+
+    cfg = TrainerConfig(lr=1e-3, micro_batch_tokens=12, loss=LossConfig(kl_coef=0.5))
+    torch_steps = [s for t in [TorchTrainer(tiny_model, cfg)] for s in (t.train_step(BATCH), t.train_step(BATCH))]
+    mc_steps = [s for t in [MegatronTrainer(tiny_model, cfg)] for s in (t.train_step(BATCH), t.train_step(BATCH))]
+    assert torch_steps[1].kl > 0
+    for a, b in zip(torch_steps, mc_steps, strict=True):
+        assert b.loss == pytest.approx(a.loss, abs=1e-6) and b.kl == pytest.approx(a.kl, rel=1e-4, abs=1e-9)
