@@ -21,7 +21,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.qwen3_shapes import SHAPES, build  # noqa: E402
+from benchmarks.qwen3_shapes import SHAPES, bench_model  # noqa: E402
 from engine.model_runner import DecodeBatch, LoadedModel, WorkItem, load_model  # noqa: E402
 from policy_client.wire import SamplingParams  # noqa: E402
 
@@ -69,13 +69,7 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=2)
     args = ap.parse_args()
-    model = args.model
-    if model is None and args.shape:
-        model = build(args.shape, Path(tempfile.mkdtemp(prefix="engine-decode-")) / args.shape)
-    elif model is None:
-        from engine.tiny_qwen3 import ensure_tiny_model
-
-        model = ensure_tiny_model(Path(tempfile.mkdtemp(prefix="engine-decode-")) / "tiny-qwen3")
+    model = bench_model(args.model, args.shape, Path(tempfile.mkdtemp(prefix="engine-decode-")))
     lm = load_model(model, args.device, "auto", weight_version="0")
     batches = [int(b) for b in args.batches.split(",")]
     print(f"model {model.name} on {lm.device} ({next(lm.model.parameters()).dtype}), {args.tokens} tokens per row")

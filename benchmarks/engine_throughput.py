@@ -22,7 +22,6 @@ import argparse
 import asyncio
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,8 +31,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.qwen3_shapes import SHAPES, build  # noqa: E402
-from tests.helpers import CLI, REPO, free_port, wait_http  # noqa: E402
+from benchmarks.qwen3_shapes import SHAPES, bench_model, start_engine  # noqa: E402
 
 SYSTEM_UNIT = "You are a personal agent. Follow the user's instructions carefully and use the tools you are given. "
 
@@ -161,28 +159,10 @@ def main() -> None:
     ap.add_argument("--stream-tokens", type=int, default=2000, help="answer length of the streaming case (--serving)")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="engine-bench-"))
-    model = args.model
+    model = bench_model(args.model, args.shape, work)
     levels = [int(x) for x in args.levels.split(",")]
-    if model is None and args.shape:
-        model = build(args.shape, work / args.shape)
-    elif model is None:
-        from engine.tiny_qwen3 import ensure_tiny_model
-
-        model = ensure_tiny_model(work / "tiny-qwen3")
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENCLAW_RL_")} | {
-        "OPENCLAW_RL_DATA_DIR": str(work)
-    }
-    proc = subprocess.Popen(
-        CLI + ["engine", "--model", str(model), "--port", str(port)],
-        env=env,
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=args.engine_log.open("w") if args.engine_log else subprocess.DEVNULL,
-    )
+    proc, url = start_engine(model, work, args.engine_log, timeout_s=300)
     try:
-        url = f"http://127.0.0.1:{port}"
-        wait_http(f"{url}/health", timeout=300, proc=proc)
         rates = asyncio.run(measure(url, args.tokens, args.rounds, levels))
         info = httpx.get(f"{url}/get_server_info", timeout=30).json()
         if args.serving:

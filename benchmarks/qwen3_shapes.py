@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -89,3 +91,32 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def bench_model(model: Path | None, shape: str | None, work: Path) -> Path:
+    """What a benchmark runs on: --model as given, else a random model of --shape, else the tiny default model."""
+    if model is not None:
+        return model
+    if shape:
+        return build(shape, work / shape)
+    return tiny_qwen3.ensure_tiny_model(work / "tiny-qwen3")
+
+
+def start_engine(model: Path, work: Path, log: Path | None, timeout_s: float) -> tuple[subprocess.Popen, str]:
+    """A real engine process on `model` (data dir `work`, its stderr into `log`), once it answers /health."""
+    from tests.helpers import CLI, REPO, free_port, wait_http
+
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENCLAW_RL_")} | {
+        "OPENCLAW_RL_DATA_DIR": str(work)
+    }
+    proc = subprocess.Popen(
+        CLI + ["engine", "--model", str(model), "--port", str(port)],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("w") if log else subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    wait_http(f"{url}/health", timeout=timeout_s, proc=proc)
+    return proc, url

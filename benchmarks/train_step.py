@@ -27,7 +27,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.qwen3_shapes import SHAPES, build, head_dim, parameter_count  # noqa: E402
+from benchmarks.qwen3_shapes import SHAPES, bench_model, head_dim, parameter_count  # noqa: E402
 from contracts.learning import JudgeSummary  # noqa: E402
 from openclaw_rl.samples import SampleMeta, TrainingSample  # noqa: E402
 from rlmath.logprobs import token_logprobs  # noqa: E402
@@ -122,13 +122,7 @@ def main() -> None:
     ap.add_argument("--response", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
-    model_path = args.model
-    if model_path is None and args.shape:
-        model_path = build(args.shape, Path(tempfile.mkdtemp(prefix="train-bench-")) / args.shape)
-    elif model_path is None:
-        from engine.tiny_qwen3 import ensure_tiny_model
-
-        model_path = ensure_tiny_model(Path(tempfile.mkdtemp(prefix="train-bench-")) / "tiny-qwen3")
+    model_path = bench_model(args.model, args.shape, Path(tempfile.mkdtemp(prefix="train-bench-")))
     cfg = TrainerConfig(micro_batch_tokens=10**9, device=args.device, precision=args.precision)
     trainer = backend_class(args.backend)(model_path, cfg)
     device = trainer.device

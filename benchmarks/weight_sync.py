@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,11 +27,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.qwen3_shapes import SHAPES, build  # noqa: E402
+from benchmarks.qwen3_shapes import SHAPES, bench_model, start_engine  # noqa: E402
 from openclaw_rl.device import pick_device  # noqa: E402
 from openclaw_rl.settings import WeightSyncSettings  # noqa: E402
 from policy_client.weight_sync import WeightSyncClient  # noqa: E402
-from tests.helpers import CLI, REPO, free_port, wait_http  # noqa: E402
 from trainers.weight_sync import WeightBroadcaster, distinct  # noqa: E402
 
 DISK_ROWS = ("disk write", "disk load", "disk total")
@@ -148,27 +145,9 @@ def main() -> None:
     ap.add_argument("--engine-log", type=Path, default=None)
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="weight-sync-bench-"))
-    model = args.model
-    if model is None and args.shape:
-        model = build(args.shape, work / args.shape)
-    elif model is None:
-        from engine.tiny_qwen3 import ensure_tiny_model
-
-        model = ensure_tiny_model(work / "tiny-qwen3")
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENCLAW_RL_")} | {
-        "OPENCLAW_RL_DATA_DIR": str(work)
-    }
-    proc = subprocess.Popen(
-        CLI + ["engine", "--model", str(model), "--port", str(port)],
-        env=env,
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=args.engine_log.open("w") if args.engine_log else subprocess.DEVNULL,
-    )
+    model = bench_model(args.model, args.shape, work)
+    proc, url = start_engine(model, work, args.engine_log, timeout_s=600)
     try:
-        url = f"http://127.0.0.1:{port}"
-        wait_http(f"{url}/health", timeout=600, proc=proc)
         asyncio.run(bench(url, model, work, args))
     finally:
         proc.terminate()
