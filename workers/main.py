@@ -8,7 +8,7 @@ import signal
 from datetime import timedelta
 
 import structlog
-from temporalio.worker import Worker
+from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 
 from openclaw_rl.settings import Pool, Settings
 from openclaw_rl.temporal_client import connect
@@ -23,6 +23,7 @@ async def run_worker(settings: Settings, pool: Pool) -> None:
     client = await connect(settings.temporal)
     parts = components_for(pool, settings)
     queue = settings.temporal.task_queue(pool)
+    polls = PollerBehaviorSimpleMaximum(settings.temporal.worker_pollers)
     workers = [
         Worker(
             client,
@@ -30,6 +31,8 @@ async def run_worker(settings: Settings, pool: Pool) -> None:
             workflows=parts.workflows,
             activities=parts.activities,
             graceful_shutdown_timeout=timedelta(seconds=GRACEFUL_SHUTDOWN_S),
+            workflow_task_poller_behavior=polls,
+            activity_task_poller_behavior=polls,
             **({"tuner": parts.shared_tuner} if parts.shared_tuner else {}),
         )
     ]
@@ -41,6 +44,7 @@ async def run_worker(settings: Settings, pool: Pool) -> None:
                 activities=parts.activities,
                 graceful_shutdown_timeout=timedelta(seconds=GRACEFUL_SHUTDOWN_S),
                 max_concurrent_activities=parts.own_queue_slots or 100,
+                activity_task_poller_behavior=polls,
             )
         )
     stop = asyncio.Event()
