@@ -22,6 +22,7 @@ import os
 import shutil
 import threading
 import time
+import weakref
 from pathlib import Path
 
 import redis.asyncio as aioredis
@@ -92,6 +93,7 @@ class TrainingActivities:
         self._step_lock = asyncio.Lock()
         self._load_lock = threading.Lock()
         self._broadcaster: WeightBroadcaster | None = None  # distributed weight sync: its group outlives a version
+        self._sender_of: weakref.ref | None = None  # the trainer the broadcaster was made for (not kept alive)
         # Load the trainer now, at the newest checkpoint (the version the next step trains from), so the first
         # step does not pay for it: while it loads, samples pile up and the oldest go stale before training.
         threading.Thread(target=self._preload, name="trainer-preload", daemon=True).start()
@@ -365,9 +367,10 @@ class TrainingActivities:
                     trainer_version=self.trainer_version,
                 )
                 return None
-            broadcaster = self._broadcaster_for(trainer)
+            broadcaster = await self._broadcaster_for(trainer)
             try:
-                state = await asyncio.to_thread(hf_state_dict, trainer)
+                own = broadcaster.rank0.sends_own_weights  # a megatron job's rank 0 gathers and sends them itself
+                state = None if own else await asyncio.to_thread(hf_state_dict, trainer)
                 await broadcaster.publish(state, str(inp.version))
             except GenerationStillPaused as exc:
                 # Falling back to disk would not help: a server may be holding its requests. Retrying sends the
@@ -383,16 +386,32 @@ class TrainingActivities:
                     error=str(exc),
                 )
                 return None
-        return [f"version {inp.version} broadcast to {len(broadcaster.client.urls)} servers ({broadcaster.group_name})"]
+        sender = " from the megatron job's rank 0" if broadcaster.rank0.sends_own_weights else ""
+        return [
+            f"version {inp.version} broadcast to {len(broadcaster.client.urls)} servers ({broadcaster.group_name})"
+            + sender
+        ]
 
-    def _broadcaster_for(self, trainer: PolicyTrainer) -> WeightBroadcaster:
+    async def _broadcaster_for(self, trainer: PolicyTrainer) -> WeightBroadcaster:
+        """One broadcaster, its group kept across versions; a megatron job's group ends with its job, so another
+        trainer gets another broadcaster (the old group is dropped on the servers too)."""
+        job_rank0 = getattr(trainer, "weight_rank_zero", None)  # a megatron job: its rank 0 sends
+        old = self._broadcaster
+        made_for = self._sender_of() if self._sender_of is not None else None
+        if old is not None and made_for is not trainer and (old.rank0.sends_own_weights or job_rank0):
+            await old.close()
+            await old.client.aclose()
+            self._broadcaster = None
         if self._broadcaster is None:
+            rank0 = job_rank0() if job_rank0 is not None else None
             self._broadcaster = WeightBroadcaster(
                 self.settings.training.weight_sync,
                 WeightSyncClient.from_settings(self.settings),
-                trainer.device,
+                rank0.device if rank0 is not None else trainer.device,
                 bf16_on_cuda=trainer.bf16_on_cuda,
+                rank0=rank0,
             )
+            self._sender_of = weakref.ref(trainer)
         return self._broadcaster
 
     @activity.defn(name=EXPORT_CHECKPOINT.name)

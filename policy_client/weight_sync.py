@@ -161,13 +161,13 @@ def open_process_group(
 
     Uses torch's own group constructor (private, as SGLang, verl and slime do) because only it makes a group that
     `torch.distributed.broadcast` accepts without a default group, and that SGLang servers join the same way."""
-    from torch.distributed.distributed_c10d import Backend, PrefixStore, _new_process_group_helper, _world, rendezvous
+    from torch.distributed import TCPStore
+    from torch.distributed.distributed_c10d import Backend, PrefixStore, _new_process_group_helper, _world
 
     timeout = timedelta(seconds=timeout_s)
-    store, rank, world_size = next(
-        rendezvous(f"tcp://{master_address}:{master_port}", rank, world_size, timeout=timeout)
-    )
-    store.set_timeout(timeout)
+    # The store made here, not by torch's tcp:// rendezvous: under torchrun (a megatron job's rank 0 is this group's
+    # rank 0) that rendezvous joins torchrun's own store instead of starting this group's.
+    store = TCPStore(master_address, master_port, world_size, is_master=rank == 0, timeout=timeout, multi_tenant=True)
     options = (
         "backend_options"
         if "backend_options" in inspect.signature(_new_process_group_helper).parameters

@@ -5,14 +5,17 @@ also serves the trainer-pool worker on a Unix socket (trainers.megatron_job_prot
 On a node other than the worker's (`--from-rank0`, started by `openclaw-rl megatron-node`)
 there is no spec file: the ranks join the rendezvous and receive the spec from rank 0.
 Each command rank 0 reads is broadcast to all ranks, run by all, and answered by
-rank 0. The job ends when the worker says stop or its connection closes; an
-error on any rank ends that rank, torchrun then ends the others, and the worker
-reports the crash with the job's log.
+rank 0. With distributed weight sync rank 0 is also the sending end of the servers'
+weight-update group: it gathers the model and broadcasts it to them itself.
+The job ends when the worker says stop or its connection closes; an error on any
+rank ends that rank, torchrun then ends the others, and the worker reports the
+crash with the job's log.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import socket
@@ -29,22 +32,30 @@ from openclaw_rl.logs import configure_logging
 from trainers.megatron_job_protocol import (
     COMMAND,
     RANK_FAILED,
+    CloseWeightGroupCommand,
     Command,
     IdleCommand,
     JobSpec,
     LineChannel,
     Logprobs,
     LogprobsCommand,
+    OpenWeightGroupCommand,
     Ready,
     Refused,
     Reply,
     SaveCommand,
     Saved,
+    SendBucketCommand,
+    StageWeightsCommand,
     StepCommand,
     Stepped,
     StopCommand,
+    WeightsStaged,
+    WeightSyncDone,
+    WeightSyncFailed,
 )
 from trainers.megatron_parallel import ParallelMegatronTrainer
+from trainers.weight_sync import RankZeroEnd, wire_dtype_named
 
 log = structlog.get_logger(__name__)
 
@@ -79,8 +90,10 @@ def init_distributed(device_name: str, spec: JobSpec | None) -> JobSpec:
     return spec
 
 
-def run(trainer: ParallelMegatronTrainer, command: Command) -> Reply:
+def run(trainer: ParallelMegatronTrainer, command: Command, sender: RankZeroEnd) -> Reply:
     """Collective: every rank runs the command; rank 0's reply is the one sent."""
+    if isinstance(command, OpenWeightGroupCommand | StageWeightsCommand | SendBucketCommand | CloseWeightGroupCommand):
+        return weight_sync(trainer, command, sender)
     if isinstance(command, StepCommand):
         metrics = trainer.train_step(command.samples)
         return Stepped(metrics=metrics, weights_finite=trainer.weights_finite())
@@ -91,6 +104,37 @@ def run(trainer: ParallelMegatronTrainer, command: Command) -> Reply:
         dist.barrier()  # every rank's shard is on disk before the worker hears "saved"
         return Saved(step=trainer.step)
     raise TypeError(f"no handler for {type(command).__name__}")
+
+
+def weight_sync(
+    trainer: ParallelMegatronTrainer,
+    command: OpenWeightGroupCommand | StageWeightsCommand | SendBucketCommand | CloseWeightGroupCommand,
+    sender: RankZeroEnd,
+) -> Reply:
+    """Rank 0 is the sending end of the servers' weight-update group: the weights go from the job's ranks to the
+    servers without passing through the pool's process or a disk. Only staging is collective (the gather); a failure
+    on rank 0 is answered, never fatal: the pool falls back to a disk load and training goes on."""
+    if isinstance(command, StageWeightsCommand):
+        state = trainer.hf_state_dict()  # collective; {} on every rank but 0
+        if dist.get_rank() != 0:
+            return WeightsStaged(buckets=[])
+        return WeightsStaged(buckets=sender.stage(state, command.bucket_bytes, wire_dtype_named(command.wire_dtype)))
+    if dist.get_rank() != 0:
+        return WeightSyncDone()
+    try:
+        if isinstance(command, OpenWeightGroupCommand):
+            sender.open(command.group)
+        elif isinstance(command, SendBucketCommand):
+            sender.send(command.index)
+        else:
+            sender.close()
+    except (RuntimeError, ValueError, OSError) as exc:  # DistBackendError and store timeouts included
+        log.warning("weight sync failed on rank 0", op=command.op, error=str(exc)[:500])
+        if not isinstance(command, CloseWeightGroupCommand):
+            with contextlib.suppress(RuntimeError, ValueError, OSError):
+                sender.close()  # a half-done broadcast leaves the group unusable: the pool sets up a new one
+        return WeightSyncFailed(reason=f"{type(exc).__name__}: {str(exc)[:500]}")
+    return WeightSyncDone()
 
 
 def next_command(channel: LineChannel, parent: int) -> Command:
@@ -115,15 +159,17 @@ def next_command(channel: LineChannel, parent: int) -> Command:
 def serve(trainer: ParallelMegatronTrainer, channel: LineChannel | None) -> StopCommand:
     control = dist.new_group(backend="gloo")  # commands are Python objects: broadcast on CPU whatever the device
     parent = os.getppid()
+    sender = RankZeroEnd(trainer.device)
     while True:
         box: list[Command | None] = [next_command(channel, parent) if channel is not None else None]
         dist.broadcast_object_list(box, src=0, group=control)
         command = box[0]
         if isinstance(command, StopCommand):
+            sender.close()
             return command
         if isinstance(command, IdleCommand):
             continue
-        reply = run(trainer, command)
+        reply = run(trainer, command, sender)
         if channel is not None:
             channel.send(reply)
 

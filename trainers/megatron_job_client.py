@@ -10,6 +10,7 @@ the job's log.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
@@ -17,6 +18,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import weakref
 from pathlib import Path
@@ -30,24 +32,33 @@ from contracts.training import StepMetrics
 from openclaw_rl.checkpoints import atomic_dir
 from openclaw_rl.samples import TrainingSample
 from openclaw_rl.settings import MegatronSettings
+from policy_client.weight_sync import WeightSyncError
 from trainers.base import PolicyTrainer, TrainerConfig
 from trainers.megatron_checkpoint import complete_version_folder
 from trainers.megatron_job_protocol import (
     RANK_FAILED,
     REPLY,
+    CloseWeightGroupCommand,
     JobSpec,
     LineChannel,
     Logprobs,
     LogprobsCommand,
+    OpenWeightGroupCommand,
     Ready,
     Refused,
     SaveCommand,
     Saved,
+    SendBucketCommand,
+    StageWeightsCommand,
     StepCommand,
     Stepped,
     StopCommand,
+    WeightsStaged,
+    WeightSyncDone,
+    WeightSyncFailed,
 )
 from trainers.megatron_trainer import load_hf_weights
+from trainers.weight_sync import BucketSpec, GroupSpec
 
 log = structlog.get_logger(__name__)
 
@@ -126,6 +137,7 @@ class MegatronJob:
                 start_new_session=True,  # its own process group: ended as one, never by a signal meant for us
             )
         self._finalizer = weakref.finalize(self, _end, self.proc, self.run_dir)
+        self._asking = threading.Lock()  # one command at a time: a reply belongs to the command before it
         self.channel = self._connect(spec.socket_path)
         self.ready = self._receive(Ready, START_TIMEOUT_S)
         log.info("megatron job started", pid=self.proc.pid, world=self.ready.world_size, step=self.ready.step)
@@ -153,11 +165,14 @@ class MegatronJob:
             time.sleep(0.2)
 
     def ask(self, command: BaseModel, expect: type[R]) -> R:
-        try:
-            self.channel.send(command)
-        except OSError as exc:
-            raise MegatronJobFailed(f"the job's connection broke ({exc})", self.log_path) from exc
-        return self._receive(expect, None)
+        """Send `command` and wait for its reply; blocking, callable from any thread (weight sync asks from
+        asyncio's worker threads)."""
+        with self._asking:
+            try:
+                self.channel.send(command)
+            except OSError as exc:
+                raise MegatronJobFailed(f"the job's connection broke ({exc})", self.log_path) from exc
+            return self._receive(expect, None)
 
     def _receive(self, expect: type[R], timeout_s: float | None) -> R:
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
@@ -175,6 +190,8 @@ class MegatronJob:
         reply = REPLY.validate_json(line)
         if isinstance(reply, Refused):
             raise MegatronJobFailed(f"the job refused a command: {reply.reason}", self.log_path)
+        if isinstance(reply, WeightSyncFailed):
+            raise WeightSyncError(None, "megatron job rank 0", reply.reason)
         if not isinstance(reply, expect):
             raise MegatronJobFailed(f"expected {expect.__name__}, the job answered {reply.kind}", self.log_path)
         return reply
@@ -278,6 +295,10 @@ class MegatronJobTrainer(PolicyTrainer):
     def write_weights(self, folder: Path) -> None:
         self.job.ask(SaveCommand(folder=Path(folder).resolve(), distributed=False), Saved)
 
+    def weight_rank_zero(self) -> JobRankZero:
+        """Distributed weight sync sends from the job's rank 0, which holds the weights (see JobRankZero)."""
+        return JobRankZero(self.job)
+
     def hf_state_dict(self) -> dict[str, torch.Tensor]:
         with tempfile.TemporaryDirectory(prefix="ocrl-export-") as tmp:
             self.write_weights(Path(tmp))
@@ -293,3 +314,46 @@ class MegatronJobTrainer(PolicyTrainer):
                 {"weight_version": version, "step": saved.step, "backend": self.backend, **(extra or {})},
             )
         return Path(folder)
+
+
+class JobRankZero:
+    """The sending end of weight sync in a megatron job's rank 0 (for trainers.weight_sync.WeightBroadcaster): the
+    job gathers the whole model on its rank 0 and broadcasts it to the servers from there, on its own device (NCCL
+    from the GPU when the job trains on CUDA); the weights never pass through this process or a disk.
+
+    Every call is one blocking command to the job, run in a thread. The job's rendezvous cannot be abandoned half
+    way, so a group that fails to open is waited out (rank 0 gives up after the group's timeout) before the job gets
+    another command."""
+
+    sends_own_weights = True
+
+    def __init__(self, job: MegatronJob):
+        self.job = job
+        self.device = torch.device(job.ready.device)
+
+    async def open_group(self, spec: GroupSpec, joins: list[asyncio.Future]) -> None:
+        opened = asyncio.ensure_future(
+            asyncio.to_thread(self.job.ask, OpenWeightGroupCommand(group=spec), WeightSyncDone)
+        )
+        try:
+            await asyncio.wait_for(asyncio.gather(*joins), timeout=spec.timeout_s + 5)
+        finally:
+            outcome = (await asyncio.gather(opened, return_exceptions=True))[0]
+        if isinstance(outcome, BaseException):
+            raise outcome
+
+    async def stage(
+        self, state: dict[str, torch.Tensor] | None, bucket_bytes: int, wire_dtype: torch.dtype | None
+    ) -> list[BucketSpec]:
+        if state is not None:
+            raise TypeError("a megatron job sends its own weights")
+        wire = None if wire_dtype is None else str(wire_dtype).removeprefix("torch.")
+        command = StageWeightsCommand(bucket_bytes=bucket_bytes, wire_dtype=wire)
+        return (await asyncio.to_thread(self.job.ask, command, WeightsStaged)).buckets
+
+    async def send_bucket(self, index: int) -> None:
+        await asyncio.to_thread(self.job.ask, SendBucketCommand(index=index), WeightSyncDone)
+
+    async def close_group(self) -> None:
+        if self.job.proc.poll() is None:  # an ended job took its group with it
+            await asyncio.to_thread(self.job.ask, CloseWeightGroupCommand(), WeightSyncDone)

@@ -19,6 +19,7 @@ from contracts.training import StepMetrics
 from openclaw_rl.samples import TrainingSample
 from openclaw_rl.settings import MegatronSettings
 from trainers.base import TrainerConfig
+from trainers.weight_sync import BucketSpec, GroupSpec
 
 RANK_FAILED = "megatron rank failed"
 """The log event a rank writes, with its error, before it exits on one (the worker quotes these lines)."""
@@ -56,6 +57,36 @@ class SaveCommand(BaseModel):
     """Also the distributed checkpoint (model, optimizer, step) under `megatron/`, to resume from."""
 
 
+class OpenWeightGroupCommand(BaseModel):
+    """Rank 0 opens a weight-update group as its rank 0, while the pool has every server join it."""
+
+    op: Literal["open_weight_group"] = "open_weight_group"
+    group: GroupSpec
+
+
+class StageWeightsCommand(BaseModel):
+    """Collective: the whole model in the Hugging Face layout on rank 0, cut into buckets as they will be sent."""
+
+    op: Literal["stage_weights"] = "stage_weights"
+    bucket_bytes: int = Field(gt=0)
+    wire_dtype: Literal["bfloat16", "float32"] | None = None
+    """Floating-point weights travel in this dtype; None: their own."""
+
+
+class SendBucketCommand(BaseModel):
+    """Rank 0 broadcasts one staged bucket over the group (the pool posts its update to every server meanwhile)."""
+
+    op: Literal["send_bucket"] = "send_bucket"
+    index: int = Field(ge=0)
+
+
+class CloseWeightGroupCommand(BaseModel):
+    """Rank 0 leaves its weight-update group (a peer blocked in a broadcast then fails at once) and lets go of what
+    it staged."""
+
+    op: Literal["close_weight_group"] = "close_weight_group"
+
+
 class IdleCommand(BaseModel):
     """Rank 0's own tick while the worker is quiet, so the other ranks never sit in one broadcast long enough for
     their process group's timeout to fire."""
@@ -69,7 +100,18 @@ class StopCommand(BaseModel):
     """Rank 0's own stop when the worker's connection closed: nobody is left to clean up the job's folder."""
 
 
-Command = Annotated[StepCommand | LogprobsCommand | SaveCommand | IdleCommand | StopCommand, Field(discriminator="op")]
+Command = Annotated[
+    StepCommand
+    | LogprobsCommand
+    | SaveCommand
+    | OpenWeightGroupCommand
+    | StageWeightsCommand
+    | SendBucketCommand
+    | CloseWeightGroupCommand
+    | IdleCommand
+    | StopCommand,
+    Field(discriminator="op"),
+]
 COMMAND = TypeAdapter(Command)
 
 
@@ -98,6 +140,24 @@ class Saved(BaseModel):
     step: int
 
 
+class WeightsStaged(BaseModel):
+    kind: Literal["weights_staged"] = "weights_staged"
+    buckets: list[BucketSpec]
+
+
+class WeightSyncDone(BaseModel):
+    """A weight-sync command ran on rank 0 (the group opened, the bucket sent, the group closed)."""
+
+    kind: Literal["weight_sync_done"] = "weight_sync_done"
+
+
+class WeightSyncFailed(BaseModel):
+    """A weight-sync command failed on rank 0 (a server that never joined, a broken broadcast); the job goes on."""
+
+    kind: Literal["weight_sync_failed"] = "weight_sync_failed"
+    reason: str
+
+
 class Refused(BaseModel):
     """A command rank 0 could not read (a bug on the worker's side); no rank ran anything."""
 
@@ -105,7 +165,10 @@ class Refused(BaseModel):
     reason: str
 
 
-Reply = Annotated[Ready | Stepped | Logprobs | Saved | Refused, Field(discriminator="kind")]
+Reply = Annotated[
+    Ready | Stepped | Logprobs | Saved | WeightsStaged | WeightSyncDone | WeightSyncFailed | Refused,
+    Field(discriminator="kind"),
+]
 REPLY = TypeAdapter(Reply)
 
 

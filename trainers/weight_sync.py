@@ -10,6 +10,11 @@ never aborted); per bucket of about `bucket_mb`, POST /update_weights_from_distr
 broadcasting its tensors in the same order; continue generation; check every server now reports the version. Any
 failure drops the group (it is set up afresh next time, under a new name) and is raised for the caller to fall back
 to disk.
+
+Rank 0 is whoever holds the weights: this process for an in-process trainer (`InProcessRankZero`), or rank 0 of a
+megatron torchrun job (its `JobRankZero`, trainers.megatron_job_client), which gathers the whole model from its
+ranks and broadcasts it itself: the weights never pass through this process or a disk. The broadcaster drives the
+HTTP side either way.
 """
 
 from __future__ import annotations
@@ -17,14 +22,15 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import itertools
+import math
 import os
 import socket
 import threading
-from dataclasses import dataclass
 from typing import Any
 
 import structlog
 import torch
+from pydantic import BaseModel, Field
 
 from openclaw_rl.settings import WeightSyncSettings
 from policy_client.weight_sync import (
@@ -124,35 +130,161 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@dataclass(frozen=True)
-class _Group:
-    """The trainer's handle on one group it opened."""
+class GroupSpec(BaseModel):
+    """What rank 0 needs to open a weight-update group (the servers get the same in their join request)."""
 
-    name: str
-    handle: Any
+    master_address: str
+    master_port: int = Field(ge=1, le=65535)
+    world_size: int = Field(ge=2)
+    group_name: str
+    backend: str
+    timeout_s: float = Field(gt=0)
+
+
+class BucketSpec(BaseModel):
+    """One bucket as it goes on the wire: the body of its /update_weights_from_distributed, less the version."""
+
+    names: list[str]
+    dtypes: list[str]
+    shapes: list[list[int]]
+
+
+def wire_dtype_named(name: str | None) -> torch.dtype | None:
+    return None if name is None else getattr(torch, name)
+
+
+class RankZeroEnd:
+    """The sending end of a weight-update group, synchronous: opens it as rank 0, cuts a version into buckets as they
+    go on the wire, broadcasts one bucket at a time. Runs in a thread of the trainer process, or in a megatron job's
+    rank 0, which gathered the whole model there."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        """Where the weights live: an NCCL group sends from there, gloo from the CPU."""
+        self.group: Any = None
+        self.send_device = torch.device("cpu")
+        self._parts: list[list[tuple[str, torch.Tensor]]] = []
+        self._wire_dtype: torch.dtype | None = None
+
+    def open(self, spec: GroupSpec) -> None:
+        """Blocks until every server has joined or `spec.timeout_s` passes."""
+        self.close()
+        self.adopt(
+            open_process_group(
+                spec.master_address,
+                spec.master_port,
+                0,
+                spec.world_size,
+                spec.group_name,
+                spec.backend,
+                spec.timeout_s,
+            ),
+            spec.backend,
+        )
+
+    def adopt(self, group: Any, backend: str) -> None:
+        self.group = group
+        self.send_device = self.device if backend == "nccl" else torch.device("cpu")
+
+    def close(self) -> None:
+        group, self.group, self._parts = self.group, None, []
+        if group is not None:
+            close_process_group(group)
+
+    def stage(
+        self, state: dict[str, torch.Tensor], bucket_bytes: int, wire_dtype: torch.dtype | None
+    ) -> list[BucketSpec]:
+        """Keep `state`'s tensors, cut into buckets of about `bucket_bytes` as sent; their specs, in sending order."""
+        self._wire_dtype = wire_dtype
+        self._parts = buckets(distinct(state), bucket_bytes, wire_dtype)
+        return [
+            BucketSpec(
+                names=[n for n, _ in part],
+                dtypes=[dtype_name(self._dtype_on_wire(t)) for _, t in part],
+                shapes=[list(t.shape) for _, t in part],
+            )
+            for part in self._parts
+        ]
+
+    def send(self, index: int) -> None:
+        """Broadcast bucket `index` (the servers receive it while their update call for it runs); blocks. The version's
+        tensors are let go after its last bucket."""
+        if self.group is None:
+            raise RuntimeError("no weight-update group is open")
+        if not 0 <= index < len(self._parts):
+            raise ValueError(f"bucket {index} of {len(self._parts)} staged")
+        tensors = [
+            t.detach().to(self.send_device, dtype=self._dtype_on_wire(t)).contiguous() for _, t in self._parts[index]
+        ]
+        broadcast_from_trainer(self.group, tensors)
+        if index == len(self._parts) - 1:
+            self._parts = []
+
+    def _dtype_on_wire(self, t: torch.Tensor) -> torch.dtype:
+        return self._wire_dtype if self._wire_dtype is not None and t.is_floating_point() else t.dtype
+
+
+class InProcessRankZero:
+    """Rank 0 in this process: the trainer's weights are here (the caller hands them to `stage`)."""
+
+    sends_own_weights = False
+
+    def __init__(self, device: torch.device):
+        self.end = RankZeroEnd(device)
+
+    async def open_group(self, spec: GroupSpec, joins: list[asyncio.Future]) -> None:
+        opened = _open_in_thread(spec)
+        try:
+            # A server that refuses ends the wait at once (the others cannot complete the rendezvous without it).
+            await asyncio.wait_for(asyncio.gather(*joins), timeout=spec.timeout_s + 5)
+            handle = await asyncio.wait_for(opened.result_async(), timeout=spec.timeout_s + 5)
+        except BaseException:
+            opened.abandon()  # the thread closes what it opens, if it ever does
+            raise
+        self.end.adopt(handle, spec.backend)
+
+    async def stage(
+        self, state: dict[str, torch.Tensor] | None, bucket_bytes: int, wire_dtype: torch.dtype | None
+    ) -> list[BucketSpec]:
+        if state is None:
+            raise TypeError("an in-process trainer's weights must be given to publish")
+        return self.end.stage(state, bucket_bytes, wire_dtype)
+
+    async def send_bucket(self, index: int) -> None:
+        await asyncio.to_thread(self.end.send, index)
+
+    async def close_group(self) -> None:
+        await asyncio.to_thread(self.end.close)
 
 
 class WeightBroadcaster:
-    """The trainer's side of weight sync; keeps its group across versions until something fails."""
+    """The HTTP side of weight sync, and its group's bookkeeping; keeps the group across versions until something
+    fails. `rank0`: the sending end (default: this process, whose weights `publish` is given)."""
 
     def __init__(
-        self, cfg: WeightSyncSettings, client: WeightSyncClient, device: torch.device, bf16_on_cuda: bool = False
+        self,
+        cfg: WeightSyncSettings,
+        client: WeightSyncClient,
+        device: torch.device,
+        bf16_on_cuda: bool = False,
+        rank0: Any = None,
     ):
         self.cfg = cfg
         self.client = client
         self.backend = resolve_backend(cfg.backend, device)
-        self.send_device = device if self.backend == "nccl" else torch.device("cpu")
         self.wire_dtype = resolve_wire_dtype(cfg.wire_dtype, bf16_on_cuda)
-        self._group: _Group | None = None
+        self.rank0 = rank0 if rank0 is not None else InProcessRankZero(device)
+        self._group: str | None = None
         self._names = (f"{GROUP_PREFIX}-{os.getpid()}-{n}" for n in itertools.count(1))
 
     @property
     def group_name(self) -> str | None:
-        return self._group.name if self._group else None
+        return self._group
 
-    async def publish(self, state: dict[str, torch.Tensor], version: str) -> None:
-        """Send `state` as `version` to every server, generation paused meanwhile; raises WeightSyncError (the group
-        is dropped; the servers keep serving their old weights) or GenerationStillPaused."""
+    async def publish(self, state: dict[str, torch.Tensor] | None, version: str) -> None:
+        """Send `state` (None: rank 0's own weights, for a rank 0 that holds them) as `version` to every server,
+        generation paused meanwhile; raises WeightSyncError (the group is dropped; the servers keep serving their
+        old weights) or GenerationStillPaused."""
         await self.ensure_group()
         try:
             try:
@@ -175,7 +307,14 @@ class WeightBroadcaster:
         name = next(self._names)
         port = self.cfg.master_port or free_port()
         world = len(self.client.urls) + 1
-        opened = _open_in_thread(self.cfg.master_addr, port, world, name, self.backend, self.cfg.timeout_s)
+        spec = GroupSpec(
+            master_address=self.cfg.master_addr,
+            master_port=port,
+            world_size=world,
+            group_name=name,
+            backend=self.backend,
+            timeout_s=self.cfg.timeout_s,
+        )
         joins = [
             asyncio.ensure_future(
                 self.client.init_group(
@@ -193,17 +332,14 @@ class WeightBroadcaster:
             for rank, url in enumerate(self.client.urls, start=1)
         ]
         try:
-            # A server that refuses ends the wait at once (the others cannot complete the rendezvous without it).
-            await asyncio.wait_for(asyncio.gather(*joins), timeout=self.cfg.timeout_s + 5)
-            handle = await asyncio.wait_for(opened.result_async(), timeout=self.cfg.timeout_s + 5)
+            await self.rank0.open_group(spec, joins)
         except (WeightSyncError, RuntimeError, ValueError, OSError, TimeoutError) as exc:
             for j in joins:
                 j.cancel()
-            opened.abandon()
             raise WeightSyncError(
                 None, "/init_weights_update_group", f"group {name} could not be set up: {_first_line(exc)}"
             ) from exc
-        self._group = _Group(name, handle)
+        self._group = name
         log.info("weight-update group set up", group=name, world_size=world, backend=self.backend, port=port)
 
     async def reset(self, reason: str) -> None:
@@ -211,13 +347,13 @@ class WeightBroadcaster:
         group, self._group = self._group, None
         if group is None:
             return
-        log.warning("dropping the weight-update group", group=group.name, reason=reason)
+        log.warning("dropping the weight-update group", group=group, reason=reason)
         try:
-            await asyncio.to_thread(close_process_group, group.handle)
-        except (RuntimeError, ValueError) as exc:
-            log.warning("closing the trainer's end of the group failed", group=group.name, error=_first_line(exc))
+            await self.rank0.close_group()
+        except (WeightSyncError, RuntimeError, ValueError, OSError) as exc:
+            log.warning("closing the trainer's end of the group failed", group=group, error=_first_line(exc))
         results = await asyncio.gather(
-            *(self.client.destroy_group_on(url, group.name) for url in self.client.urls), return_exceptions=True
+            *(self.client.destroy_group_on(url, group) for url in self.client.urls), return_exceptions=True
         )
         for url, r in zip(self.client.urls, results):
             if isinstance(r, BaseException):
@@ -226,23 +362,21 @@ class WeightBroadcaster:
     async def close(self) -> None:
         await self.reset("the trainer is shutting down")
 
-    async def _send(self, state: dict[str, torch.Tensor], version: str) -> None:
+    async def _send(self, state: dict[str, torch.Tensor] | None, version: str) -> None:
         group = self._group
         assert group is not None  # ensure_group ran
-        named = distinct(state)
-        parts = buckets(named, int(self.cfg.bucket_mb * MIB), self.wire_dtype)
+        parts = await self.rank0.stage(state, int(self.cfg.bucket_mb * MIB), self.wire_dtype)
         for i, bucket in enumerate(parts):
-            tensors = [self._on_wire(t) for _, t in bucket]
             req = UpdateWeightsFromDistributedRequest(
-                names=[n for n, _ in bucket],
-                dtypes=[dtype_name(t.dtype) for t in tensors],
-                shapes=[list(t.shape) for t in tensors],
-                group_name=group.name,
+                names=bucket.names,
+                dtypes=bucket.dtypes,
+                shapes=bucket.shapes,
+                group_name=group,
                 weight_version=version,
                 flush_cache=i == len(parts) - 1,
             )
             posted = asyncio.ensure_future(self.client.update(req))
-            sent = asyncio.ensure_future(asyncio.to_thread(broadcast_from_trainer, group.handle, tensors))
+            sent = asyncio.ensure_future(self.rank0.send_bucket(i))
             results = await asyncio.gather(posted, sent, return_exceptions=True)
             failed = [r for r in results if isinstance(r, BaseException)]
             if failed:
@@ -250,15 +384,12 @@ class WeightBroadcaster:
         log.info(
             "weights broadcast",
             version=version,
-            tensors=len(named),
+            tensors=sum(len(b.names) for b in parts),
             buckets=len(parts),
-            mib=round(sum(t.numel() * t.element_size() for _, t in named) / MIB, 2),
-            group=group.name,
+            mib=round(sum(_nbytes(b) for b in parts) / MIB, 2),
+            group=group,
+            rank0=type(self.rank0).__name__,
         )
-
-    def _on_wire(self, t: torch.Tensor) -> torch.Tensor:
-        dtype = self.wire_dtype if self.wire_dtype is not None and t.is_floating_point() else t.dtype
-        return t.detach().to(self.send_device, dtype=dtype).contiguous()
 
     async def _resume(self) -> None:
         try:
@@ -302,15 +433,27 @@ class _Opening:
         self.future.set_result(handle)
 
 
-def _open_in_thread(addr: str, port: int, world: int, name: str, backend: str, timeout_s: float) -> _Opening:
+def _open_in_thread(spec: GroupSpec) -> _Opening:
     opening = _Opening()
     threading.Thread(
         target=opening.run,
-        args=(addr, port, 0, world, name, backend, timeout_s),
-        name=f"weight-group-{name}",
+        args=(
+            spec.master_address,
+            spec.master_port,
+            0,
+            spec.world_size,
+            spec.group_name,
+            spec.backend,
+            spec.timeout_s,
+        ),
+        name=f"weight-group-{spec.group_name}",
         daemon=True,
     ).start()
     return opening
+
+
+def _nbytes(bucket: BucketSpec) -> int:
+    return sum(math.prod(shape) * getattr(torch, dtype).itemsize for shape, dtype in zip(bucket.shapes, bucket.dtypes))
 
 
 def _first_line(exc: BaseException) -> str:

@@ -88,37 +88,91 @@ async def test_a_failed_group_setup_falls_back_to_disk_and_still_publishes(tmp_p
         proc.wait(timeout=30)
 
 
-async def test_a_megatron_jobs_version_is_broadcast_and_serves_as_its_checkpoint_would(tmp_path, valkey, tiny_model):  # noqa: F811
-    """The weights live in a torchrun job's ranks (tensor parallel 2): rank 0 exports them, the pool broadcasts."""
-    pytest.importorskip("megatron.core", reason="the megatron extra is not installed")
-    (tmp_path / "data").mkdir(parents=True, exist_ok=True)
-    proc, url = start_engine(tiny_model, tmp_path / "data")
-    publish(valkey, 0, 4)
-    settings = Settings(
+def megatron_settings(tmp_path, valkey_port: int, tiny_model, url: str, backend: str, timeout_s: float) -> Settings:
+    return Settings(
         data_dir=tmp_path / "data",
-        redis={"port": valkey},
+        redis={"port": valkey_port},
         engine={"model_path": str(tiny_model)},
         policy={"server_urls": [url]},
         training={
             "backend": "megatron",
             "megatron": {"tensor_parallel": 2, "nproc_per_node": 2},
-            "weight_sync": {"mode": "distributed", "backend": "gloo", "bucket_mb": 8, "timeout_s": 30},
+            "weight_sync": {"mode": "distributed", "backend": backend, "bucket_mb": 8, "timeout_s": timeout_s},
         },
     )
-    acts = TrainingActivities(settings)
+
+
+def no_export_through_the_pool(monkeypatch) -> None:
+    """The weights must go from the job's rank 0 to the servers, never through this process."""
+    from trainers.megatron_job_client import MegatronJobTrainer
+
+    def refuse(self):
+        raise AssertionError("the job's weights were exported to the pool's process")
+
+    monkeypatch.setattr(MegatronJobTrainer, "hf_state_dict", refuse)
+
+
+async def test_a_megatron_jobs_version_is_broadcast_and_serves_as_its_checkpoint_would(
+    tmp_path,
+    valkey,  # noqa: F811
+    tiny_model,
+    monkeypatch,
+):
+    """The weights live in a torchrun job's ranks (tensor parallel 2): its rank 0 gathers and broadcasts them."""
+    pytest.importorskip("megatron.core", reason="the megatron extra is not installed")
+    no_export_through_the_pool(monkeypatch)
+    (tmp_path / "data").mkdir(parents=True, exist_ok=True)
+    proc, url = start_engine(tiny_model, tmp_path / "data")
+    publish(valkey, 0, 4)
+    acts = TrainingActivities(megatron_settings(tmp_path, valkey, tiny_model, url, "gloo", 30))
+    try:
+        for version in (1, 2):  # the second version goes out on the group the first one set up
+            summary = await claim_and_train(acts, batch=4, version=version - 1, max_staleness=4)
+            assert summary.version == version
+            messages = await ActivityEnvironment().run(
+                acts.publish_weights, PublishWeightsInput(checkpoint=summary.checkpoint, version=version)
+            )
+            assert "broadcast" in messages[0] and "megatron job's rank 0" in messages[0], messages
+            async with httpx.AsyncClient(base_url=url, timeout=120) as http:
+                info = (await http.get("/get_server_info")).json()
+                assert info["weight_version"] == str(version) and len(info["weight_update_groups"]) == 1
+                sent = await logprobs(http)
+                r = await http.post("/update_weights_from_disk", json={"model_path": summary.checkpoint})
+                assert r.status_code == 200, r.text
+                assert await logprobs(http) == sent  # the weights the version's checkpoint holds
+            if version == 1:
+                publish(valkey, 1, 4)
+    finally:
+        await acts.aclose()
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+async def test_a_group_the_jobs_rank_0_cannot_open_falls_back_to_disk_and_the_job_trains_on(
+    tmp_path,
+    valkey,  # noqa: F811
+    tiny_model,
+    monkeypatch,
+):
+    # nccl: the CPU engine refuses to join, so the job's rank 0 waits out the group's timeout, answers the failure
+    # (it must not crash the job), and the version goes out from disk.
+    pytest.importorskip("megatron.core", reason="the megatron extra is not installed")
+    no_export_through_the_pool(monkeypatch)
+    (tmp_path / "data").mkdir(parents=True, exist_ok=True)
+    proc, url = start_engine(tiny_model, tmp_path / "data")
+    publish(valkey, 0, 4)
+    acts = TrainingActivities(megatron_settings(tmp_path, valkey, tiny_model, url, "nccl", 3))
     try:
         summary = await claim_and_train(acts, batch=4, version=0, max_staleness=4)
-        assert summary.version == 1
         messages = await ActivityEnvironment().run(
             acts.publish_weights, PublishWeightsInput(checkpoint=summary.checkpoint, version=1)
         )
-        assert "broadcast" in messages[0], messages
+        assert "broadcast" not in messages[0] and "Succeeded" in messages[0], messages
         async with httpx.AsyncClient(base_url=url, timeout=120) as http:
-            assert (await http.get("/get_server_info")).json()["weight_version"] == "1"
-            sent = await logprobs(http)
-            r = await http.post("/update_weights_from_disk", json={"model_path": summary.checkpoint})
-            assert r.status_code == 200, r.text
-            assert await logprobs(http) == sent
+            info = (await http.get("/get_server_info")).json()
+            assert info["weight_version"] == "1" and not info["weight_update_groups"]
+        publish(valkey, 1, 4)
+        assert (await claim_and_train(acts, batch=4, version=1, max_staleness=4)).version == 2  # the job lives on
     finally:
         await acts.aclose()
         proc.terminate()
