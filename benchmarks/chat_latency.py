@@ -18,6 +18,8 @@ stack has stopped: what a user would otherwise run on a CPU.
 --turns-per-session N: the 16-session run holds N turns per session, each resending the whole history (the
 previous questions and answers), as OpenClaw does; the engine's latency and the share of the prompt served from its
 prefix cache are printed per turn index. --real-openclaw-shape: a 40,000-char system prompt, 4 turns per session.
+The CPU each stack process spent per turn in the 16-session runs is printed too (Linux): on a machine with few cores
+the added latency is that CPU waiting for a core.
 """
 
 from __future__ import annotations
@@ -43,6 +45,22 @@ from tests.helpers import CLI, REPO, RunningStack, stack_env  # noqa: E402
 def pct(values: list[float], q: float) -> float:
     s = sorted(values)
     return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process and its children still running (Linux /proc); 0 where it cannot be read."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        own = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except (OSError, IndexError, ValueError):
+        return 0.0
+    return own + sum(cpu_seconds(int(c)) for c in children)
+
+
+def cpu_by_service(stack: RunningStack) -> dict[str, float]:
+    services = (stack.state() or {}).get("services", {})
+    return {name: cpu_seconds(int(svc["pid"])) for name, svc in services.items() if svc.get("pid")}
 
 
 class Bench:
@@ -130,17 +148,28 @@ class Bench:
 
 async def measure(
     bench: Bench, turns: int, turns_per_session: int | None
-) -> dict[str, tuple[list[float], list[float]]]:
+) -> tuple[dict[str, tuple[list[float], list[float]]], dict[str, dict[str, float]]]:
+    """Latencies per run, and CPU milliseconds per turn of each stack process in the 16-session runs."""
     await bench.run(bench.via_endpoint, 2, 3)  # warm-up: worker caches, tokenizer, sticky queues
     await bench.run(bench.direct, 2, 3)
-    out = {}
+    out, cpu = {}, {}
     per16 = turns_per_session or max(2, turns // 8)
     for label, sessions, per_session in (("sequential", 1, turns), ("16 sessions", 16, per16)):
         bench.per_turn = {}
+        before = cpu_by_service(bench.stack)
         direct = await bench.run(bench.direct, sessions, per_session)
+        middle = cpu_by_service(bench.stack)
         endpoint = await bench.run(bench.via_endpoint, sessions, per_session)
+        after = cpu_by_service(bench.stack)
         out[label] = (endpoint, direct)
-    return out
+        if sessions > 1:
+            n = sessions * per_session
+            cpu = {
+                name: (1000 * (after[name] - middle[name]) / n, 1000 * (middle[name] - before.get(name, 0)) / n)
+                for name in after
+                if name in middle
+            }
+    return out, cpu
 
 
 def main() -> None:
@@ -189,7 +218,7 @@ def main() -> None:
         ).stdout.split()[0]
         system = ("You are a personal agent. Follow the user's instructions carefully. " * 200)[: args.system_chars]
         bench = Bench(stack, key, model, args.tokens, system)
-        results = asyncio.run(measure(bench, args.turns, args.turns_per_session))
+        results, cpu = asyncio.run(measure(bench, args.turns, args.turns_per_session))
     finally:
         stack.stop()
     per16 = args.turns_per_session or max(2, args.turns // 8)
@@ -217,6 +246,16 @@ def main() -> None:
             f"{statistics.mean(endpoint) * 1000 - statistics.mean(direct) * 1000:.1f} ms)"
         )
     print("targets: at most 100 ms added at p50 and 300 ms at p99 (16 sessions, 2,000-char prompt)")
+    busy = {name: ms for name, ms in cpu.items() if max(ms) >= 0.05}
+    if busy:
+        print("16 sessions, CPU per turn by process (endpoint / straight to the engine):")
+        for name, (via_endpoint, direct) in sorted(busy.items(), key=lambda kv: -kv[1][0]):
+            print(f"  {name:<16}{via_endpoint:7.1f} / {direct:5.1f} ms")
+        total = sum(ms[0] for ms in busy.values())
+        print(
+            f"  {'total':<16}{total:7.1f} / {sum(ms[1] for ms in busy.values()):5.1f} ms  "
+            f"(16 turns at once need {16 * total / 1000 / (os.cpu_count() or 1):.2f} s of all {os.cpu_count()} cores)"
+        )
     print("16 sessions, straight to the engine, per turn index (history grows each turn):")
     for turn, xs in sorted(bench.per_turn.items()):
         lat = sorted(x[0] for x in xs)[len(xs) // 2] * 1000
