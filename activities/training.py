@@ -196,7 +196,7 @@ class TrainingActivities:
         async with (
             heartbeating(HEARTBEAT_S),
             self._step_lock,
-        ):  # beating from the start: loading the model can take a while
+        ):  # beating while it waits for the lock too: loading the model can take a while
             return await self._train_step(inp)
 
     async def _train_step(self, inp: TrainInput) -> StepSummary:

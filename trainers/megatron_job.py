@@ -118,10 +118,13 @@ def weight_sync(
         state = trainer.hf_state_dict()  # collective; {} on every rank but 0
         if dist.get_rank() != 0:
             return WeightsStaged(buckets=[])
-        return WeightsStaged(buckets=sender.stage(state, command.bucket_bytes, wire_dtype_named(command.wire_dtype)))
     if dist.get_rank() != 0:
         return WeightSyncDone()
     try:
+        if isinstance(command, StageWeightsCommand):
+            return WeightsStaged(
+                buckets=sender.stage(state, command.bucket_bytes, wire_dtype_named(command.wire_dtype))
+            )
         if isinstance(command, OpenWeightGroupCommand):
             sender.open(command.group)
         elif isinstance(command, SendBucketCommand):

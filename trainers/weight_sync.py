@@ -52,6 +52,11 @@ GROUP_PREFIX = "openclaw-weights"
 store (torch shares one store per port within a process)."""
 
 
+_GROUP_NUMBERS = itertools.count(1)
+"""One count per process, not per broadcaster: a server refuses a group name it still holds (one whose destroy
+failed), and each megatron job gets a broadcaster of its own."""
+
+
 class GenerationStillPaused(WeightSyncError):
     """/continue_generation failed on a server after every attempt: it may hold its requests until it gets one."""
 
@@ -275,7 +280,6 @@ class WeightBroadcaster:
         self.wire_dtype = resolve_wire_dtype(cfg.wire_dtype, bf16_on_cuda)
         self.rank0 = rank0 if rank0 is not None else InProcessRankZero(device)
         self._group: str | None = None
-        self._names = (f"{GROUP_PREFIX}-{os.getpid()}-{n}" for n in itertools.count(1))
 
     @property
     def group_name(self) -> str | None:
@@ -299,12 +303,15 @@ class WeightBroadcaster:
         except (WeightSyncError, RuntimeError, ValueError) as exc:
             await self.reset(str(exc))
             raise WeightSyncError(None, "publish", f"version {version} was not sent: {exc}") from exc
+        except BaseException:  # cancelled half way: a server may wait for the rest, and rank 0 holds what it staged
+            await asyncio.shield(self.reset("the publication was cancelled"))
+            raise
 
     async def ensure_group(self) -> None:
         """Set the group up unless one is kept from an earlier version; raises WeightSyncError."""
         if self._group is not None:
             return
-        name = next(self._names)
+        name = f"{GROUP_PREFIX}-{os.getpid()}-{next(_GROUP_NUMBERS)}"
         port = self.cfg.master_port or free_port()
         world = len(self.client.urls) + 1
         spec = GroupSpec(

@@ -32,8 +32,9 @@ async def run_worker(settings: Settings, pool: Pool) -> None:
             activities=parts.activities,
             graceful_shutdown_timeout=timedelta(seconds=GRACEFUL_SHUTDOWN_S),
             workflow_task_poller_behavior=polls,
-            activity_task_poller_behavior=polls,
-            **({"tuner": parts.shared_tuner} if parts.shared_tuner else {}),
+            # A slot-limited queue (the env pool's) polls only while it has room: more polls would only wait on
+            # the slot supplier, each in a loop of its own.
+            **({"tuner": parts.shared_tuner} if parts.shared_tuner else {"activity_task_poller_behavior": polls}),
         )
     ]
     if parts.own_queue is not None:

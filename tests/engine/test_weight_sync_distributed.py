@@ -201,6 +201,37 @@ DYING_TRAINER = textwrap.dedent(
 )
 
 
+async def test_a_publication_cancelled_half_way_drops_the_group_and_what_it_staged(engine, tiny_model):
+    """A worker shutting down cancels a publication: the group goes (a server may wait for the rest of a bucket),
+    generation continues on the old weights, and rank 0 lets go of the version it staged."""
+    url, _ = engine
+    sender = broadcaster(url, bucket_mb=2.0)
+    async with httpx.AsyncClient(base_url=url, timeout=120) as http:
+        before = await fixed_logprobs(http)
+        stuck = asyncio.Event()
+        real_update = sender.client.update
+
+        async def update_then_hang(req):
+            await real_update(req)
+            stuck.set()
+            await asyncio.Event().wait()  # the second bucket's call never returns
+
+        sender.client.update = update_then_hang
+        publishing = asyncio.ensure_future(sender.publish(perturbed_state(tiny_model, seed=41), "cancelled"))
+        await asyncio.wait_for(stuck.wait(), timeout=60)
+        await asyncio.sleep(0.2)  # the next bucket's call is under way
+        publishing.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await publishing
+        assert sender.group_name is None and sender.rank0.end.group is None
+        assert sender.rank0.end._parts == []  # nothing of the version kept alive
+        info = await served(http)
+        assert info["weight_version"] != "cancelled" and not info["generation_paused"]
+        assert not info["weight_update_groups"]
+        assert await fixed_logprobs(http) == before
+    await sender.close()
+
+
 async def test_trainer_dying_mid_broadcast_leaves_old_weights(engine, tiny_model):
     url, _ = engine
     async with httpx.AsyncClient(base_url=url, timeout=120) as http:
