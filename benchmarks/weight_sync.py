@@ -10,6 +10,10 @@ the same weights as a trainer does (fp32, on --trainer-device), then per version
 Prints seconds per version and the rate in GB/s of the bytes sent (tied weights once).
 
     .venv/bin/python benchmarks/weight_sync.py [--shape qwen3-1.7b] [--backend auto|gloo|nccl] [--versions 3]
+        [--megatron-job TP]
+
+--megatron-job TP: the distributed path sends from a megatron torchrun job of TP ranks, as the trainer pool does with
+training.backend=megatron (the job's rank 0 gathers the model and broadcasts it; nothing passes through this process).
 """
 
 from __future__ import annotations
@@ -78,14 +82,28 @@ async def bench(url: str, model: Path, work: Path, args: argparse.Namespace) -> 
     )
     # a trainer on CUDA trains in bf16 (training.precision auto): what auto's wire dtype follows
     client = WeightSyncClient([url], timeout_s=600)
-    sender = WeightBroadcaster(cfg, client, device, bf16_on_cuda=device.type == "cuda")
+    job = None
+    if args.megatron_job:  # the weights live in a torchrun job's ranks; its rank 0 gathers and sends them
+        from openclaw_rl.settings import MegatronSettings
+        from trainers.base import TrainerConfig
+        from trainers.megatron_job_client import MegatronJobTrainer
+
+        layout = MegatronSettings(tensor_parallel=args.megatron_job, nproc_per_node=args.megatron_job)
+        job = MegatronJobTrainer.for_layout(layout)(model, TrainerConfig(device=args.trainer_device))
+        rank0 = job.weight_rank_zero()
+        sender = WeightBroadcaster(cfg, client, rank0.device, bf16_on_cuda=job.bf16_on_cuda, rank0=rank0)
+        device = rank0.device
+    else:
+        sender = WeightBroadcaster(cfg, client, device, bf16_on_cuda=device.type == "cuda")
+    sent = None if job is not None else state
     wire = sender.wire_dtype or torch.float32
     # the disk copy is the trainer's fp32 weights
     path_bytes = {"distributed": sent_bytes * wire.itemsize // 4} | dict.fromkeys(DISK_ROWS, sent_bytes)
     async with httpx.AsyncClient(base_url=url, timeout=600) as http:
         info = (await http.get("/get_server_info")).json()
         print(
-            f"engine on {info['device']} ({info.get('dtype', '?')}); trainer weights on {device} (fp32), sent as "
+            f"engine on {info['device']} ({info.get('dtype', '?')}); trainer weights on {device} (fp32"
+            f"{f', a tensor-parallel {args.megatron_job} megatron job: its rank 0 sends' if job else ''}), sent as "
             f"{str(wire).removeprefix('torch.')}; backend {sender.backend}; "
             f"{path_bytes['distributed'] / 1e9:.2f} GB per version (disk: {sent_bytes / 1e9:.2f} GB), "
             f"buckets of {args.bucket_mb:.0f} MiB"
@@ -97,11 +115,13 @@ async def bench(url: str, model: Path, work: Path, args: argparse.Namespace) -> 
         answers: list[dict] = []
         for v in range(args.versions):
             took, done = await with_requests_in_flight(
-                http, args.inflight, args.tokens, lambda v=v: sender.publish(state, f"d{v}")
+                http, args.inflight, args.tokens, lambda v=v: sender.publish(sent, f"d{v}")
             )
             rows["distributed"].append(took)
             answers += done
         await sender.close()
+        if job is not None:
+            job.close()
         for v in range(args.versions):  # what a disk publication does: write the version, then each server loads it
             folder = work / "checkpoints" / f"disk-version-{v}"  # under the data dir: where the engine loads from
             t = time.perf_counter()
@@ -142,6 +162,13 @@ def main() -> None:
     ap.add_argument("--versions", type=int, default=3)
     ap.add_argument("--inflight", type=int, default=8, help="requests generating during each update")
     ap.add_argument("--tokens", type=int, default=256, help="tokens each in-flight request generates")
+    ap.add_argument(
+        "--megatron-job",
+        type=int,
+        default=0,
+        metavar="TP",
+        help="send from a megatron torchrun job of TP tensor-parallel ranks (its rank 0 is the group's rank 0)",
+    )
     ap.add_argument("--engine-log", type=Path, default=None)
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="weight-sync-bench-"))
