@@ -32,7 +32,7 @@ from contracts.training import StepMetrics
 from openclaw_rl.checkpoints import atomic_dir
 from openclaw_rl.samples import TrainingSample
 from openclaw_rl.settings import MegatronSettings
-from policy_client.weight_sync import WeightSyncError
+from policy_client.weight_sync import WeightSyncError, dtype_name
 from trainers.base import PolicyTrainer, TrainerConfig
 from trainers.megatron_checkpoint import complete_version_folder
 from trainers.megatron_job_protocol import (
@@ -347,7 +347,7 @@ class JobRankZero:
     ) -> list[BucketSpec]:
         if state is not None:
             raise TypeError("a megatron job sends its own weights")
-        wire = None if wire_dtype is None else str(wire_dtype).removeprefix("torch.")
+        wire = None if wire_dtype is None else dtype_name(wire_dtype)
         command = StageWeightsCommand(bucket_bytes=bucket_bytes, wire_dtype=wire)
         return (await asyncio.to_thread(self.job.ask, command, WeightsStaged)).buckets
 

@@ -158,6 +158,13 @@ def wire_dtype_named(name: str | None) -> torch.dtype | None:
     return None if name is None else getattr(torch, name)
 
 
+def open_as_rank_zero(spec: GroupSpec) -> Any:
+    """Open the group as its rank 0; blocks until every server has joined or `spec.timeout_s` passes."""
+    return open_process_group(
+        spec.master_address, spec.master_port, 0, spec.world_size, spec.group_name, spec.backend, spec.timeout_s
+    )
+
+
 class RankZeroEnd:
     """The sending end of a weight-update group, synchronous: opens it as rank 0, cuts a version into buckets as they
     go on the wire, broadcasts one bucket at a time. Runs in a thread of the trainer process, or in a megatron job's
@@ -174,18 +181,7 @@ class RankZeroEnd:
     def open(self, spec: GroupSpec) -> None:
         """Blocks until every server has joined or `spec.timeout_s` passes."""
         self.close()
-        self.adopt(
-            open_process_group(
-                spec.master_address,
-                spec.master_port,
-                0,
-                spec.world_size,
-                spec.group_name,
-                spec.backend,
-                spec.timeout_s,
-            ),
-            spec.backend,
-        )
+        self.adopt(open_as_rank_zero(spec), spec.backend)
 
     def adopt(self, group: Any, backend: str) -> None:
         self.group = group
@@ -428,9 +424,9 @@ class _Opening:
     def abandon(self) -> None:
         self._abandoned.set()
 
-    def run(self, *args: Any) -> None:
+    def run(self, spec: GroupSpec) -> None:
         try:
-            handle = open_process_group(*args)
+            handle = open_as_rank_zero(spec)
         except BaseException as exc:  # delivered to the waiting coroutine, if it still waits
             self.future.set_exception(exc)
             return
@@ -442,25 +438,14 @@ class _Opening:
 
 def _open_in_thread(spec: GroupSpec) -> _Opening:
     opening = _Opening()
-    threading.Thread(
-        target=opening.run,
-        args=(
-            spec.master_address,
-            spec.master_port,
-            0,
-            spec.world_size,
-            spec.group_name,
-            spec.backend,
-            spec.timeout_s,
-        ),
-        name=f"weight-group-{spec.group_name}",
-        daemon=True,
-    ).start()
+    threading.Thread(target=opening.run, args=(spec,), name=f"weight-group-{spec.group_name}", daemon=True).start()
     return opening
 
 
 def _nbytes(bucket: BucketSpec) -> int:
-    return sum(math.prod(shape) * getattr(torch, dtype).itemsize for shape, dtype in zip(bucket.shapes, bucket.dtypes))
+    return sum(
+        math.prod(shape) * wire_dtype_named(dtype).itemsize for shape, dtype in zip(bucket.shapes, bucket.dtypes)
+    )
 
 
 def _first_line(exc: BaseException) -> str:

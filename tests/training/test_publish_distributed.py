@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import httpx
 import pytest
 import redis
@@ -112,6 +114,24 @@ def no_export_through_the_pool(monkeypatch) -> None:
     monkeypatch.setattr(MegatronJobTrainer, "hf_state_dict", refuse)
 
 
+@contextlib.asynccontextmanager
+async def megatron_job_activities(tmp_path, valkey_port: int, tiny_model, monkeypatch, backend: str, timeout_s: float):
+    """A fresh engine and the training activities on a tensor-parallel 2 megatron job, with 4 samples of version 0
+    published; (engine url, activities), both ended after."""
+    pytest.importorskip("megatron.core", reason="the megatron extra is not installed")
+    no_export_through_the_pool(monkeypatch)
+    (tmp_path / "data").mkdir(parents=True, exist_ok=True)
+    proc, url = start_engine(tiny_model, tmp_path / "data")
+    publish(valkey_port, 0, 4)
+    acts = TrainingActivities(megatron_settings(tmp_path, valkey_port, tiny_model, url, backend, timeout_s))
+    try:
+        yield url, acts
+    finally:
+        await acts.aclose()
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 async def test_a_megatron_jobs_version_is_broadcast_and_serves_as_its_checkpoint_would(
     tmp_path,
     valkey,  # noqa: F811
@@ -119,13 +139,7 @@ async def test_a_megatron_jobs_version_is_broadcast_and_serves_as_its_checkpoint
     monkeypatch,
 ):
     """The weights live in a torchrun job's ranks (tensor parallel 2): its rank 0 gathers and broadcasts them."""
-    pytest.importorskip("megatron.core", reason="the megatron extra is not installed")
-    no_export_through_the_pool(monkeypatch)
-    (tmp_path / "data").mkdir(parents=True, exist_ok=True)
-    proc, url = start_engine(tiny_model, tmp_path / "data")
-    publish(valkey, 0, 4)
-    acts = TrainingActivities(megatron_settings(tmp_path, valkey, tiny_model, url, "gloo", 30))
-    try:
+    async with megatron_job_activities(tmp_path, valkey, tiny_model, monkeypatch, "gloo", 30) as (url, acts):
         for version in (1, 2):  # the second version goes out on the group the first one set up
             summary = await claim_and_train(acts, batch=4, version=version - 1, max_staleness=4)
             assert summary.version == version
@@ -142,10 +156,6 @@ async def test_a_megatron_jobs_version_is_broadcast_and_serves_as_its_checkpoint
                 assert await logprobs(http) == sent  # the weights the version's checkpoint holds
             if version == 1:
                 publish(valkey, 1, 4)
-    finally:
-        await acts.aclose()
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 async def test_a_group_the_jobs_rank_0_cannot_open_falls_back_to_disk_and_the_job_trains_on(
@@ -156,13 +166,7 @@ async def test_a_group_the_jobs_rank_0_cannot_open_falls_back_to_disk_and_the_jo
 ):
     # nccl: the CPU engine refuses to join, so the job's rank 0 waits out the group's timeout, answers the failure
     # (it must not crash the job), and the version goes out from disk.
-    pytest.importorskip("megatron.core", reason="the megatron extra is not installed")
-    no_export_through_the_pool(monkeypatch)
-    (tmp_path / "data").mkdir(parents=True, exist_ok=True)
-    proc, url = start_engine(tiny_model, tmp_path / "data")
-    publish(valkey, 0, 4)
-    acts = TrainingActivities(megatron_settings(tmp_path, valkey, tiny_model, url, "nccl", 3))
-    try:
+    async with megatron_job_activities(tmp_path, valkey, tiny_model, monkeypatch, "nccl", 3) as (url, acts):
         summary = await claim_and_train(acts, batch=4, version=0, max_staleness=4)
         messages = await ActivityEnvironment().run(
             acts.publish_weights, PublishWeightsInput(checkpoint=summary.checkpoint, version=1)
@@ -173,7 +177,3 @@ async def test_a_group_the_jobs_rank_0_cannot_open_falls_back_to_disk_and_the_jo
             assert info["weight_version"] == "1" and not info["weight_update_groups"]
         publish(valkey, 1, 4)
         assert (await claim_and_train(acts, batch=4, version=1, max_staleness=4)).version == 2  # the job lives on
-    finally:
-        await acts.aclose()
-        proc.terminate()
-        proc.wait(timeout=30)
