@@ -9,22 +9,17 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from openclaw_rl.ports import free_port
+
 REPO = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "cli"]
 OWN_ENV = ("TEMPORAL_ADDRESS", "REDIS_URL")
 """Variables besides OPENCLAW_RL_* that would point the child at another stack's services."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def isolated_env(data_dir: Path, model_path: Path | None = None) -> dict[str, str]:

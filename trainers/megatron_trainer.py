@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +24,7 @@ import structlog
 import torch
 
 from openclaw_rl.device import pick_device
+from openclaw_rl.ports import free_port
 from openclaw_rl.samples import TrainingSample
 from trainers.base import PolicyTrainer, TrainerConfig, padded_ids, response_rows
 from trainers.megatron_checkpoint import (
@@ -41,12 +41,6 @@ log = structlog.get_logger(__name__)
 HF_CONFIG_FILES = ("config.json", "generation_config.json")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def ensure_model_parallel(device: torch.device, seed: int) -> None:
     """megatron-core needs its process groups even for one process; set them up once per process."""
     import torch.distributed as dist
@@ -54,7 +48,7 @@ def ensure_model_parallel(device: torch.device, seed: int) -> None:
 
     if not dist.is_initialized():
         backend = "nccl" if device.type == "cuda" else "gloo"
-        dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1)
+        dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
     if not parallel_state.model_parallel_is_initialized():
         parallel_state.initialize_model_parallel(tensor_model_parallel_size=1, pipeline_model_parallel_size=1)
     if device.type == "cuda":

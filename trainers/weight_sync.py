@@ -24,7 +24,6 @@ import concurrent.futures
 import itertools
 import math
 import os
-import socket
 import threading
 from typing import Any
 
@@ -32,6 +31,7 @@ import structlog
 import torch
 from pydantic import BaseModel, Field
 
+from openclaw_rl.ports import free_port
 from openclaw_rl.settings import WeightSyncSettings
 from policy_client.weight_sync import (
     InitWeightsUpdateGroupRequest,
@@ -127,12 +127,6 @@ def resolve_wire_dtype(configured: str, bf16_on_cuda: bool) -> torch.dtype | Non
     if configured == "bfloat16" or (configured == "auto" and bf16_on_cuda):
         return torch.bfloat16
     return None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
 
 
 class GroupSpec(BaseModel):
@@ -308,7 +302,7 @@ class WeightBroadcaster:
         if self._group is not None:
             return
         name = f"{GROUP_PREFIX}-{os.getpid()}-{next(_GROUP_NUMBERS)}"
-        port = self.cfg.master_port or free_port()
+        port = self.cfg.master_port or free_port(host="")  # the servers connect from anywhere
         world = len(self.client.urls) + 1
         spec = GroupSpec(
             master_address=self.cfg.master_addr,

@@ -169,7 +169,8 @@ DYING_TRAINER = textwrap.dedent(
         InitWeightsUpdateGroupRequest, UpdateWeightsFromDistributedRequest, WeightSyncClient,
         broadcast_from_trainer, dtype_name, open_process_group,
     )
-    from trainers.weight_sync import distinct, free_port
+    from openclaw_rl.ports import free_port
+    from trainers.weight_sync import distinct
 
     url, model_dir = sys.argv[1:3]
     named = distinct(AutoModelForCausalLM.from_pretrained(model_dir).state_dict())

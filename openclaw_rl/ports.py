@@ -1,0 +1,54 @@
+"""Free TCP ports for services this process starts or tells others to listen on.
+
+A port from `bind(0)` lies in the kernel's ephemeral range, which every outgoing connection and every `bind(0)`
+of another program (the Temporal dev server picks its internal ports that way) also draws from: between handing
+the number out and the service binding it, someone else can take it. Ports below that range are only ever taken
+on purpose, so they are picked from there, at random, and never twice by one process.
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+import threading
+from pathlib import Path
+
+LOWEST = 10_000
+"""Below this sit well-known and registered ports that services on a developer's machine often hold."""
+_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_handed_out: set[int] = set()
+_lock = threading.Lock()
+
+
+def _ephemeral_start() -> int:
+    try:
+        return int(_EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default; macOS starts at 49152
+
+
+def _bindable(port: int, host: str) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on now, outside the ephemeral range where the kernel can hand it to someone else."""
+    top = _ephemeral_start()
+    with _lock:
+        if top - LOWEST >= 1000:
+            for _ in range(200):
+                port = random.randrange(LOWEST, top)
+                if port not in _handed_out and _bindable(port, host):
+                    _handed_out.add(port)
+                    return port
+        # No room below the ephemeral range (an unusual kernel setting): let the kernel choose.
+        with socket.socket() as s:
+            s.bind((host, 0))
+            port = s.getsockname()[1]
+        _handed_out.add(port)
+        return port
