@@ -109,7 +109,13 @@ def serve_engine(
     if model_path is None:
         path = newest_trained(settings, path)
     cfg = settings.engine
-    model = load_model(path, cfg.device, cfg.dtype, read_version_label(path) or weight_version)
+    model = load_model(
+        path,
+        cfg.device,
+        cfg.dtype,
+        read_version_label(path) or weight_version,
+        cpu_packed_linears=cfg.cpu_packed_linears,
+    )
     log.info("engine model loaded", path=str(path), device=str(model.device), weight_version=model.weight_version)
     scheduler = Scheduler(
         model,
@@ -119,6 +125,7 @@ def serve_engine(
         max_queued_per_tenant=cfg.max_queued_per_tenant,
         prefix_cache_mb=cfg.prefix_cache_mb,
         prefill_chunk_tokens=cfg.prefill_chunk_tokens,
+        one_thread_for_one_row=model.device.type == "cpu" and not cfg.torch_threads,
     )
     scheduler.start()
     roots = settings.engine_weight_roots(path)

@@ -24,6 +24,7 @@ import structlog
 import torch
 
 from engine.attention import split_prefill_available, use_engine_attention
+from engine.cpu_linears import pack_linears
 from engine.kv_cache import GrowingCache
 from engine.prefix_cache import BLOCK_TOKENS, PrefixCache
 from engine.shared_prefix import MIN_SHARED_TOKENS, SharedPrefix, SharedView, common_prefix
@@ -58,7 +59,12 @@ class LoadedModel:
 
 
 def load_model(
-    path: Path, device: str = "auto", dtype: str = "auto", weight_version: str = "0", tokenizer: object | None = None
+    path: Path,
+    device: str = "auto",
+    dtype: str = "auto",
+    weight_version: str = "0",
+    tokenizer: object | None = None,
+    cpu_packed_linears: bool = True,
 ) -> LoadedModel:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -79,6 +85,8 @@ def load_model(
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
         raise ModelLoadError(f"cannot load checkpoint at {path}: {exc}") from exc
     model.to(dev).eval()
+    if cpu_packed_linears and dev.type == "cpu":
+        pack_linears(model)
     if model.config._attn_implementation == "sdpa":
         use_engine_attention(model)  # SDPA, plus the shared-prefix decode and the split prefill chunk
     eos: set[int] = set()
@@ -461,12 +469,15 @@ class DecodeBatch:
             first = min(range(len(todo)), key=lambda i: (len(todo[i].input_ids), -hits[i]))
             key = (len(todo[first].input_ids), hits[first])
             group = [i for i in range(len(todo)) if (len(todo[i].input_ids), hits[i]) == key]
+            self._share_cached([todo[i] for i in group], key[1])
             shared = self._shared_for([todo[i] for i in group], key[1])
             start = len(shared) if shared is not None else 0
             prefixes = [self._match(todo[i], start) for i in group] if key[1] else [(0, None)] * len(group)
             if any(n != key[1] for n, _ in prefixes):  # evicted in between (cannot happen on one thread): no reuse
                 key, prefixes, shared = (key[0], 0), [(0, None)] * len(group), None
             results += self._add_group([todo[i] for i in group], key[1], [kv for _, kv in prefixes], shared)
+            if self.shared is not None and (not self.rows or not bool(self.uses.any())):
+                self.shared = None  # set up for a group that finished at once: nobody holds it
             taken = set(group)
             todo = [it for i, it in enumerate(todo) if i not in taken]
         return results
@@ -536,6 +547,31 @@ class DecodeBatch:
         if any(uses):
             cache, mask = _drop_leading(cache, mask, [len(self.shared) if u else 0 for u in uses])
         return cache, mask, torch.tensor(uses, dtype=torch.bool, device=mask.device)
+
+    def _share_cached(self, items: list[WorkItem], cached: int) -> None:
+        """Prompts admitted together that find a long common prefix in the prefix cache share it from there: the
+        batch takes one copy of its KV and they are prefilled against it, where each would otherwise copy the cached
+        KV out, and the batch then find the common prefix and drop it from every row (`_set_up_shared`)."""
+        if (
+            self.shared is not None
+            or self.prefix_cache is None
+            or len(items) < 2
+            or cached < MIN_SHARED_TOKENS
+            or not split_prefill_available(self.lm.device)
+        ):
+            return
+        first = items[0].input_ids
+        common = min(common_prefix(first, it.input_ids) for it in items[1:])
+        block = self.prefix_cache.block
+        length = min(common, cached) // block * block  # cached < len(first): the last token is never reused
+        if length < MIN_SHARED_TOKENS:
+            return
+        n, kv = self.prefix_cache.match(first, length, self.generation)
+        if n != length or kv is None:
+            return
+        self.shared_by = self.lm
+        self.shared = SharedPrefix(list(first[:length]), [(k[0], v[0]) for k, v in kv])
+        log.debug("shared prefix set up from the prefix cache", tokens=length, rows=len(items))
 
     def _shareable(self) -> SharedPrefix | None:
         """The shared prefix, if rows joining now may use it: not after an in-place weight update (the running rows

@@ -51,6 +51,10 @@ class PrefixCache:
         self._lru: OrderedDict[int, _Node] = OrderedDict()  # last = most recently used
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
+        self._walks: dict[int, tuple[list[int], int, int, list[_Node]]] = {}
+        """id(ids) -> (ids, len(ids), limit, path) since the trie last changed: admission asks about the same prompt
+        up to three times (chunking, grouping, the KV itself), and a walk of an 8,000-token prompt builds and hashes
+        500 block keys."""
         self.bytes = 0
         # statistics (cumulative over the engine's life)
         self.requests = 0
@@ -101,6 +105,20 @@ class PrefixCache:
             return 0 if generation != self.generation else len(self._walk(ids, limit)) * self.block
 
     def _walk(self, ids: list[int], limit: int) -> list[_Node]:
+        memo = self._walks.get(id(ids))
+        if memo is not None and memo[0] is ids and memo[1] == len(ids) and memo[2] == limit:
+            return memo[3]
+        path = self._walk_trie(ids, limit)
+        if len(self._walks) >= 1024:
+            self._walks.clear()
+        self._walks[id(ids)] = (ids, len(ids), limit, path)
+        return path
+
+    def _changed(self) -> None:
+        """The trie gained or lost nodes: remembered walks may be too short or name removed nodes."""
+        self._walks.clear()
+
+    def _walk_trie(self, ids: list[int], limit: int) -> list[_Node]:
         path: list[_Node] = []
         node = self._root
         for start in range(0, limit - self.block + 1, self.block):
@@ -144,6 +162,7 @@ class PrefixCache:
                     self._lru[child.id] = child
                     self.bytes += child.nbytes
                     added += 1
+                    self._changed()
                 path.append(child)
                 node = child
             self._touch(path)
@@ -157,6 +176,7 @@ class PrefixCache:
                 break
             del self._lru[victim.id]
             del victim.parent.children[victim.key]
+            self._changed()
             self.bytes -= victim.nbytes
             self.evicted_blocks += 1
 
@@ -173,6 +193,7 @@ class PrefixCache:
         with self._lock:
             self._root.children.clear()
             self._lru.clear()
+            self._changed()
             self.bytes = 0
 
     def invalidate(self) -> None:
@@ -181,6 +202,7 @@ class PrefixCache:
             self.generation += 1
             self._root.children.clear()
             self._lru.clear()
+            self._changed()
             self.bytes = 0
 
     def stats(self) -> dict:

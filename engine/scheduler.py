@@ -106,6 +106,7 @@ class Scheduler:
         max_queued_per_tenant: int = 64,
         prefix_cache_mb: float = 0,
         prefill_chunk_tokens: int = 0,
+        one_thread_for_one_row: bool = False,
     ):
         if not 0 < tenant_slot_share <= 1:
             raise ValueError(f"tenant_slot_share must be in (0, 1], got {tenant_slot_share}")
@@ -133,6 +134,11 @@ class Scheduler:
         self._init_metrics()
         self._current = self._new_batch(model)
         self._draining: DecodeBatch | None = None  # rows still finishing on the weights before the last swap
+        # A CPU decodes one row no faster on two threads than on one, and the second spins (OpenMP waits busy
+        # between parallel regions): a whole core the stack's other processes and this server's own event loop
+        # (streaming) then lack. Several rows or a prefill gain from every thread.
+        self._threads_full = torch.get_num_threads() if one_thread_for_one_row else None
+        self._threads_now = self._threads_full
         self._drained: concurrent.futures.Future | None = None  # resolved when `_draining` empties
         self._owners: dict[int, _Ticket] = {}  # by id(item): client-given rids need not be unique
         self.requests_done = 0
@@ -480,6 +486,16 @@ class Scheduler:
             else:
                 self.requests_done += 1
 
+    def _fit_threads(self, admitting: bool = False) -> None:
+        """One torch thread while a single row decodes and nothing waits to prefill; all of them otherwise."""
+        if self._threads_full is None:
+            return
+        prefilling = admitting or any(b is not None and b.pending for b in (self._current, self._draining))
+        want = 1 if self._running_rows() == 1 and not prefilling else self._threads_full
+        if want != self._threads_now:
+            torch.set_num_threads(want)  # per thread for OpenMP: this is the thread that runs the model
+            self._threads_now = want
+
     def _running_rows(self) -> int:
         return len(self._current) + (len(self._draining) if self._draining is not None else 0)
 
@@ -521,7 +537,9 @@ class Scheduler:
                     self._owners[id(t.item)] = t
                     live.append(t.item)
             if live:
+                self._fit_threads(admitting=True)
                 self._run(self._current, lambda b: b.add(live), extra=live)
+            self._fit_threads()
             for batch in (self._draining, self._current):
                 if batch is not None and len(batch):
                     self._run(batch, DecodeBatch.step)

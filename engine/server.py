@@ -172,7 +172,7 @@ def create_engine_app(scheduler: Scheduler, cfg: EngineSettings, *, weight_roots
                 raise BadRequest("streaming takes a single prompt, not a batch")
             # Queued before the response starts, so a full queue is still answered with a 503, not a broken stream.
             loop = asyncio.get_running_loop()
-            updates: asyncio.Queue[WorkResult] = asyncio.Queue()
+            updates: asyncio.Queue[WorkResult | None] = asyncio.Queue()
             items[0].on_progress = lambda snap: loop.call_soon_threadsafe(updates.put_nowait, snap)
             incremental = cfg.incremental_streaming_output or (
                 request.headers.get(STREAM_MODE_HEADER, "").strip().lower() == "incremental"
@@ -285,7 +285,9 @@ def create_engine_app(scheduler: Scheduler, cfg: EngineSettings, *, weight_roots
             version = req.weight_version or label or current.weight_version
             started = time.perf_counter()
             try:
-                new = await asyncio.to_thread(load_model, path, cfg.device, cfg.dtype, version, current.tokenizer)
+                new = await asyncio.to_thread(
+                    load_model, path, cfg.device, cfg.dtype, version, current.tokenizer, cfg.cpu_packed_linears
+                )
             except ModelLoadError as exc:
                 return _refused(str(exc))
             if new.signature() != current.signature():
@@ -521,35 +523,29 @@ async def _unless_disconnected(request: Request, work: Any) -> Any:
             task.cancel()
 
 
-async def _stream(task: asyncio.Future, updates: asyncio.Queue[WorkResult], incremental: bool = False):
+async def _stream(task: asyncio.Future, updates: asyncio.Queue[WorkResult | None], incremental: bool = False):
     """Server-sent events: each snapshot (or, `incremental`, each delta) from `updates`, then the final answer of
     `task` (cancelled if the client leaves, which drops the request's row from the engine's batch). Incremental: the
-    final event carries what the answer adds to the deltas sent (events still queued then are folded into it)."""
-    getter: asyncio.Future | None = None
+    final event carries what the answer adds to the deltas sent.
+
+    The task's end is queued behind the progress events (both come from the engine thread through the loop, in
+    order), so each event costs one queue read: waiting on the queue and the task together cost a future and a wait
+    per token, which a long streamed answer paid thousands of times."""
+    task.add_done_callback(lambda _: updates.put_nowait(None))
     sent_ids = sent_text = 0
     try:
-        while True:
-            getter = asyncio.ensure_future(updates.get())
-            done, _ = await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
-            if getter in done:
-                event = getter.result()
-                sent_ids += len(event.output_ids)
-                sent_text += len(event.text)
-                yield f"data: {json.dumps(event.to_wire())}\n\n"
-                continue
-            getter.cancel()
-            while not updates.empty():
-                updates.get_nowait()  # superseded by the final answer (incremental: folded into its delta)
-            final = task.result()
-            if incremental:
-                final = final_delta(final, sent_ids, sent_text)
-            yield f"data: {json.dumps(final.to_wire())}\n\n"
-            yield "data: [DONE]\n\n"
-            return
+        while (event := await updates.get()) is not None:
+            sent_ids += len(event.output_ids)
+            sent_text += len(event.text)
+            yield f"data: {json.dumps(event.to_wire())}\n\n"
+        final = task.result()
+        if incremental:
+            final = final_delta(final, sent_ids, sent_text)
+        yield f"data: {json.dumps(final.to_wire())}\n\n"
+        yield "data: [DONE]\n\n"
     finally:
-        for pending in (getter, task):
-            if pending is not None and not pending.done():
-                pending.cancel()
+        if not task.done():
+            task.cancel()
 
 
 def device_memory(device) -> dict | None:

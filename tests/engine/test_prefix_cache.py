@@ -226,3 +226,21 @@ def test_server_info_reports_hit_rates_and_flush_cache_empties_it(cached_engine)
         assert [e[0] for e in third["meta_info"]["output_token_logprobs"]] == pytest.approx(
             [e[0] for e in second["meta_info"]["output_token_logprobs"]], abs=1e-5
         )
+
+
+def test_a_remembered_lookup_follows_inserts_evictions_and_flushes():
+    def kv(tokens: int):
+        return [(torch.randn(2, tokens, 8), torch.randn(2, tokens, 8))]
+
+    block_bytes = 2 * 2 * BLOCK_TOKENS * 8 * 4
+    cache = PrefixCache(4 * block_bytes)
+    ids = list(range(6 * BLOCK_TOKENS))
+    assert cache.match_len(ids, len(ids), 0) == 0
+    cache.insert(ids[: 2 * BLOCK_TOKENS], kv(2 * BLOCK_TOKENS), 0)
+    assert cache.match_len(ids, len(ids), 0) == 2 * BLOCK_TOKENS  # the same list asked again sees the insert
+    assert cache.match(ids, len(ids), 0)[0] == 2 * BLOCK_TOKENS
+    cache.insert(ids, kv(len(ids)), 0)  # 6 blocks into room for 4: the deepest go
+    assert cache.match_len(ids, len(ids), 0) == 4 * BLOCK_TOKENS
+    assert cache.match_len(ids, 3 * BLOCK_TOKENS, 0) == 3 * BLOCK_TOKENS  # another limit, another answer
+    cache.clear()
+    assert cache.match(ids, len(ids), 0) == (0, None)

@@ -5,13 +5,15 @@ Rows that start with it must decode exactly what rows with their own copy of its
 
 from __future__ import annotations
 
+import random
+
 import pytest
 import torch
 
 from engine.attention import engine_attention
 from engine.model_runner import DecodeBatch, WorkItem, WorkResult
 from engine.prefix_cache import BLOCK_TOKENS, PrefixCache
-from engine.shared_prefix import MIN_SHARED_TOKENS, SharedPrefix, SharedView
+from engine.shared_prefix import MIN_SHARED_TOKENS, SharedPrefix, SharedView, common_prefix
 from policy_client.wire import SamplingParams
 
 SYSTEM = list(range(2000, 2000 + MIN_SHARED_TOKENS + 3 * BLOCK_TOKENS + 5))  # 309 tokens: worth sharing
@@ -173,3 +175,51 @@ def test_a_request_admitted_after_an_in_place_weight_update_never_reads_the_old_
     late = staggered(batch, [req(SYSTEM + [4, 5], n=6)])[0]
     fresh = staggered(DecodeBatch(lm_v1, torch.Generator().manual_seed(0)), [req(SYSTEM + [4, 5], n=6)])[0]
     assert_same(late, fresh)
+
+
+def test_common_prefix_finds_the_first_difference_wherever_it_is():
+    rng = random.Random(0)
+    base = [rng.randrange(150_000) for _ in range(700)]
+    for cut in [0, 1, 2, 255, 256, 257, 511, 698, 699]:
+        other = [int(str(t)) for t in base]  # equal values, other int objects: compared by value
+        other[cut] += 1
+        assert common_prefix(base, other) == common_prefix(other, base) == cut
+    assert common_prefix(base, base[:300]) == 300  # one a prefix of the other
+    assert common_prefix(base, []) == 0
+    assert common_prefix(base, list(base)) == 700
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.9])
+def test_prompts_admitted_together_share_their_cached_prefix_straight_from_the_cache(lm, temperature):
+    cache = PrefixCache(64 << 20)
+    batch = DecodeBatch(lm, torch.Generator().manual_seed(3), prefix_cache=cache)
+    staggered(batch, [req(SYSTEM + [90])])  # the system prompt is in the prefix cache now
+    group = [req(SYSTEM + [70 + i, 71], temperature=temperature) for i in range(4)]
+    copied = []
+    match = cache.match
+
+    def counting_match(*args, **kwargs):
+        n, kv = match(*args, **kwargs)
+        copied.append(0 if kv is None else kv[0][0].shape[2])  # tokens of KV copied out of the cache
+        return n, kv
+
+    cache.match = counting_match
+    batch.add(group)
+    cached = len(SYSTEM) // BLOCK_TOKENS * BLOCK_TOKENS
+    # the batch took the prefix's KV out of the cache once; no row took a copy of its own
+    assert sum(copied) == cached
+    assert batch.shared is not None and len(batch.shared) == cached
+    assert bool(batch.uses.all()) and batch.mask.shape[1] == len(SYSTEM) + 2 - cached
+    done = []
+    while len(batch):
+        done += batch.step()
+    got = {id(it): r for it, r in done}
+    ref = DecodeBatch(lm, torch.Generator().manual_seed(3))
+    ref_done = ref.add([req(SYSTEM + [70 + i, 71], temperature=temperature) for i in range(4)])
+    while len(ref):
+        ref_done += ref.step()
+    want = sorted(ref_done, key=lambda x: x[0].input_ids)
+    for (it, w), g in zip(want, sorted(group, key=lambda x: x.input_ids)):
+        assert got[id(g)].cached_tokens == cached
+        assert_same(got[id(g)], w)
+    assert batch.shared is None  # its last user left
