@@ -10,8 +10,10 @@ environment work runs in threads, with heartbeats, so the worker keeps serving.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -72,6 +74,14 @@ class EnvActivities:
         self._step_limits: dict[tuple[str, str], int | None] = {}
         self._held: dict[str, _Held] = {}
         self._janitor: asyncio.Task | None = None
+        # Environments block (a command, a browser, a test run): each held one needs a thread of its own, and
+        # asyncio's default pool has only cores + 4 threads (6 here) for up to `envs_per_worker` environments.
+        self._threads = ThreadPoolExecutor(settings.envs.envs_per_worker + 4, thread_name_prefix="env")
+
+    async def _blocking(self, fn, *args):
+        """`fn(*args)` on this worker's environment threads (asyncio.to_thread, on a pool sized to the capacity)."""
+        ctx = contextvars.copy_context()
+        return await asyncio.get_running_loop().run_in_executor(self._threads, ctx.run, fn, *args)
 
     def held(self) -> int:
         """Environments this worker holds now (its capacity counts them)."""
@@ -87,7 +97,7 @@ class EnvActivities:
 
     @activity.defn(name=LIST_TASKS.name)
     async def list_tasks(self, inp: ListTasksInput) -> TaskList:
-        tasks = await asyncio.to_thread(self.source(inp.setting).tasks)
+        tasks = await self._blocking(self.source(inp.setting).tasks)
         return TaskList(task_ids=[t.task_id for t in tasks])
 
     @activity.defn(name=ENV_OPEN.name)
@@ -95,7 +105,7 @@ class EnvActivities:
         self._start_janitor()
         old = self._held.pop(inp.attempt_key, None)
         if old is not None:  # a retried open on this worker: start the task afresh
-            await asyncio.to_thread(old.env.close)
+            await self._blocking(old.env.close)
         try:
             env = self.source(inp.setting).make(inp.task_id, self.sandboxes)
         except UnknownTask as exc:
@@ -104,9 +114,9 @@ class EnvActivities:
             ) from exc
         try:
             async with heartbeating(HEARTBEAT_S):
-                opening = await asyncio.to_thread(env.reset)
+                opening = await self._blocking(env.reset)
         except Exception as exc:
-            await asyncio.to_thread(env.close)
+            await self._blocking(env.close)
             raise ApplicationError(
                 f"task {inp.task_id} could not be set up: {exc}", type=ErrorType.TASK_SETUP_FAILED, non_retryable=True
             ) from exc
@@ -128,7 +138,7 @@ class EnvActivities:
 
     async def _step_limit(self, setting: str, task_id: str) -> int | None:
         if (setting, task_id) not in self._step_limits:
-            tasks = await asyncio.to_thread(self.source(setting).tasks)
+            tasks = await self._blocking(self.source(setting).tasks)
             self._step_limits.update({(setting, t.task_id): t.max_steps for t in tasks})
         return self._step_limits.get((setting, task_id))
 
@@ -147,7 +157,7 @@ class EnvActivities:
                 )
             action = Action.model_validate(json.loads(raw)["action"])
             async with self._lost_on_crash(inp.attempt_key, held), heartbeating(HEARTBEAT_S):
-                obs: Observation = await asyncio.to_thread(held.env.step, action)
+                obs: Observation = await self._blocking(held.env.step, action)
             added = [
                 {"role": "tool", "tool_call_id": r.call_id, "name": r.name, "content": r.content}
                 for r in obs.tool_results
@@ -174,7 +184,7 @@ class EnvActivities:
         async with held.lock:
             if held.outcome is None:
                 async with self._lost_on_crash(inp.attempt_key, held), heartbeating(HEARTBEAT_S):
-                    value = await asyncio.to_thread(held.env.outcome)
+                    value = await self._blocking(held.env.outcome)
                 held.outcome = Outcome(outcome=float(value))
             held.touched = time.monotonic()
             return held.outcome
@@ -183,7 +193,7 @@ class EnvActivities:
     async def env_close(self, inp: EnvRef) -> None:
         held = self._held.pop(inp.attempt_key, None)
         if held is not None:
-            await asyncio.to_thread(held.env.close)
+            await self._blocking(held.env.close)
 
     def _get(self, attempt_key: str) -> _Held:
         held = self._held.get(attempt_key)
@@ -203,7 +213,7 @@ class EnvActivities:
             yield
         except EnvCrashed as exc:
             self._held.pop(attempt_key, None)
-            await asyncio.to_thread(held.env.close)
+            await self._blocking(held.env.close)
             log.warning("environment crashed", attempt_key=attempt_key, error=str(exc))
             raise ApplicationError(
                 f"the environment of {attempt_key} crashed: {exc}", type=ErrorType.ENV_MISSING, non_retryable=True
@@ -220,12 +230,13 @@ class EnvActivities:
             for key in [k for k, h in self._held.items() if now - h.touched > IDLE_CLOSE_S and not h.lock.locked()]:
                 held = self._held.pop(key)
                 log.warning("closing an environment no episode touched for an hour", attempt_key=key)
-                await asyncio.to_thread(held.env.close)
+                await self._blocking(held.env.close)
 
     async def aclose(self) -> None:
         if self._janitor is not None:
             self._janitor.cancel()
         for held in list(self._held.values()):
-            await asyncio.to_thread(held.env.close)
+            await self._blocking(held.env.close)
         self._held.clear()
+        self._threads.shutdown(wait=False, cancel_futures=True)
         await self.redis.aclose()

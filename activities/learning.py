@@ -15,7 +15,6 @@ import os
 
 import redis.asyncio as aioredis
 import structlog
-import torch
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -45,10 +44,27 @@ from openclaw_rl.turn_data import TurnTokens, load_floats, load_turn_tokens, sav
 from policy_client import PolicyClient
 from policy_client.chat import message_text, renderer_for
 from policy_client.chat_output import split_reasoning
-from rlmath.advantages import combined_advantages
 from rlmath.signals import dispatch, parse_boxed, parse_hint_vote, teacher_messages
 
 log = structlog.get_logger(__name__)
+
+
+def _advantages(
+    reward: float, teacher: list[float] | None, old: list[float], w_binary: float, w_opd: float, loss_mask: int
+) -> list[float]:
+    """The sample's token-level advantages (zeros when the rules mask its loss out).
+
+    torch is imported here, not with the module: the policy pool imports this module for `teacher_logprobs` only
+    and starts over a second sooner without it (the judge pool loads it at start, workers/pools.py)."""
+    import torch
+
+    from rlmath.advantages import combined_advantages
+
+    adv = combined_advantages(
+        reward, torch.tensor(teacher) if teacher is not None else None, torch.tensor(old), w_binary, w_opd
+    )
+    return (torch.zeros_like(adv) if loss_mask == 0 else adv).tolist()
+
 
 # Everything a judged turn writes, at once and only once: a retried activity
 # or a replayed workflow finds the idempotency key and writes nothing.
@@ -179,12 +195,7 @@ class LearningActivities:
         )
         fields = _EMPTY_SAMPLE
         if rule is not None and tokens.response_ids:
-            old = torch.tensor(tokens.response_logprobs)
-            adv = combined_advantages(
-                rule.reward, torch.tensor(teacher) if teacher is not None else None, old, inp.w_binary, inp.w_opd
-            )
-            if rule.loss_mask == 0:
-                adv = torch.zeros_like(adv)
+            adv = _advantages(rule.reward, teacher, tokens.response_logprobs, inp.w_binary, inp.w_opd, rule.loss_mask)
             fields = encode_sample(
                 TrainingSample(
                     meta=SampleMeta(
@@ -206,7 +217,7 @@ class LearningActivities:
                     prompt_ids=tokens.prompt_ids,
                     response_ids=tokens.response_ids,
                     rollout_logprobs=tokens.response_logprobs,
-                    advantages=adv.tolist(),
+                    advantages=adv,
                     teacher_logprobs=teacher,
                 )
             )
@@ -215,9 +226,9 @@ class LearningActivities:
                     published=True,
                     reward=rule.reward,
                     loss_mask=rule.loss_mask,
-                    advantage_mean=float(adv.mean()),
-                    advantage_min=float(adv.min()),
-                    advantage_max=float(adv.max()),
+                    advantage_mean=sum(adv) / len(adv),
+                    advantage_min=min(adv),
+                    advantage_max=max(adv),
                 )
             )
         record = JudgementRecord(

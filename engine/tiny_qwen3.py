@@ -177,14 +177,19 @@ def _model_config() -> dict:
     }
 
 
+def tiny_model_built(target: Path) -> bool:
+    """Whether `target` holds a complete, up-to-date tiny model (its marker is written last)."""
+    marker = target / "openclaw-rl-tiny.json"
+    return marker.is_file() and json.loads(marker.read_text()).get("format") == FORMAT_VERSION
+
+
 def ensure_tiny_model(target: Path) -> Path:
     """Create the tiny model in `target` unless an up-to-date copy is already there.
 
     Built in a temporary sibling folder and renamed into place, so a crash
     mid-build never leaves a half-written checkpoint that later runs would trust.
     """
-    marker = target / "openclaw-rl-tiny.json"
-    if marker.is_file() and json.loads(marker.read_text()).get("format") == FORMAT_VERSION:
+    if tiny_model_built(target):
         return target
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM

@@ -10,6 +10,7 @@ A child that dies is restarted with backoff; one that keeps dying stops the stac
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import json
 import os
@@ -24,6 +25,7 @@ import redis
 import structlog
 
 from contracts.health import ProbeInput
+from engine.tiny_qwen3 import tiny_model_built
 from openclaw_rl.settings import LOOPBACK, Pool, Settings
 from openclaw_rl.temporal_client import connect, ensure_search_attributes
 from stack.preflight import StackError, check_data_dir, check_port_free
@@ -116,37 +118,49 @@ class Stack:
         if why := sandbox_refusal(s):
             raise StackError(why)
 
-    def _specs(self) -> tuple[list[ServiceSpec], list[ServiceSpec]]:
+    def _specs(self) -> tuple[list[ServiceSpec], list[ServiceSpec], list[ServiceSpec]]:
+        """The stores, the engines (with their router), and the workers and API."""
         s = self.settings
-        tier1 = []
+        stores = []
         if s.temporal.embedded:
-            tier1.append(temporal_service(s))
+            stores.append(temporal_service(s))
         if s.redis.embedded:
-            tier1.append(valkey_service(s))
-        if s.embedded_engine:
-            tier1 += engine_services(s, self.router)
+            stores.append(valkey_service(s))
+        engines = engine_services(s, self.router) if s.embedded_engine else []
         if self.router is not None:
-            tier1.append(router_service(s, self.router))  # last: stopped first
+            engines.append(router_service(s, self.router))  # last: stopped first
         tier2 = [worker_service(p) for p in Pool] + [api_service(s)]
-        return tier1, tier2
+        return stores, engines, tier2
 
     async def start(self) -> None:
         self.preflight()
         logs = self.settings.logs_dir
-        specs1, specs2 = self._specs()
-        self.tier1 = [ManagedProcess(sp, logs) for sp in specs1]
+        stores_specs, engine_specs, specs2 = self._specs()
+        stores = [ManagedProcess(sp, logs) for sp in stores_specs]
+        self.tier1 = stores + [ManagedProcess(sp, logs) for sp in engine_specs]
         self.tier2 = [ManagedProcess(sp, logs) for sp in specs2]
         self._write_state("starting")
         for p in self.tier1:
             p.start()
-        await asyncio.gather(*(p.wait_ready() for p in self.tier1))
-        client = await connect(self.settings.temporal)
-        added = await ensure_search_attributes(client, self.settings.temporal.namespace)
-        if added:
-            log.info("registered search attributes", names=added)
-        for p in self.tier2:
-            p.start()
-        await asyncio.gather(*(p.wait_ready() for p in self.tier2))
+        # Workers and the API need only the stores: they import and load their tokenizers while the engine loads its
+        # model (the engine took a third of a start, and the workers then started on idle cores). Except on a first
+        # run, when the engine builds the tiny model the workers read (its tokenizer; the judge chosen for it).
+        engines_ready = asyncio.ensure_future(asyncio.gather(*(p.wait_ready() for p in self.tier1[len(stores) :])))
+        try:
+            await asyncio.gather(*(p.wait_ready() for p in stores))
+            if self._engine_builds_the_model():
+                await engines_ready
+            client = await connect(self.settings.temporal)
+            added = await ensure_search_attributes(client, self.settings.temporal.namespace)
+            if added:
+                log.info("registered search attributes", names=added)
+            for p in self.tier2:
+                p.start()
+            await asyncio.gather(engines_ready, *(p.wait_ready() for p in self.tier2))
+        finally:
+            engines_ready.cancel()  # when the stores or the workers failed first; its own failure is read here
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await engines_ready
         await self.probe(client)
         if self.settings.training.auto_start:
             from stack.training_control import start_training
@@ -155,6 +169,10 @@ class Stack:
             log.info("training workflow running", workflow_id=wf_id)
         self._write_state("up")
         self._announce()
+
+    def _engine_builds_the_model(self) -> bool:
+        s = self.settings
+        return s.embedded_engine and s.engine.model_path is None and not tiny_model_built(s.tiny_model_dir)
 
     async def probe(self, client=None, delay_s: float = 0.0) -> None:
         client = client or await connect(self.settings.temporal)

@@ -1,4 +1,7 @@
-"""What each pool runs, and what it must close when it stops."""
+"""What each pool runs, and what it must close when it stops.
+
+Each pool imports only its own activities and workflows: `openclaw-rl up` starts six workers at once, and a pool
+that never trains has no use for torch (over a second of a core per process at start)."""
 
 from __future__ import annotations
 
@@ -11,23 +14,8 @@ from typing import Any
 
 from temporalio.worker import FixedSizeSlotSupplier, WorkerTuner
 
-from activities.agent_step import AgentActivities
-from activities.env_step import EnvActivities
-from activities.generate import GenerateActivities
 from activities.health import make_ping
-from activities.learning import LearningActivities
-from activities.step_learning import StepLearningActivities
-from activities.training import TrainingActivities
-from activities.turn_log import TurnLogActivities
 from openclaw_rl.settings import Pool, Settings
-from workers.env_capacity import EnvCapacity
-from workflows.episode import EpisodeWorkflow
-from workflows.judge_turn import JudgeTurnWorkflow
-from workflows.rollout import RolloutWorkflow
-from workflows.session import SessionWorkflow
-from workflows.stack_probe import StackProbeWorkflow
-from workflows.task_group import TaskGroupWorkflow
-from workflows.training import TrainingWorkflow
 
 
 @dataclass
@@ -46,6 +34,15 @@ class PoolComponents:
 def components_for(pool: Pool, settings: Settings) -> PoolComponents:
     parts = PoolComponents(activities=[make_ping(pool.value)])
     if pool is Pool.WORKFLOW:
+        from activities.turn_log import TurnLogActivities
+        from workflows.episode import EpisodeWorkflow
+        from workflows.judge_turn import JudgeTurnWorkflow
+        from workflows.rollout import RolloutWorkflow
+        from workflows.session import SessionWorkflow
+        from workflows.stack_probe import StackProbeWorkflow
+        from workflows.task_group import TaskGroupWorkflow
+        from workflows.training import TrainingWorkflow
+
         parts.workflows += [
             StackProbeWorkflow,
             SessionWorkflow,
@@ -60,10 +57,18 @@ def components_for(pool: Pool, settings: Settings) -> PoolComponents:
         parts.activities += [turn_log.archive_turns]
         parts.closers.append(turn_log.aclose)
     elif pool is Pool.POLICY:
+        from activities.agent_step import AgentActivities
+        from activities.generate import GenerateActivities
+        from activities.learning import LearningActivities
+
         generate, teacher, agent = GenerateActivities(settings), LearningActivities(settings), AgentActivities(settings)
         parts.activities += [generate.generate, teacher.teacher_logprobs, agent.agent_step]
         parts.closers += [generate.aclose, teacher.aclose, agent.aclose]
     elif pool is Pool.JUDGE:
+        import rlmath.advantages  # noqa: F401  (torch, for publish_sample: loaded at start, not on the first sample)
+        from activities.learning import LearningActivities
+        from activities.step_learning import StepLearningActivities
+
         learning, steps = LearningActivities(settings), StepLearningActivities(settings)
         parts.activities += [
             learning.prm_vote,
@@ -74,6 +79,8 @@ def components_for(pool: Pool, settings: Settings) -> PoolComponents:
         ]
         parts.closers += [learning.aclose, steps.aclose]
     elif pool is Pool.TRAINER:
+        from activities.training import TrainingActivities
+
         training = TrainingActivities(settings)
         parts.activities += [
             training.claim_batch,
@@ -85,6 +92,9 @@ def components_for(pool: Pool, settings: Settings) -> PoolComponents:
         ]
         parts.closers.append(training.aclose)
     elif pool is Pool.ENV:
+        from activities.env_step import EnvActivities
+        from workers.env_capacity import EnvCapacity
+
         parts.own_queue = env_worker_queue(settings)
         envs = EnvActivities(settings, parts.own_queue)
         capacity = settings.envs.envs_per_worker
