@@ -31,7 +31,9 @@ TEMPERATURE = 0.1
 TARGET_VERSION = 20
 TURNS_PER_SESSION = 8
 USERS = 3
-EVAL_PROMPTS = 128
+EVAL_PROMPTS = 384
+"""Each rate's standard error is ~0.025 (~0.044 at 128 prompts, where one CI run measured a 0.23 fall at z 3.95):
+the measurement's noise should not decide the test, the training should."""
 
 
 @pytest.fixture(scope="module")
