@@ -7,6 +7,7 @@ eager model's kernel launches, whatever the batch size). Each case runs --repeat
 run is printed (timings on a shared machine move between runs).
 
     .venv/bin/python benchmarks/engine_decode.py [--shape qwen3-1.7b | --model PATH] [--batches 1,16,64]
+        [--plain-linears]
 """
 
 from __future__ import annotations
@@ -68,9 +69,14 @@ def main() -> None:
     ap.add_argument("--batches", default="1,16,64")
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument(
+        "--plain-linears",
+        action="store_true",
+        help="on a CPU, PyTorch's default linear kernels (engine.cpu_packed_linears off)",
+    )
     args = ap.parse_args()
     model = bench_model(args.model, args.shape, Path(tempfile.mkdtemp(prefix="engine-decode-")))
-    lm = load_model(model, args.device, "auto", weight_version="0")
+    lm = load_model(model, args.device, "auto", weight_version="0", cpu_packed_linears=not args.plain_linears)
     batches = [int(b) for b in args.batches.split(",")]
     print(f"model {model.name} on {lm.device} ({next(lm.model.parameters()).dtype}), {args.tokens} tokens per row")
     engine_step_ms(lm, max(batches), 8)  # warm-up: CUDA context, kernels, allocator
