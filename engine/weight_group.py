@@ -34,6 +34,7 @@ from engine.model_runner import LoadedModel, WeightSpec, weight_specs
 from policy_client.weight_sync import (
     InitWeightsUpdateGroupRequest,
     UpdateWeightsFromDistributedRequest,
+    broadcast_bucket,
     close_process_group,
     open_process_group,
 )
@@ -75,7 +76,9 @@ class BucketOutcome:
 class MemberGroup:
     """This engine's membership of one trainer's group, and the version being received over it."""
 
-    def __init__(self, req: InitWeightsUpdateGroupRequest, handle: object, receive_device: torch.device):
+    def __init__(
+        self, req: InitWeightsUpdateGroupRequest, handle: object, receive_device: torch.device, timeout_s: float
+    ):
         self.name, self.rank, self.world_size, self.backend = (
             req.group_name,
             req.rank_offset,
@@ -84,20 +87,17 @@ class MemberGroup:
         )
         self.handle = handle
         self.receive_device = receive_device
+        self.timeout_s = timeout_s
         self.lock = asyncio.Lock()  # one bucket at a time; destroy waits for a bucket in progress
         self.staged: Staged | None = None
 
     def receive(self, req: UpdateWeightsFromDistributedRequest) -> list[torch.Tensor]:
         """Receive the bucket's tensors as declared, in order (blocks; run it off the event loop)."""
-        import torch.distributed as dist
-
         buffers = [
             torch.empty(shape, dtype=getattr(torch, dtype), device=self.receive_device)
             for dtype, shape in zip(req.dtypes, req.shapes)
         ]
-        works = [dist.broadcast(t, src=0, group=self.handle, async_op=True) for t in buffers]
-        for work in works:
-            work.wait()
+        broadcast_bucket(self.handle, buffers, self.timeout_s)
         return buffers
 
     def stage(
@@ -186,7 +186,7 @@ class WeightGroups:
             ) from exc
         finally:
             self._joining.discard(req.group_name)
-        self._groups[req.group_name] = MemberGroup(req, handle, device)
+        self._groups[req.group_name] = MemberGroup(req, handle, device, self.timeout_s)
         log.info(
             "joined weight-update group",
             group=req.group_name,

@@ -18,8 +18,12 @@ in the process is touched.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import math
+import os
+import threading
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -173,16 +177,17 @@ def open_process_group(
         if "backend_options" in inspect.signature(_new_process_group_helper).parameters
         else "pg_options"
     )
-    group, _ = _new_process_group_helper(
-        world_size,
-        rank,
-        [],
-        Backend(backend),
-        PrefixStore(group_name, store),
-        group_name=group_name,
-        timeout=timeout,
-        **{options: None},
-    )
+    with _errors_raise_instead_of_ending_the_process(backend):
+        group, _ = _new_process_group_helper(
+            world_size,
+            rank,
+            [],
+            Backend(backend),
+            PrefixStore(group_name, store),
+            group_name=group_name,
+            timeout=timeout,
+            **{options: None},
+        )
     _world.pg_group_ranks[group] = {i: i for i in range(world_size)}
     return group
 
@@ -194,13 +199,47 @@ def close_process_group(group: Any) -> None:
     dist.destroy_process_group(group)
 
 
-def broadcast_from_trainer(group: Any, tensors: list["torch.Tensor"]) -> None:
-    """Broadcast `tensors` from rank 0 in order (the trainer sends, servers receive into them); blocks."""
+def broadcast_bucket(group: Any, tensors: list["torch.Tensor"], timeout_s: float) -> None:
+    """Broadcast `tensors` from rank 0 in order (rank 0 sends, the other ranks receive into them); blocks until every
+    one has completed, or raises once one has run `timeout_s`.
+
+    The timeout matters on NCCL: there a plain `wait()` only orders the current CUDA stream after the broadcast and
+    returns at once, so a receiver would take a bucket that has not arrived as received, and a broadcast that never
+    completes would show only as a stream that hangs. With a timeout the thread waits, and a timeout or a failed
+    peer aborts the group's communicator and raises here (see `_errors_raise_instead_of_ending_the_process`)."""
     import torch.distributed as dist
 
     works = [dist.broadcast(t, src=0, group=group, async_op=True) for t in tensors]
+    limit = timedelta(seconds=timeout_s)
     for work in works:
-        work.wait()
+        work.wait(limit)
+
+
+NCCL_ERROR_HANDLING = "TORCH_NCCL_ASYNC_ERROR_HANDLING"
+NCCL_CLEAN_UP_ONLY = "2"
+"""torch's CleanUpOnly: on a failed or timed-out collective the watchdog aborts the communicator and the waiting
+thread raises; the default (3, SkipCleanUp) ends the whole process from the watchdog thread."""
+_env_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _errors_raise_instead_of_ending_the_process(backend: str) -> Iterator[None]:
+    """An NCCL group reads its error handling from the environment once, when constructed. A weight-update group
+    failing is an ordinary event (a server restarted, a trainer died), which must cost an update, not the trainer or
+    the server: this group is made with CleanUpOnly, whatever the process's own groups use."""
+    if backend != "nccl":
+        yield
+        return
+    with _env_lock:
+        before = os.environ.get(NCCL_ERROR_HANDLING)
+        os.environ[NCCL_ERROR_HANDLING] = NCCL_CLEAN_UP_ONLY
+        try:
+            yield
+        finally:
+            if before is None:
+                os.environ.pop(NCCL_ERROR_HANDLING, None)
+            else:
+                os.environ[NCCL_ERROR_HANDLING] = before
 
 
 # ---- the HTTP calls ----------------------------------------------------------------------------------------------

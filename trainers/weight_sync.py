@@ -38,7 +38,7 @@ from policy_client.weight_sync import (
     UpdateWeightsFromDistributedRequest,
     WeightSyncClient,
     WeightSyncError,
-    broadcast_from_trainer,
+    broadcast_bucket,
     close_process_group,
     dtype_name,
     open_process_group,
@@ -168,6 +168,7 @@ class RankZeroEnd:
         self.device = device
         """Where the weights live: an NCCL group sends from there, gloo from the CPU."""
         self.group: Any = None
+        self.timeout_s = 0.0
         self.send_device = torch.device("cpu")
         self._parts: list[list[tuple[str, torch.Tensor]]] = []
         self._wire_dtype: torch.dtype | None = None
@@ -175,10 +176,11 @@ class RankZeroEnd:
     def open(self, spec: GroupSpec) -> None:
         """Blocks until every server has joined or `spec.timeout_s` passes."""
         self.close()
-        self.adopt(open_as_rank_zero(spec), spec.backend)
+        self.adopt(open_as_rank_zero(spec), spec.backend, spec.timeout_s)
 
-    def adopt(self, group: Any, backend: str) -> None:
+    def adopt(self, group: Any, backend: str, timeout_s: float) -> None:
         self.group = group
+        self.timeout_s = timeout_s
         self.send_device = self.device if backend == "nccl" else torch.device("cpu")
 
     def close(self) -> None:
@@ -211,7 +213,7 @@ class RankZeroEnd:
         tensors = [
             t.detach().to(self.send_device, dtype=self._dtype_on_wire(t)).contiguous() for _, t in self._parts[index]
         ]
-        broadcast_from_trainer(self.group, tensors)
+        broadcast_bucket(self.group, tensors, self.timeout_s)
         if index == len(self._parts) - 1:
             self._parts = []
 
@@ -236,7 +238,7 @@ class InProcessRankZero:
         except BaseException:
             opened.abandon()  # the thread closes what it opens, if it ever does
             raise
-        self.end.adopt(handle, spec.backend)
+        self.end.adopt(handle, spec.backend, spec.timeout_s)
 
     async def stage(
         self, state: dict[str, torch.Tensor] | None, bucket_bytes: int, wire_dtype: torch.dtype | None

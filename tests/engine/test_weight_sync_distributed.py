@@ -167,7 +167,7 @@ DYING_TRAINER = textwrap.dedent(
     from transformers import AutoModelForCausalLM
     from policy_client.weight_sync import (
         InitWeightsUpdateGroupRequest, UpdateWeightsFromDistributedRequest, WeightSyncClient,
-        broadcast_from_trainer, dtype_name, open_process_group,
+        broadcast_bucket, dtype_name, open_process_group,
     )
     from openclaw_rl.ports import free_port
     from trainers.weight_sync import distinct
@@ -191,7 +191,7 @@ DYING_TRAINER = textwrap.dedent(
         await joined
         first, rest = named[1:4], named[4:] + named[:1]
         await asyncio.gather(client.update(bucket(first)),
-                             asyncio.to_thread(broadcast_from_trainer, group, [t for _, t in first]))
+                             asyncio.to_thread(broadcast_bucket, group, [t for _, t in first], 60))
         print("first bucket staged", flush=True)
         asyncio.ensure_future(client.update(bucket(rest)))
         await asyncio.sleep(1.0)  # the engine now waits in the second bucket's broadcast
