@@ -974,6 +974,21 @@ def aborted_before_start(item: WorkItem, lm: LoadedModel, message: str) -> WorkR
     )
 
 
+def merged_deltas(first: WorkResult, then: WorkResult) -> WorkResult:
+    """Two incremental events as one: what both carry, in order."""
+
+    def joined(a: list | None, b: list | None) -> list | None:
+        return None if a is None or b is None else a + b
+
+    return replace(
+        then,
+        text=first.text + then.text,
+        output_ids=first.output_ids + then.output_ids,
+        output_token_logprobs=joined(first.output_token_logprobs, then.output_token_logprobs),
+        output_top_logprobs=joined(first.output_top_logprobs, then.output_top_logprobs),
+    )
+
+
 def final_delta(result: WorkResult, sent_ids: int, sent_text: int) -> WorkResult:
     """The last incremental event: what the final answer adds to the deltas already sent."""
     n = len(result.output_ids)

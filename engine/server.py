@@ -39,7 +39,15 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response, Streami
 from pydantic import BaseModel, ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from engine.model_runner import LoadedModel, ModelLoadError, WorkItem, WorkResult, final_delta, load_model
+from engine.model_runner import (
+    LoadedModel,
+    ModelLoadError,
+    WorkItem,
+    WorkResult,
+    final_delta,
+    load_model,
+    merged_deltas,
+)
 from engine.scheduler import QueueFull, Scheduler
 from engine.weight_group import WeightGroups, WeightSyncRefused
 from openclaw_rl.checkpoints import read_version_label
@@ -530,11 +538,19 @@ async def _stream(task: asyncio.Future, updates: asyncio.Queue[WorkResult | None
 
     The task's end is queued behind the progress events (both come from the engine thread through the loop, in
     order), so each event costs one queue read: waiting on the queue and the task together cost a future and a wait
-    per token, which a long streamed answer paid thousands of times."""
+    per token, which a long streamed answer paid thousands of times. Events that queued up while the last one was
+    written go out as one (the latest snapshot; the deltas joined), and none once the answer is complete (its final
+    event carries them): a loaded server, or a slow client, gets fewer, larger events instead of falling further
+    behind. Nothing waits to gather them, so an idle server still sends every token as it comes."""
     task.add_done_callback(lambda _: updates.put_nowait(None))
     sent_ids = sent_text = 0
     try:
         while (event := await updates.get()) is not None:
+            while event is not None and not updates.empty():
+                queued = updates.get_nowait()
+                event = None if queued is None else merged_deltas(event, queued) if incremental else queued
+            if event is None:
+                break
             sent_ids += len(event.output_ids)
             sent_text += len(event.text)
             yield f"data: {json.dumps(event.to_wire())}\n\n"
