@@ -62,13 +62,23 @@ def _packed_forward(ref: weakref.ref):
         try:
             flat = x.reshape(-1, x.shape[-1]).contiguous()
             out = torch.ops.mkldnn._linear_pointwise(flat, _packed(layer), layer.bias, "none", [], "")
-        except (RuntimeError, AttributeError) as exc:  # an op missing from this build, or refusing this input
+        except (AttributeError, NotImplementedError) as exc:  # an op missing from this build: never again
             _BROKEN.append(str(exc)[:200])
             log.warning("oneDNN linears unavailable; using the plain kernels", error=_BROKEN[0])
+            return F.linear(x, layer.weight, layer.bias)
+        except RuntimeError as exc:  # this input refused (or memory short): this call only
+            log.warning("oneDNN linear failed; this call uses the plain kernel", error=str(exc)[:200])
             return F.linear(x, layer.weight, layer.bias)
         return out.reshape(*x.shape[:-1], out.shape[-1])
 
     return forward
+
+
+def forget_packed(model: torch.nn.Module) -> None:
+    """Drop the packed copies: a weight written without bumping its version counter (through `.data`, `set_`) would
+    otherwise keep serving the old packed one."""
+    for module in model.modules():
+        module.__dict__.pop("_onednn_packed", None)
 
 
 def _packed(layer: torch.nn.Linear) -> torch.Tensor:

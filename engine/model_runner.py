@@ -24,7 +24,7 @@ import structlog
 import torch
 
 from engine.attention import split_prefill_available, use_engine_attention
-from engine.cpu_linears import pack_linears
+from engine.cpu_linears import forget_packed, pack_linears
 from engine.kv_cache import GrowingCache
 from engine.prefix_cache import BLOCK_TOKENS, PrefixCache
 from engine.shared_prefix import MIN_SHARED_TOKENS, SharedPrefix, SharedView, common_prefix
@@ -127,6 +127,7 @@ def apply_weights(lm: LoadedModel, tensors: dict[str, torch.Tensor], weight_vers
     state = lm.model.state_dict()
     for name, tensor in tensors.items():
         state[name].copy_(tensor)
+    forget_packed(lm.model)  # repacked on the next forward, whatever way the copy took
     return replace(lm, weight_version=weight_version)
 
 

@@ -493,8 +493,16 @@ class Scheduler:
         prefilling = admitting or any(b is not None and b.pending for b in (self._current, self._draining))
         want = 1 if self._running_rows() == 1 and not prefilling else self._threads_full
         if want != self._threads_now:
-            torch.set_num_threads(want)  # per thread for OpenMP: this is the thread that runs the model
+            # OpenMP counts threads per calling thread (this one runs the model), but torch also keeps the number as
+            # the default a new thread starts with: work given to other threads asks for `full_threads` itself.
+            torch.set_num_threads(want)
             self._threads_now = want
+
+    @property
+    def full_threads(self) -> int | None:
+        """The torch threads for work off the engine thread (a weight load), when `_fit_threads` may have left the
+        process's default at one; None: never changed."""
+        return self._threads_full
 
     def _running_rows(self) -> int:
         return len(self._current) + (len(self._draining) if self._draining is not None else 0)

@@ -29,7 +29,7 @@ import functools
 import hmac
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -294,7 +294,13 @@ def create_engine_app(scheduler: Scheduler, cfg: EngineSettings, *, weight_roots
             started = time.perf_counter()
             try:
                 new = await asyncio.to_thread(
-                    load_model, path, cfg.device, cfg.dtype, version, current.tokenizer, cfg.cpu_packed_linears
+                    _with_threads(scheduler.full_threads, load_model),
+                    path,
+                    cfg.device,
+                    cfg.dtype,
+                    version,
+                    current.tokenizer,
+                    cfg.cpu_packed_linears,
                 )
             except ModelLoadError as exc:
                 return _refused(str(exc))
@@ -529,6 +535,19 @@ async def _unless_disconnected(request: Request, work: Any) -> Any:
     finally:
         if not task.done():
             task.cancel()
+
+
+def _with_threads(threads: int | None, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn` on a worker thread with `threads` torch threads (None: as the thread has them)."""
+
+    def run(*args: Any) -> Any:
+        if threads is not None:
+            import torch  # loaded with the model already
+
+            torch.set_num_threads(threads)
+        return fn(*args)
+
+    return run
 
 
 async def _stream(task: asyncio.Future, updates: asyncio.Queue[WorkResult | None], incremental: bool = False):

@@ -179,8 +179,10 @@ def _model_config() -> dict:
 
 def tiny_model_built(target: Path) -> bool:
     """Whether `target` holds a complete, up-to-date tiny model (its marker is written last)."""
-    marker = target / "openclaw-rl-tiny.json"
-    return marker.is_file() and json.loads(marker.read_text()).get("format") == FORMAT_VERSION
+    try:
+        return json.loads((target / "openclaw-rl-tiny.json").read_text()).get("format") == FORMAT_VERSION
+    except (OSError, ValueError, AttributeError):  # missing, unreadable or not the marker's JSON: build again
+        return False
 
 
 def ensure_tiny_model(target: Path) -> Path:

@@ -43,7 +43,8 @@ def free_port(host: str = "127.0.0.1") -> int:
         if top - LOWEST >= 1000:
             for _ in range(200):
                 port = random.randrange(LOWEST, top)
-                if port not in _handed_out and _bindable(port, host):
+                # free on `host` and on every interface: a service may be told to listen on either
+                if port not in _handed_out and _bindable(port, host) and (host == "" or _bindable(port, "")):
                     _handed_out.add(port)
                     return port
         # No room below the ephemeral range (an unusual kernel setting): let the kernel choose.

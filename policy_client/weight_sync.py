@@ -226,7 +226,12 @@ _env_lock = threading.Lock()
 def _errors_raise_instead_of_ending_the_process(backend: str) -> Iterator[None]:
     """An NCCL group reads its error handling from the environment once, when constructed. A weight-update group
     failing is an ordinary event (a server restarted, a trainer died), which must cost an update, not the trainer or
-    the server: this group is made with CleanUpOnly, whatever the process's own groups use."""
+    the server: this group is made with CleanUpOnly, whatever the process's own groups use.
+
+    The variable is set only while the group object is constructed (the rendezvous is over by then), under a lock
+    that keeps two of these from overlapping. Another thread reading the environment in that moment (NCCL reads its
+    own variables when a communicator is set up) could see it changing: setting it for the whole process instead
+    would change how the trainer's own training groups fail."""
     if backend != "nccl":
         yield
         return

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.cpu_linears import pack_linears
+from engine import cpu_linears
+from engine.cpu_linears import forget_packed, pack_linears
 
 pytestmark = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="this torch build has no oneDNN")
 
@@ -69,3 +70,36 @@ def test_small_layers_stay_plain():
     model = torch.nn.Sequential(torch.nn.Linear(64, 192), torch.nn.Linear(192, 5000))
     assert pack_linears(model) == 1  # only the 192 x 5000 one
     assert "forward" not in model[0].__dict__ and "forward" in model[1].__dict__
+
+
+def test_a_write_that_bypasses_the_version_counter_is_seen_after_forget_packed():
+    model = _model()
+    pack_linears(model)
+    x = torch.randn(4, 64)
+    with torch.inference_mode():
+        model(x)
+        for p in model.parameters():
+            p.data.copy_(torch.randn_like(p) * 0.05)  # `.data` writes do not bump the version the cache checks
+        forget_packed(model)
+        assert torch.allclose(model(x), _plain(model, x), atol=1e-5, rtol=1e-5)
+
+
+def test_an_input_the_op_refuses_falls_back_for_that_call_only(monkeypatch):
+    model = _model()
+    pack_linears(model)
+    real = torch.ops.mkldnn._linear_pointwise
+    calls = []
+
+    def refusing_once(*args):
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("could not create a primitive")
+        return real(*args)
+
+    monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", refusing_once)
+    x = torch.randn(4, 64)
+    with torch.inference_mode():
+        assert torch.allclose(model(x), _plain(model, x), atol=1e-5, rtol=1e-5)
+        model(x)
+    assert len(calls) == 4  # the packed path was still taken after the refusal
+    assert not cpu_linears._BROKEN
