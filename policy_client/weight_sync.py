@@ -206,7 +206,9 @@ def broadcast_bucket(group: Any, tensors: list["torch.Tensor"], timeout_s: float
     The timeout matters on NCCL: there a plain `wait()` only orders the current CUDA stream after the broadcast and
     returns at once, so a receiver would take a bucket that has not arrived as received, and a broadcast that never
     completes would show only as a stream that hangs. With a timeout the thread waits, and a timeout or a failed
-    peer aborts the group's communicator and raises here (see `_errors_raise_instead_of_ending_the_process`)."""
+    peer aborts the group's communicator and raises here (see `_errors_raise_instead_of_ending_the_process`).
+    Callers pass the group's own timeout: over gloo a shorter one leaves the broadcast running in gloo's thread until
+    the group's timeout, and freeing the group waits for it."""
     import torch.distributed as dist
 
     works = [dist.broadcast(t, src=0, group=group, async_op=True) for t in tensors]

@@ -16,7 +16,7 @@ from policy_client.weight_sync import NCCL_CLEAN_UP_ONLY, NCCL_ERROR_HANDLING, o
 
 SILENT_RANK_ZERO = textwrap.dedent(
     """
-    import sys, time, torch
+    import os, sys, time, torch
     from policy_client.weight_sync import broadcast_bucket, open_process_group
 
     rank, port = int(sys.argv[1]), int(sys.argv[2])
@@ -32,6 +32,7 @@ SILENT_RANK_ZERO = textwrap.dedent(
             broadcast_bucket(group, bucket, 1.5)
         except RuntimeError:
             print(f"raised after {time.monotonic() - started:.1f} s", flush=True)
+        os._exit(0)  # not gloo's teardown, which waits for the silent peer
     """
 )
 
