@@ -18,11 +18,10 @@ from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
+from engine.shared_prefix import FLASH_CPU as _FLASH_CPU
 from engine.shared_prefix import SharedView, shared_prefix_decode
 
 ATTENTION = "ocrl_engine"
-
-_FLASH_CPU = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
 
 
 def engine_attention(

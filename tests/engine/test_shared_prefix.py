@@ -10,6 +10,7 @@ import random
 import pytest
 import torch
 
+from engine import shared_prefix
 from engine.attention import engine_attention
 from engine.model_runner import DecodeBatch, WorkItem, WorkResult
 from engine.prefix_cache import BLOCK_TOKENS, PrefixCache
@@ -99,7 +100,12 @@ def test_a_finished_row_that_shared_the_prefix_is_cached_whole_for_its_sessions_
         assert cache.match(history, 10**9, cache.generation)[0] == (len(history) - 1) // BLOCK_TOKENS * BLOCK_TOKENS
 
 
-def test_split_attention_equals_attention_over_the_whole_cache():
+@pytest.mark.parametrize("kernel", ["flash", "matmul"])
+def test_split_attention_equals_attention_over_the_whole_cache(kernel, monkeypatch):
+    if kernel == "matmul":  # what runs where the CPU flash kernel is not (CUDA, other dtypes)
+        monkeypatch.setattr(shared_prefix, "FLASH_CPU", None)
+    elif shared_prefix.FLASH_CPU is None:
+        pytest.skip("this torch build has no CPU flash kernel")
     torch.manual_seed(0)
     b, heads, kv_heads, dim, prefix, own = 5, 4, 2, 16, 37, 11
 
