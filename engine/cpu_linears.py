@@ -62,7 +62,7 @@ def _packed_forward(ref: weakref.ref):
         try:
             flat = x.reshape(-1, x.shape[-1]).contiguous()
             out = torch.ops.mkldnn._linear_pointwise(flat, _packed(layer), layer.bias, "none", [], "")
-        except (AttributeError, NotImplementedError) as exc:  # an op missing from this build: never again
+        except (AttributeError, NotImplementedError) as exc:  # an op this build lacks: plain kernels from now on
             _BROKEN.append(str(exc)[:200])
             log.warning("oneDNN linears unavailable; using the plain kernels", error=_BROKEN[0])
             return F.linear(x, layer.weight, layer.bias)
