@@ -229,3 +229,30 @@ def test_prompts_admitted_together_share_their_cached_prefix_straight_from_the_c
         assert got[id(g)].cached_tokens == cached
         assert_same(got[id(g)], w)
     assert batch.shared is None  # its last user left
+
+
+def test_a_lone_row_gives_up_its_copy_when_a_group_shares_the_prefix_from_the_cache(lm):
+    """A request admitted alone (its cached prefix copied out: nobody to share with yet), then a group that shares
+    that prefix straight from the cache: the lone row's copy must go too, or every row of the batch is left-padded to
+    the prefix's width and attends over it at every step."""
+    cache = PrefixCache(64 << 20)
+    batch = DecodeBatch(lm, torch.Generator().manual_seed(5), prefix_cache=cache)
+    staggered(batch, [req(SYSTEM + [90])])  # the system prompt is in the prefix cache now
+    prompts = [SYSTEM + [80], *(SYSTEM + [70 + i, 71] for i in range(4))]
+    lone, *group = [req(p, n=12) for p in prompts]
+    done = batch.add([lone])
+    assert batch.shared is None  # one row: nothing to share with
+    done += batch.add(group)
+    cached = len(SYSTEM) // BLOCK_TOKENS * BLOCK_TOKENS
+    assert batch.shared is not None and len(batch.shared) == cached
+    assert bool(batch.uses.all()) and batch.mask.shape[1] < len(SYSTEM) - cached + 8
+    while len(batch):
+        done += batch.step()
+    got = {id(it): r for it, r in done}
+    ref = DecodeBatch(lm, torch.Generator().manual_seed(5))
+    want = ref.add([req(p, n=12) for p in prompts])
+    while len(ref):
+        want += ref.step()
+    by_prompt = {tuple(it.input_ids): r for it, r in want}
+    for it in (lone, *group):
+        assert_same(got[id(it)], by_prompt[tuple(it.input_ids)])
