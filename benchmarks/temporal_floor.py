@@ -16,7 +16,10 @@ Shapes:
     policy pool would be bypassed);
   - update alone: the handler returns at once.
 
-    .venv/bin/python benchmarks/temporal_floor.py [--turns 10] [--sessions 16]
+    .venv/bin/python benchmarks/temporal_floor.py [--turns 10] [--sessions 16] [--synchronous normal]
+
+--synchronous normal: SQLite without an fsync at every commit (the stack runs `full`: a turn acknowledged to a client
+survives the machine's power going), to see what the fsyncs cost.
 """
 
 from __future__ import annotations
@@ -131,12 +134,15 @@ async def measure(client: Client, server_pid: int, shape: Shape, sessions: int, 
     return 1000 * (server1 - server0) / n, 1000 * (own1 - own0) / n, 1000 * pct(latencies, 0.5)
 
 
-async def run(sessions: int, turns: int) -> None:
+async def run(sessions: int, turns: int, synchronous: str) -> None:
     os.environ.update(isolated_env(Path(tempfile.mkdtemp(prefix="temporal-floor-")) / "data"))
     settings = load_settings()
     settings.temporal.headless = True
-    spec = temporal_service(settings)
-    server = subprocess.Popen(spec.argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    argv = temporal_service(settings).argv
+    if "synchronous=full" not in argv:
+        raise SystemExit("the stack no longer starts Temporal with synchronous=full: update this benchmark")
+    argv = [f"synchronous={synchronous}" if a == "synchronous=full" else a for a in argv]
+    server = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 90
         while True:
@@ -161,7 +167,10 @@ async def run(sessions: int, turns: int) -> None:
             client, task_queue=ACTIVITY_QUEUE, activities=[echo], activity_task_poller_behavior=polls
         )
         cores = os.cpu_count() or 1
-        print(f"Temporal dev server as `openclaw-rl up` starts it; {sessions} sessions x {turns} turns; {cores} cores")
+        print(
+            f"Temporal dev server as `openclaw-rl up` starts it (SQLite synchronous={synchronous}); "
+            f"{sessions} sessions x {turns} turns; {cores} cores"
+        )
         print(f"{'request shape':<64}{'server':>9}{'SDK':>8}{'p50':>9}{'implied added':>15}")
         async with workflow_worker, policy_worker:
             for shape in SHAPES:
@@ -181,8 +190,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sessions", type=int, default=16)
     ap.add_argument("--turns", type=int, default=10, help="requests per session, one at a time")
+    ap.add_argument("--synchronous", choices=["full", "normal"], default="full", help="SQLite's synchronous pragma")
     args = ap.parse_args()
-    asyncio.run(run(args.sessions, args.turns))
+    asyncio.run(run(args.sessions, args.turns, args.synchronous))
 
 
 if __name__ == "__main__":
