@@ -2,26 +2,48 @@
 
 Each scenario runs the real workflows with the mock activities against a fresh
 time-skipping test server and writes every history it wants kept to
-tests/fixtures/histories/<name>.json. The committed files were recorded by the
-code before the contracts refactor (332bdbc) and replay on today's code: that is
-the point of them. Rerunning overwrites them, so record a new scenario under a
-new name, and keep the old files while runs like them may still be open in
-production; a deliberate change that breaks one needs a `workflow.patched` branch.
+tests/fixtures/histories/<name>.json. The session, judge and training files were
+recorded by the code before the contracts refactor (332bdbc) and replay on
+today's code: that is the point of them. The general-agent files (episode_*,
+task_group_*, rollout_*: EpisodeWorkflow, TaskGroupWorkflow, RolloutWorkflow)
+were recorded at 2e3d4b2, before those workflows' refactor, by the scenarios of
+the same names. Rerunning overwrites them, so name the scenarios to run
+(`python -m tests.workflows.record_histories episode_steps rollout_tasks`; none
+named: all of them), record a new scenario under a new name, and keep the old
+files while runs like them may still be open in production; a deliberate change
+that breaks one needs a `workflow.patched` branch.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import sys
+from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
+from typing import AsyncIterator
 
-from temporalio import workflow
+from temporalio import activity, workflow
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import RetryPolicy
 from temporalio.worker import Worker
 
 from api.session_gateway import session_workflow_id
+from contracts.episodes import (
+    EnvRef,
+    EpisodeInput,
+    EpisodeResult,
+    ListTasksInput,
+    Outcome,
+    RolloutInput,
+    RolloutPart,
+    RolloutProgress,
+    TaskGroupInput,
+    TaskGroupResult,
+    TaskList,
+    episode_workflow_id,
+)
 from contracts.learning import JudgeTurnInput, Method, NextState, judge_workflow_id
 from contracts.session import EndSession
 from contracts.training import (
@@ -54,8 +76,11 @@ from tests.workflows.mocks import (
     side_turn,
     training_input,
 )
+from workflows.episode import EpisodeWorkflow
 from workflows.judge_turn import JudgeTurnWorkflow
+from workflows.rollout import RolloutWorkflow
 from workflows.session import SessionWorkflow
+from workflows.task_group import TaskGroupWorkflow
 from workflows.training import KEEP_LOSSES, TrainingWorkflow
 
 HISTORIES = Path(__file__).resolve().parents[1] / "fixtures" / "histories"
@@ -63,6 +88,8 @@ SESSION_ID = "replayed"
 """Fixed ids: a replayed history must see the same workflow id as the recorded one (it names judge children and
 archive keys)."""
 TRAINING_POLICY = "replayed"
+GROUP_ID = "replayed"
+ROLLOUT_ID = "replayed"
 
 
 @workflow.defn(name="TrainingWorkflow", sandboxed=False)
@@ -269,13 +296,183 @@ async def training_all_stale_before_patch() -> None:
             await save(env.client, "training_all_stale_before_patch", wf_id)
 
 
-async def main() -> None:
+# ---- general-agent episodes: EpisodeWorkflow, TaskGroupWorkflow, RolloutWorkflow ------------------------------
+
+
+def episode_mocks():
+    """test_episode_workflows.py's mock pools and episode config, imported only when recording: test_replay.py
+    imports this module to replay, and replaying must not depend on the episode tests' mocks."""
+    from tests.workflows.test_episode_workflows import Pools, config
+
+    return Pools, config
+
+
+@activity.defn(name="env_outcome")
+async def first_episode_solves(inp: EnvRef) -> Outcome:
+    """Episode 0 of a group solves its task and the others do not, so the group's step buckets vary and it
+    publishes (as in test_task_group_mixing_outcomes_publishes_one_sample_per_step)."""
+    return Outcome(outcome=1.0 if inp.attempt_key.split("/")[-1].startswith("0") else 0.0)
+
+
+@activity.defn(name="list_tasks")
+async def list_tasks(inp: ListTasksInput) -> TaskList:
+    return TaskList(task_ids=[f"{inp.setting}-listed"])
+
+
+@asynccontextmanager
+async def pool_workers(env, pools, q: str, workflows: list, env_outcome=None) -> AsyncIterator[None]:
+    """The workflows and the shared pools on `q`, env_open on the shared env queue, the rest on the worker's queue."""
+    on_worker = [pools.env_step, env_outcome or pools.env_outcome, pools.env_close]
+    async with (
+        Worker(env.client, task_queue=q, workflows=workflows, activities=pools.shared()),
+        Worker(env.client, task_queue=pools.env_queue, activities=[pools.env_open, list_tasks]),
+        Worker(env.client, task_queue=pools.worker_queue, activities=on_worker),
+    ):
+        yield
+
+
+async def episode_steps() -> None:
+    """Three steps on the env worker that opened the environment, one step vote each, the outcome and the close."""
+    Pools, config = episode_mocks()
+    async with fresh_env() as env:
+        q, env_q = new_queue(), new_queue()
+        pools = Pools(env_q, new_queue())
+        pools.steps_by_task["solve"] = 3
+        wf_id = "episode/solve-replayed"
+        async with pool_workers(env, pools, q, [EpisodeWorkflow]):
+            result: EpisodeResult = await env.client.execute_workflow(
+                EpisodeWorkflow.run,
+                EpisodeInput(setting="terminal", task_id="t1", config=config(q, env_q)),
+                id=wf_id,
+                task_queue=q,
+            )
+            assert (result.outcome, result.end, result.attempt) == (1.0, "submitted", 1), result
+            assert [s.votes for s in result.steps] == [[1], [-1], [1]], result.steps
+            await save(env.client, "episode_steps", wf_id)
+
+
+async def episode_env_lost() -> None:
+    """The first env worker is lost (its queue goes unpolled: env_step's schedule-to-start times out after 1 s, in
+    real time); the episode starts over from env_open under attempt 2 and finishes there."""
+    Pools, config = episode_mocks()
+    async with fresh_env() as env:
+        q, env_q = new_queue(), new_queue()
+        pools = Pools(env_q, new_queue(), lose_first_open=True)
+        wf_id = "episode/solve-replayed-lost"
+        async with pool_workers(env, pools, q, [EpisodeWorkflow]):
+            result: EpisodeResult = await env.client.execute_workflow(
+                EpisodeWorkflow.run,
+                EpisodeInput(setting="terminal", task_id="t1", config=config(q, env_q)),
+                id=wf_id,
+                task_queue=q,
+            )
+            assert (result.attempt, result.outcome) == (2, 1.0), result
+            assert [o.attempt_key.rsplit(":", 1)[1] for o in pools.opens] == ["a1", "a2"], pools.opens
+            await save(env.client, "episode_env_lost", wf_id)
+
+
+async def task_group_published() -> None:
+    """Two episodes of one task as children (one solves it), then their step samples published once; plus the
+    history of child episode 0."""
+    Pools, config = episode_mocks()
+    async with fresh_env() as env:
+        q, env_q = new_queue(), new_queue()
+        pools = Pools(env_q, new_queue())
+        wf_id = f"group/{GROUP_ID}"
+        async with pool_workers(env, pools, q, [EpisodeWorkflow, TaskGroupWorkflow], first_episode_solves):
+            result: TaskGroupResult = await env.client.execute_workflow(
+                TaskGroupWorkflow.run,
+                TaskGroupInput(group_id=GROUP_ID, setting="terminal", task_id="t1", samples=2, config=config(q, env_q)),
+                id=wf_id,
+                task_queue=q,
+            )
+            assert sorted(result.outcomes) == [0.0, 1.0] and result.published == 6, result
+            assert len(pools.published) == 1, pools.published
+            await save(env.client, "task_group_published", wf_id)
+            await save(env.client, "task_group_published_episode0", episode_workflow_id(GROUP_ID, 0))
+
+
+async def rollout_tasks() -> None:
+    """Two tasks, two episodes each, room for both groups at once; each group publishes its step samples.
+
+    Not a refill (a group started when another finishes): at 2e3d4b2 that fails RolloutWorkflow's workflow task
+    over and over (workflow.wait returns lists, and the loop calls `pending.add`), so no such history can be
+    recorded; the same holds for the mixed rollout below."""
+    Pools, config = episode_mocks()
+    async with fresh_env() as env:
+        q, env_q = new_queue(), new_queue()
+        pools = Pools(env_q, new_queue())
+        wf_id = f"rollout/{ROLLOUT_ID}"
+        workflows = [EpisodeWorkflow, TaskGroupWorkflow, RolloutWorkflow]
+        async with pool_workers(env, pools, q, workflows, first_episode_solves):
+            inp = RolloutInput(
+                rollout_id=ROLLOUT_ID,
+                setting="terminal",
+                task_ids=["t1", "t2"],
+                samples_per_task=2,
+                parallel=4,
+                config=config(q, env_q),
+            )
+            progress: RolloutProgress = await env.client.execute_workflow(
+                RolloutWorkflow.run, inp, id=wf_id, task_queue=q
+            )
+            assert (progress.groups_done, progress.episodes_done, progress.published) == (2, 4, 12), progress
+            assert progress.mean_outcome == 0.5, progress
+            await save(env.client, "rollout_tasks", wf_id)
+
+
+async def rollout_mixed() -> None:
+    """A mixed rollout: a terminal part of two tasks (two episodes each) and a toolcall part whose tasks are listed
+    (one episode each, its own config), interleaved round-robin; room for all five episodes at once."""
+    Pools, config = episode_mocks()
+    async with fresh_env() as env:
+        q, env_q = new_queue(), new_queue()
+        pools = Pools(env_q, new_queue())
+        wf_id = f"rollout/{ROLLOUT_ID}-mixed"
+        workflows = [EpisodeWorkflow, TaskGroupWorkflow, RolloutWorkflow]
+        async with pool_workers(env, pools, q, workflows, first_episode_solves):
+            inp = RolloutInput(
+                rollout_id=f"{ROLLOUT_ID}-mixed",
+                parts=[
+                    RolloutPart(setting="terminal", task_ids=["t1", "t2"]),
+                    RolloutPart(setting="toolcall", samples_per_task=1, config=config(q, env_q)),
+                ],
+                samples_per_task=2,
+                parallel=5,
+                config=config(q, env_q),
+            )
+            progress: RolloutProgress = await env.client.execute_workflow(
+                RolloutWorkflow.run, inp, id=wf_id, task_queue=q
+            )
+            assert (progress.groups_done, progress.episodes_done) == (3, 5), progress
+            assert progress.setting == "terminal+toolcall" and progress.per_setting["toolcall"].groups_done == 1
+            await save(env.client, "rollout_mixed", wf_id)
+
+
+SCENARIOS = (
+    session_paired_and_rolled,
+    judge_turn_opd,
+    training_steps,
+    training_all_stale_before_patch,
+    episode_steps,
+    episode_env_lost,
+    task_group_published,
+    rollout_tasks,
+    rollout_mixed,
+)
+
+
+async def main(names: list[str]) -> None:
+    by_name = {s.__name__: s for s in SCENARIOS}
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        raise SystemExit(f"unknown scenario(s) {unknown}; known: {sorted(by_name)}")
     HISTORIES.mkdir(parents=True, exist_ok=True)
-    for scenario in (session_paired_and_rolled, judge_turn_opd, training_steps, training_all_stale_before_patch):
+    for scenario in [by_name[n] for n in names] or SCENARIOS:
         await scenario()
     # Let the Temporal core's threads drop their last Python objects: exiting at once sometimes aborts the interpreter.
     await asyncio.sleep(0.5)
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(main(sys.argv[1:]))

@@ -19,8 +19,11 @@ from temporalio.worker import Replayer
 
 from contracts.training import StepSummary, TrainingInput
 from tests.workflows.record_histories import HISTORIES, TrainingWorkflowBeforePatch
+from workflows.episode import EpisodeWorkflow
 from workflows.judge_turn import JudgeTurnWorkflow
+from workflows.rollout import RolloutWorkflow
 from workflows.session import SessionWorkflow
+from workflows.task_group import TaskGroupWorkflow
 from workflows.training import TrainingWorkflow
 
 PATCH = "skip-publish-of-all-stale-batch"
@@ -33,7 +36,27 @@ RECORDED = {
     "judge_turn_opd.json",
     "training_steps.json",
     "training_all_stale_before_patch.json",
+    "episode_steps.json",
+    "episode_env_lost.json",
+    "task_group_published.json",
+    "task_group_published_episode0.json",
+    "rollout_tasks.json",
+    "rollout_mixed.json",
 }
+EPISODE_STEPS = [  # three steps; each step's vote is scheduled after the next call (judging never holds a step up)
+    "env_open",
+    "agent_step",
+    "env_step",
+    "agent_step",
+    "step_vote",
+    "env_step",
+    "agent_step",
+    "step_vote",
+    "env_step",
+    "env_outcome",
+    "step_vote",
+    "env_close",
+]
 
 
 @workflow.defn(name="TrainingWorkflow", sandboxed=False)
@@ -58,7 +81,8 @@ def load(path: Path) -> WorkflowHistory:
 
 def replayer(*workflows: type) -> Replayer:
     return Replayer(
-        workflows=list(workflows) or [SessionWorkflow, JudgeTurnWorkflow, TrainingWorkflow],
+        workflows=list(workflows)
+        or [SessionWorkflow, JudgeTurnWorkflow, TrainingWorkflow, EpisodeWorkflow, TaskGroupWorkflow, RolloutWorkflow],
         data_converter=pydantic_data_converter,
     )
 
@@ -73,6 +97,37 @@ def steps(history: WorkflowHistory) -> list[str]:
             data = event.marker_recorded_event_attributes.details["patch-data"].payloads[0].data
             out.append(f"patch:{json.loads(data)['id']}")
     return out
+
+
+def data(payloads) -> dict:
+    """The first payload of an input or result, as the pydantic data converter wrote it (JSON)."""
+    return json.loads(payloads.payloads[0].data)
+
+
+def scheduled(history: WorkflowHistory, activity_type: str) -> list[dict]:
+    """The inputs of every scheduled activity of one type, in history order."""
+    return [
+        data(e.activity_task_scheduled_event_attributes.input)
+        for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes")
+        and e.activity_task_scheduled_event_attributes.activity_type.name == activity_type
+    ]
+
+
+def children(history: WorkflowHistory) -> list[tuple[str, dict]]:
+    """(workflow id, input) of every child workflow started, in history order."""
+    return [
+        (a.workflow_id, data(a.input))
+        for e in history.events
+        if e.HasField("start_child_workflow_execution_initiated_event_attributes")
+        for a in [e.start_child_workflow_execution_initiated_event_attributes]
+    ]
+
+
+def result(history: WorkflowHistory) -> dict:
+    last = history.events[-1]
+    assert last.HasField("workflow_execution_completed_event_attributes"), last
+    return data(last.workflow_execution_completed_event_attributes.result)
 
 
 def test_every_scenario_is_recorded():
@@ -114,3 +169,83 @@ async def test_old_code_cannot_replay_the_patched_history():
     """Proves training_steps.json takes the patched branch: the code before the patch diverges from it."""
     with pytest.raises(workflow.NondeterminismError, match=PATCH):
         await replayer(TrainingWorkflowBeforePatch).replay_workflow(load(HISTORIES / "training_steps.json"))
+
+
+def test_episode_history_runs_its_steps_then_the_outcome():
+    history = load(HISTORIES / "episode_steps.json")
+    assert steps(history) == EPISODE_STEPS
+    assert [v["step"] for v in scheduled(history, "step_vote")] == [0, 1, 2]
+    done = result(history)
+    assert (done["attempt"], done["outcome"], done["end"]) == (1, 1.0, "submitted")
+    assert [s["votes"] for s in done["steps"]] == [[1], [-1], [1]]
+    assert [s["step_id"] for s in done["steps"]] == [f"episode/solve-replayed:a1:s{i}" for i in range(3)]
+
+
+def test_lost_worker_history_starts_over_under_a_new_attempt():
+    history = load(HISTORIES / "episode_env_lost.json")
+    seq = steps(history)
+    # attempt 1: its env_step goes unanswered (nobody polls the lost worker's queue) and nothing is closed there
+    assert seq[:4] == ["env_open", "agent_step", "env_step", "env_open"]
+    assert seq.count("env_open") == 2 and seq.count("env_close") == 1 and seq[-1] == "env_close"
+    timed_out = [e for e in history.events if e.HasField("activity_task_timed_out_event_attributes")]
+    assert len(timed_out) == 1
+    assert [o["attempt_key"].rsplit(":", 1)[1] for o in scheduled(history, "env_open")] == ["a1", "a2"]
+    assert {r["attempt_key"].rsplit(":", 1)[1] for r in scheduled(history, "env_outcome")} == {"a2"}
+    done = result(history)
+    assert done["attempt"] == 2 and done["outcome"] == 1.0
+    assert all(s["step_id"].endswith(f":a2:s{s['index']}") for s in done["steps"])
+
+
+def test_group_history_publishes_its_episodes_step_samples_once():
+    history = load(HISTORIES / "task_group_published.json")
+    assert [wf_id for wf_id, _ in children(history)] == ["episode/replayed/0", "episode/replayed/1"]
+    assert all(inp["group_id"] == "replayed" for _, inp in children(history))
+    assert steps(history) == ["publish_step_samples"]
+    completed = [
+        i for i, e in enumerate(history.events) if e.HasField("child_workflow_execution_completed_event_attributes")
+    ]
+    published = [i for i, e in enumerate(history.events) if e.HasField("activity_task_scheduled_event_attributes")]
+    assert len(completed) == 2 and published[0] > max(completed)  # published only once every episode is in
+    [pub] = scheduled(history, "publish_step_samples")
+    assert sorted((s["episode_id"], s["step"]) for s in pub["steps"]) == [
+        (f"episode/replayed/{k}", t) for k in (0, 1) for t in range(3)
+    ]
+    done = result(history)
+    assert sorted(done["outcomes"]) == [0.0, 1.0] and done["published"] == 6 and done["dropped_steps"] == 0
+
+
+def test_group_child_history_is_an_episode_of_the_group():
+    history = load(HISTORIES / "task_group_published_episode0.json")
+    started = history.events[0].workflow_execution_started_event_attributes
+    assert started.parent_workflow_execution.workflow_id == "group/replayed"
+    assert steps(history) == EPISODE_STEPS
+    done = result(history)
+    assert done["group_id"] == "replayed" and done["outcome"] == 1.0
+
+
+def test_rollout_history_runs_one_group_per_task():
+    history = load(HISTORIES / "rollout_tasks.json")
+    assert steps(history) == []  # task ids given: nothing listed
+    groups = children(history)
+    assert [wf_id for wf_id, _ in groups] == ["group/replayed.g0", "group/replayed.g1"]
+    assert [(g["task_id"], g["samples"], g["setting"]) for _, g in groups] == [
+        ("t1", 2, "terminal"),
+        ("t2", 2, "terminal"),
+    ]
+    done = result(history)
+    assert (done["groups_done"], done["episodes_done"], done["published"], done["mean_outcome"]) == (2, 4, 12, 0.5)
+
+
+def test_mixed_rollout_history_interleaves_its_parts():
+    history = load(HISTORIES / "rollout_mixed.json")
+    assert steps(history) == ["list_tasks"]  # the toolcall part named no tasks
+    assert scheduled(history, "list_tasks") == [{"setting": "toolcall"}]
+    groups = children(history)
+    assert [(g["setting"], g["task_id"], g["samples"]) for _, g in groups] == [
+        ("terminal", "t1", 2),
+        ("toolcall", "toolcall-listed", 1),
+        ("terminal", "t2", 2),
+    ]
+    done = result(history)
+    assert done["setting"] == "terminal+toolcall" and done["groups_done"] == 3 and done["episodes_done"] == 5
+    assert done["per_setting"]["toolcall"]["groups_done"] == 1
