@@ -73,10 +73,10 @@ class RolloutWorkflow:
         self.total = len(inp.task_ids) * inp.passes
         slots = max(1, inp.parallel // inp.samples_per_task)
         started_this_run = 0
-        pending: set = set()
+        pending: list[asyncio.Task] = []  # a list: workflow.wait returns lists, in the order given
         while inp.cursor < self.total or pending:
             while len(pending) < slots and inp.cursor < self.total and started_this_run < GROUPS_PER_RUN:
-                pending.add(self._start(inp))
+                pending.append(self._start(inp))
                 started_this_run += 1
             self._details()
             if not pending:
@@ -144,10 +144,10 @@ class RolloutWorkflow:
             name = inp.parts[j].setting
             self.groups_per_setting[name] = self.groups_per_setting.get(name, 0) + 1
         started_this_run = 0
-        pending: set = set()
+        pending: list[asyncio.Task] = []  # a list: workflow.wait returns lists, in the order given
         while inp.cursor < self.total or pending:
             while inp.cursor < self.total and started_this_run < GROUPS_PER_RUN and self._fits(inp):
-                pending.add(self._start_part(inp))
+                pending.append(self._start_part(inp))
                 started_this_run += 1
             self._details()
             if not pending:
