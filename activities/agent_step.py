@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 
-import redis.asyncio as aioredis
 from temporalio import activity
 
 from activities.episode_data import conversation
@@ -21,11 +20,12 @@ from contracts.chat import AGENTS_TENANT, ChatSampling
 from contracts.episodes import AGENT_STEP, AgentStepInput, AgentStepOutput
 from contracts.summary import clip
 from envs.base import Action, ToolCallAction
-from openclaw_rl import redis_keys
 from openclaw_rl.settings import Settings
-from openclaw_rl.turn_data import TurnTokens
 from policy_client import PolicyClient
 from policy_client.chat_output import CALL_OPEN, parse_completion
+from store.client import Store
+from store.episodes import StepAction
+from store.turns import TurnTokens
 
 HEARTBEAT_S = 5.0
 
@@ -33,20 +33,20 @@ HEARTBEAT_S = 5.0
 class AgentActivities:
     def __init__(self, settings: Settings):
         self.settings = settings
-        self.redis = aioredis.from_url(settings.redis.target())
+        self.store = Store.from_settings(settings)
         self.policy = PolicyClient.from_settings(settings)
-        self.rollout = Rollout(settings, self.redis, self.policy)
+        self.rollout = Rollout(settings, self.store, self.policy)
 
     @activity.defn(name=AGENT_STEP.name)
     async def agent_step(self, inp: AgentStepInput) -> AgentStepOutput:
-        messages, tools = await conversation(self.redis, inp.attempt_key, inp.step)
+        messages, tools = await conversation(self.store.episodes, inp.attempt_key, inp.step)
         prompt_ids = await self.rollout.render(messages, tools)
         sampling = ChatSampling(temperature=inp.temperature, max_tokens=inp.max_tokens)
         params = await self.rollout.params(sampling, len(prompt_ids))
         async with heartbeating(HEARTBEAT_S):
             gen = await self.rollout.generate(prompt_ids, params, tenant=AGENTS_TENANT)
         text = self.rollout.decode(gen.ids)
-        await self.rollout.store(
+        await self.rollout.keep(
             TurnTokens(
                 turn_id=inp.step_id,
                 prompt_ids=prompt_ids,
@@ -59,11 +59,7 @@ class AgentActivities:
             )
         )
         action, message = parse_action(text, call_id_prefix=f"s{inp.step}")
-        await self.redis.set(
-            redis_keys.episode_action(inp.attempt_key, inp.step),
-            json.dumps({"message": message, "action": action.model_dump()}),
-            ex=redis_keys.EPISODE_TTL_S,
-        )
+        await self.store.episodes.save_action(inp.attempt_key, inp.step, StepAction(message=message, action=action))
         return AgentStepOutput(
             action=summarize(action),
             tool_calls=len(action.tool_calls),
@@ -76,7 +72,7 @@ class AgentActivities:
 
     async def aclose(self) -> None:
         await self.policy.aclose()
-        await self.redis.aclose()
+        await self.store.aclose()
 
 
 def parse_action(text: str, call_id_prefix: str) -> tuple[Action, dict]:

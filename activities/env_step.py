@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
-import redis.asyncio as aioredis
 import structlog
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -40,11 +38,12 @@ from contracts.episodes import (
 )
 from contracts.errors import ErrorType
 from contracts.summary import clip
-from envs.base import Action, EnvCrashed, Environment, Observation, TaskSource, UnknownTask
+from envs.base import EnvCrashed, Environment, Observation, TaskSource, UnknownTask
 from envs.registry import UnknownSetting, task_source
 from envs.sandbox import SandboxPool
-from openclaw_rl import redis_keys
 from openclaw_rl.settings import Settings
+from store.client import Store
+from store.episodes import EpisodeDataMissing, EpisodeOpening, StepObservation
 
 log = structlog.get_logger(__name__)
 
@@ -67,7 +66,7 @@ class EnvActivities:
     def __init__(self, settings: Settings, worker_queue: str):
         self.settings = settings
         self.worker_queue = worker_queue
-        self.redis = aioredis.from_url(settings.redis.target())
+        self.store = Store.from_settings(settings)
         sb = settings.envs.sandbox
         self.sandboxes = SandboxPool(sb.root, sb.limits, sb.mode)
         self._sources: dict[str, TaskSource] = {}
@@ -121,10 +120,8 @@ class EnvActivities:
                 f"task {inp.task_id} could not be set up: {exc}", type=ErrorType.TASK_SETUP_FAILED, non_retryable=True
             ) from exc
         tools = env.tools()
-        await self.redis.set(
-            redis_keys.episode_opening(inp.attempt_key),
-            json.dumps({"messages": opening, "tools": tools, "setting": inp.setting}),  # setting: its history policy
-            ex=redis_keys.EPISODE_TTL_S,
+        await self.store.episodes.open(
+            inp.attempt_key, EpisodeOpening(messages=opening, tools=tools, setting=inp.setting)
         )
         self._held[inp.attempt_key] = _Held(env)
         instruction = next((m.get("content", "") for m in opening if m.get("role") == "user"), "")
@@ -148,14 +145,10 @@ class EnvActivities:
         async with held.lock:
             if held.last_step == inp.step and held.last_result is not None:
                 return held.last_result  # a retry whose first result never reached Temporal: the step ran once
-            raw = await self.redis.get(redis_keys.episode_action(inp.attempt_key, inp.step))
-            if raw is None:
-                raise ApplicationError(
-                    f"step {inp.step} of {inp.attempt_key} has no action",
-                    type=ErrorType.EPISODE_DATA_MISSING,
-                    non_retryable=True,
-                )
-            action = Action.model_validate(json.loads(raw)["action"])
+            try:
+                action = (await self.store.episodes.action(inp.attempt_key, inp.step)).action
+            except EpisodeDataMissing as exc:
+                raise ApplicationError(str(exc), type=ErrorType.EPISODE_DATA_MISSING, non_retryable=True) from exc
             async with self._lost_on_crash(inp.attempt_key, held), heartbeating(HEARTBEAT_S):
                 obs: Observation = await self._blocking(held.env.step, action)
             added = [
@@ -164,10 +157,8 @@ class EnvActivities:
             ]
             if obs.user_message:
                 added.append({"role": "user", "content": obs.user_message})
-            await self.redis.set(
-                redis_keys.episode_observation(inp.attempt_key, inp.step),
-                json.dumps({"observation": obs.model_dump(), "messages": added}),
-                ex=redis_keys.EPISODE_TTL_S,
+            await self.store.episodes.save_observation(
+                inp.attempt_key, inp.step, StepObservation(observation=obs, messages=added)
             )
             result = EnvStepResult(
                 done=obs.done,
@@ -239,4 +230,4 @@ class EnvActivities:
             await self._blocking(held.env.close)
         self._held.clear()
         self._threads.shutdown(wait=False, cancel_futures=True)
-        await self.redis.aclose()
+        await self.store.aclose()

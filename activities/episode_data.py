@@ -1,54 +1,46 @@
-"""Reading an episode attempt back from Redis: its opening, and each step's action and observation."""
+"""An episode attempt as the policy and the step judge see it: the conversation so far, and a vote's window of
+steps, read from the store in one round trip whatever the step."""
 
 from __future__ import annotations
 
-import json
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
 
-import redis.asyncio as aioredis
 from temporalio.exceptions import ApplicationError
 
 from contracts.errors import ErrorType
-from openclaw_rl import redis_keys
+from store.episodes import EpisodeData, EpisodeDataMissing, EpisodeOpening, EpisodeStepData
 
 
-async def _json(redis: aioredis.Redis, key: str) -> Any:
-    raw = await redis.get(key)
-    if raw is None:
-        raise ApplicationError(f"{key} is gone from Redis", type=ErrorType.EPISODE_DATA_MISSING, non_retryable=True)
-    return json.loads(raw)
+@contextmanager
+def missing_data_is_final():
+    """Data the episode wrote is gone: retrying cannot bring it back."""
+    try:
+        yield
+    except EpisodeDataMissing as exc:
+        raise ApplicationError(str(exc), type=ErrorType.EPISODE_DATA_MISSING, non_retryable=True) from exc
 
 
-async def opening(redis: aioredis.Redis, attempt_key: str) -> dict[str, Any]:
-    """{"messages": [...], "tools": [...]}: what env_open wrote."""
-    return await _json(redis, redis_keys.episode_opening(attempt_key))
-
-
-async def action(redis: aioredis.Redis, attempt_key: str, step: int) -> dict[str, Any]:
-    """{"message": assistant message, "action": envs.base.Action dump}: what agent_step wrote."""
-    return await _json(redis, redis_keys.episode_action(attempt_key, step))
-
-
-async def observation(redis: aioredis.Redis, attempt_key: str, step: int) -> dict[str, Any]:
-    """{"observation": envs.base.Observation dump, "messages": [...]}: what env_step wrote."""
-    return await _json(redis, redis_keys.episode_observation(attempt_key, step))
-
-
-async def conversation(redis: aioredis.Redis, attempt_key: str, upto: int) -> tuple[list[dict], list[dict]]:
+async def conversation(episodes: EpisodeData, attempt_key: str, upto: int) -> tuple[list[dict], list[dict]]:
     """The messages the policy sees before step `upto` (opening, then each step's action and observation), and tools.
 
     A setting with a history policy (`HISTORY`) sees only the steps the policy keeps once the history is long.
     """
-    open_ = await opening(redis, attempt_key)
-    steps: list[list[dict]] = []
-    for t in range(upto):
-        step = [(await action(redis, attempt_key, t))["message"]]
-        steps.append(step + (await observation(redis, attempt_key, t))["messages"])
-    policy = HISTORY.get(open_.get("setting", ""))
+    with missing_data_is_final():
+        opening, done = await episodes.history(attempt_key, upto)
+    steps = [[s.action.message, *s.observation.messages] for s in done]
+    policy = HISTORY.get(opening.setting)
     if policy is not None:
         steps = policy.keep(steps)
-    return [*open_["messages"], *(m for step in steps for m in step)], open_["tools"]
+    return [*opening.messages, *(m for step in steps for m in step)], opening.tools
+
+
+async def vote_window(
+    episodes: EpisodeData, attempt_key: str, step: int, history: int
+) -> tuple[EpisodeOpening, list[EpisodeStepData]]:
+    """The opening and the steps a vote on `step` reads: up to `history` before it, and itself."""
+    with missing_data_is_final():
+        return await episodes.steps(attempt_key, list(range(max(0, step - history), step + 1)))
 
 
 @dataclass(frozen=True)

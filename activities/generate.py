@@ -9,21 +9,20 @@ attempt (the worker died mid-generation) resumes from them.
 
 from __future__ import annotations
 
-import redis.asyncio as aioredis
 import structlog
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import heartbeating
 from activities.rollout import Rollout, RolloutResult
-from activities.token_stream import StreamCheckpoint, TokenStreams
-from contracts.chat import GENERATE, GenerateInput, GenerateOutput, StoredChatRequest
+from activities.token_stream import StreamCheckpoint, TurnStreams
+from contracts.chat import GENERATE, GenerateInput, GenerateOutput
 from contracts.errors import ErrorType
-from openclaw_rl import redis_keys
 from openclaw_rl.settings import Settings
-from openclaw_rl.turn_data import TurnTokens
 from policy_client import PolicyClient
 from policy_client.chat_output import generate_output
+from store.client import Store
+from store.turns import TurnTokens
 
 log = structlog.get_logger(__name__)
 
@@ -31,22 +30,21 @@ log = structlog.get_logger(__name__)
 class GenerateActivities:
     def __init__(self, settings: Settings):
         self.settings = settings
-        self.redis = aioredis.from_url(settings.redis.target())
+        self.store = Store.from_settings(settings)
         self.policy = PolicyClient.from_settings(settings)
-        self.rollout = Rollout(settings, self.redis, self.policy)
-        self.streams = TokenStreams(self.redis, flush_s=settings.session.stream_flush_ms / 1000)
+        self.rollout = Rollout(settings, self.store, self.policy)
+        self.streams = TurnStreams(self.store.streams, flush_s=settings.session.stream_flush_ms / 1000)
 
     @activity.defn(name=GENERATE.name)
     async def generate(self, inp: GenerateInput) -> GenerateOutput:
         attempt = activity.info().attempt
-        raw = await self.redis.get(redis_keys.chat_request(inp.turn_id))
-        if raw is None:
+        req = await self.store.requests.load(inp.turn_id)
+        if req is None:
             raise ApplicationError(
                 f"chat request of turn {inp.turn_id} is not in Redis",
                 type=ErrorType.REQUEST_MISSING,
                 non_retryable=True,
             )
-        req = StoredChatRequest.model_validate_json(raw)
         prompt_ids = await self.rollout.render(req.messages, req.tools)
 
         # A non-streaming client reads no stream, and a retry of it may start over.
@@ -64,7 +62,7 @@ class GenerateActivities:
 
         ids, lps = done.ids + gen.ids, done.lps + gen.logprobs
         text = self.rollout.decode(ids)
-        await self.rollout.store(
+        await self.rollout.keep(
             TurnTokens(
                 turn_id=inp.turn_id,
                 prompt_ids=prompt_ids,
@@ -97,4 +95,4 @@ class GenerateActivities:
 
     async def aclose(self) -> None:
         await self.policy.aclose()
-        await self.redis.aclose()
+        await self.store.aclose()

@@ -5,6 +5,9 @@ judge pool:  `prm_vote` and `hint` (one vote per call, so votes retry
              its record and the audit summary in one atomic Redis step).
 policy pool: `teacher_logprobs` (the response scored under the hint-enhanced context), on the frozen teacher
              server when one is configured, else on the policy (traffic through its router).
+
+The sample, its record, the turn's judgement and the session's flag land in one
+store step, once (store.samples.SampleStreams.publish_once).
 """
 
 from __future__ import annotations
@@ -13,7 +16,6 @@ import asyncio
 import contextlib
 import os
 
-import redis.asyncio as aioredis
 import structlog
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -37,14 +39,16 @@ from contracts.learning import (
 )
 from contracts.summary import JUDGE_RAW_CHARS
 from judges import Judge, JudgeCallError, JudgeContext, make_judge
-from openclaw_rl import redis_keys
-from openclaw_rl.samples import SampleMeta, TrainingSample, encode_sample
 from openclaw_rl.settings import Settings
-from openclaw_rl.turn_data import TurnTokens, load_floats, load_turn_tokens, save_floats
 from policy_client import PolicyClient
 from policy_client.chat import message_text, renderer_for
 from policy_client.chat_output import split_reasoning
-from rlmath.signals import dispatch, parse_boxed, parse_hint_vote, teacher_messages
+from rlmath.signals import Dispatch, dispatch, parse_boxed, parse_hint_vote, teacher_messages
+from store import keys
+from store.client import Store
+from store.judgements import judged_turn_writes
+from store.samples import PersonalTurn, TrainingSample
+from store.turns import TurnTokens
 
 log = structlog.get_logger(__name__)
 
@@ -66,35 +70,10 @@ def _advantages(
     return (torch.zeros_like(adv) if loss_mask == 0 else adv).tolist()
 
 
-# Everything a judged turn writes, at once and only once: a retried activity
-# or a replayed workflow finds the idempotency key and writes nothing.
-_PUBLISH = """
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ARGV[11]) == false then return 0 end
-if ARGV[2] == '1' then
-  redis.call('XADD', KEYS[2], '*', 'id', ARGV[1], 'meta', ARGV[4], 'prompt_ids', ARGV[5], 'response_ids', ARGV[6],
-             'rollout_logprobs', ARGV[7], 'advantages', ARGV[8], 'teacher_logprobs', ARGV[9])
-end
-redis.call('XADD', KEYS[3], '*', 'id', ARGV[1], 'record', ARGV[3])
-redis.call('EXPIRE', KEYS[3], ARGV[11])  -- the audit copy ages out with the turn's data; the JSONL mirror stays
-redis.call('SET', KEYS[4], ARGV[3], 'EX', ARGV[11])
-if ARGV[10] == '1' then redis.call('SET', KEYS[5], '1', 'EX', ARGV[11]) end
-return 1
-"""
-_EMPTY_SAMPLE = {
-    "prompt_ids": b"",
-    "response_ids": b"",
-    "rollout_logprobs": b"",
-    "advantages": b"",
-    "teacher_logprobs": b"",
-    "meta": "{}",
-}
-
-
 class LearningActivities:
     def __init__(self, settings: Settings):
         self.settings = settings
-        self.redis = aioredis.from_url(settings.redis.target())
-        self._publish = self.redis.register_script(_PUBLISH)
+        self.store = Store.from_settings(settings)
         self._judge: Judge | None = None
         self._teacher: PolicyClient | None = None
         teacher = settings.learning.teacher
@@ -108,7 +87,7 @@ class LearningActivities:
             await self._judge.aclose()
         if self._teacher is not None:
             await self._teacher.aclose()
-        await self.redis.aclose()
+        await self.store.aclose()
 
     # ---- judge pool ---------------------------------------------------------
     @activity.defn(name=PRM_VOTE.name)
@@ -135,15 +114,13 @@ class LearningActivities:
         return VoteResult(kind="hint", vote=inp.vote, score=hv.score, hint=hv.hint, raw=raw[:JUDGE_RAW_CHARS])
 
     async def _context(self, turn_id: str, ns: NextState) -> JudgeContext:
-        response = await self.redis.hget(
-            redis_keys.turn_data(turn_id), "response_text"
-        )  # the judge needs only the text
+        response = await self.store.turns.response_text(turn_id)  # the judge needs only the text
         if response is None:
             raise ApplicationError(
                 f"turn {turn_id} has no token data", type=ErrorType.TURN_DATA_MISSING, non_retryable=True
             )
         later = await self._request(ns.request_key)
-        own = await self._request(redis_keys.chat_request(turn_id))
+        own = await self._request(keys.chat_request(turn_id))
         if not 0 <= ns.message_index < len(later.messages):
             raise ApplicationError(
                 f"next state index {ns.message_index} is outside its request",
@@ -154,20 +131,22 @@ class LearningActivities:
             (message_text(m.get("content")) for m in reversed(own.messages) if m.get("role") == "user"), ""
         )
         return JudgeContext(
-            response=split_reasoning(response.decode())[1],
+            response=split_reasoning(response)[1],
             next_state_role=ns.role,
             next_state=message_text(later.messages[ns.message_index].get("content")),
             previous_user=previous_user,
         )
 
     async def _request(self, key: str) -> StoredChatRequest:
-        raw = await self.redis.get(key)
-        if raw is None:
-            raise ApplicationError(f"{key} is gone from Redis", type=ErrorType.TURN_DATA_MISSING, non_retryable=True)
-        return StoredChatRequest.model_validate_json(raw)
+        req = await self.store.requests.load_key(key)
+        if req is None:
+            raise ApplicationError(
+                f"{key} is gone from the store", type=ErrorType.TURN_DATA_MISSING, non_retryable=True
+            )
+        return req
 
     async def _tokens(self, turn_id: str) -> TurnTokens:
-        tokens = await load_turn_tokens(self.redis, turn_id)
+        tokens = await self.store.turns.load(turn_id)
         if tokens is None:
             raise ApplicationError(
                 f"turn {turn_id} has no token data", type=ErrorType.TURN_DATA_MISSING, non_retryable=True
@@ -178,8 +157,8 @@ class LearningActivities:
     @store_outage_is_retryable
     async def publish_sample(self, inp: PublishInput) -> PublishResult:
         tokens = await self._tokens(inp.turn_id)
-        effective = bool(await self.redis.exists(redis_keys.session_effective(inp.session_key)))
-        teacher = await load_floats(self.redis, inp.teacher_key) if inp.teacher_key else None
+        effective = await self.store.judgements.session_has_effective_sample(inp.session_key)
+        teacher = await self.store.turns.teacher_logprobs(inp.teacher_key) if inp.teacher_key else None
         # A hint counts only with its teacher log-probs (the teacher pass may have failed or expired).
         rule = dispatch(
             inp.method,
@@ -193,34 +172,10 @@ class LearningActivities:
         result = PublishResult(
             published=False, reason=rule.reason if rule else "dropped by the rules", tokens=len(tokens.response_ids)
         )
-        fields = _EMPTY_SAMPLE
+        sample = None
         if rule is not None and tokens.response_ids:
             adv = _advantages(rule.reward, teacher, tokens.response_logprobs, inp.w_binary, inp.w_opd, rule.loss_mask)
-            fields = encode_sample(
-                TrainingSample(
-                    meta=SampleMeta(
-                        sample_id=inp.sample_id,
-                        source=inp.source,
-                        method=inp.method.value,
-                        user_id=inp.user_id,
-                        session_id=inp.session_id,
-                        turn_id=inp.turn_id,
-                        turn_index=inp.turn_index,
-                        policy_version=inp.policy_version,
-                        temperature=tokens.temperature,
-                        reward=rule.reward,
-                        loss_mask=rule.loss_mask,
-                        use_teacher=teacher is not None,
-                        reason=rule.reason,
-                        judge=inp.judge,
-                    ),
-                    prompt_ids=tokens.prompt_ids,
-                    response_ids=tokens.response_ids,
-                    rollout_logprobs=tokens.response_logprobs,
-                    advantages=adv,
-                    teacher_logprobs=teacher,
-                )
-            )
+            sample = personal_sample(inp, tokens, rule, adv, teacher)
             result = result.model_copy(
                 update=dict(
                     published=True,
@@ -242,36 +197,12 @@ class LearningActivities:
             judge=inp.judge,
             result=result,
         )
-        record_json = record.model_dump_json()
-        version = inp.policy_version or "unknown"
-        effective_now = (
-            result.published and result.loss_mask == 1 and rule is not None and (rule.reward != 0 or rule.use_teacher)
-        )
-        wrote = await self._publish(
-            keys=[
-                redis_keys.sample_published(inp.sample_id),
-                redis_keys.sample_stream(inp.source),
-                redis_keys.record_stream(inp.source, version),
-                redis_keys.judgement(inp.turn_id),
-                redis_keys.session_effective(inp.session_key),
-            ],
-            args=[
-                inp.sample_id,
-                "1" if result.published else "0",
-                record_json,
-                fields["meta"],
-                fields["prompt_ids"],
-                fields["response_ids"],
-                fields["rollout_logprobs"],
-                fields["advantages"],
-                fields["teacher_logprobs"],
-                "1" if effective_now else "0",
-                self.settings.redis.data_ttl_s,
-            ],
-        )
-        if not wrote:
+        # The session's first sample that teaches something (a reward, or the teacher's term) satisfies its rule.
+        effective_now = sample is not None and rule.loss_mask == 1 and (rule.reward != 0 or rule.use_teacher)
+        also = judged_turn_writes(record, inp.source, inp.session_key, effective=effective_now)
+        if not await self.store.samples.publish_once(inp.sample_id, inp.source, sample, also):
             return result.model_copy(update=dict(published=False, duplicate=True))
-        self._append_jsonl(inp.source, version, record_json)
+        self._append_jsonl(inp.source, inp.policy_version or "unknown", record.model_dump_json())
         return result
 
     def _append_jsonl(self, source: str, version: str, record_json: str) -> None:
@@ -297,7 +228,7 @@ class LearningActivities:
             raise ApplicationError(
                 "the turn has no response tokens to score", type=ErrorType.TURN_DATA_MISSING, non_retryable=True
             )
-        req = await self._request(redis_keys.chat_request(inp.turn_id))
+        req = await self._request(keys.chat_request(inp.turn_id))
         renderer = renderer_for(str(self.settings.tokenizer_path()))
         enhanced = renderer.render(teacher_messages(req.messages, inp.hint), req.tools)
         # Scored at the sampling temperature, so teacher and rollout log-probs compare like with like.
@@ -305,8 +236,7 @@ class LearningActivities:
             lps = await self._teacher_client().score(
                 enhanced + tokens.response_ids, len(enhanced), temperature=tokens.temperature or 1.0
             )
-        key = redis_keys.teacher_logprobs(inp.turn_id)
-        await save_floats(self.redis, key, lps, ttl_s=self.settings.redis.data_ttl_s)
+        key = await self.store.turns.save_teacher_logprobs(inp.turn_id, lps)
         return TeacherResult(key=key, tokens=len(lps), mean_logprob=sum(lps) / len(lps))
 
     def _teacher_client(self) -> PolicyClient:
@@ -325,3 +255,31 @@ class LearningActivities:
                 else PolicyClient.from_settings(self.settings)
             )
         return self._teacher
+
+
+def personal_sample(
+    inp: PublishInput, tokens: TurnTokens, rule: Dispatch, advantages: list[float], teacher: list[float] | None
+) -> TrainingSample:
+    return TrainingSample(
+        sample_id=inp.sample_id,
+        source=inp.source,
+        policy_version=inp.policy_version,
+        temperature=tokens.temperature,
+        reward=rule.reward,
+        loss_mask=rule.loss_mask,
+        prompt_ids=tokens.prompt_ids,
+        response_ids=tokens.response_ids,
+        rollout_logprobs=tokens.response_logprobs,
+        advantages=advantages,
+        teacher_logprobs=teacher,
+        provenance=PersonalTurn(
+            method=inp.method.value,
+            user_id=inp.user_id,
+            session_id=inp.session_id,
+            turn_id=inp.turn_id,
+            turn_index=inp.turn_index,
+            use_teacher=teacher is not None,
+            reason=rule.reason,
+            judge=inp.judge,
+        ),
+    )

@@ -11,18 +11,18 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import redis.asyncio as aioredis
 from pydantic import BaseModel, Field
 from temporalio.exceptions import ApplicationError
 
 from contracts.chat import ChatSampling
 from contracts.errors import ErrorType
 from openclaw_rl.settings import Settings
-from openclaw_rl.turn_data import TurnTokens, save_turn_tokens
 from policy_client import PolicyClient
 from policy_client.chat import ChatRenderer, renderer_for
 from policy_client.client import PolicyRequestError, PolicyUnavailableError
 from policy_client.wire import SamplingParams
+from store.client import Store
+from store.turns import TurnTokens
 
 OnTokens = Callable[[list[int], list[float]], Awaitable[None]]
 """Called with all tokens generated so far (ids, log-probs) each time the server streams more."""
@@ -37,9 +37,9 @@ class RolloutResult(BaseModel):
 
 
 class Rollout:
-    def __init__(self, settings: Settings, redis: aioredis.Redis, policy: PolicyClient):
+    def __init__(self, settings: Settings, store: Store, policy: PolicyClient):
         self.settings = settings
-        self.redis = redis
+        self.store = store
         self.policy = policy
         self.renderer: ChatRenderer = renderer_for(str(settings.tokenizer_path()))  # loaded now, not on the first turn
         self._context_limit: int | None = None
@@ -107,9 +107,9 @@ class Rollout:
     def decode(self, ids: list[int]) -> str:
         return self.renderer.decode(ids, skip_special_tokens=True)
 
-    async def store(self, tokens: TurnTokens) -> None:
+    async def keep(self, tokens: TurnTokens) -> None:
         """Keep the token-level data under the turn's key: the judges, the teacher and the sample read it there."""
-        await save_turn_tokens(self.redis, tokens, ttl_s=self.settings.redis.data_ttl_s)
+        await self.store.turns.save(tokens)
 
     async def _budget(self, max_tokens: int | None, used: int) -> int:
         if self._context_limit is None:

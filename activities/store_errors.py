@@ -1,4 +1,4 @@
-"""A store (Redis) outage is a typed, retryable failure, told apart from a judge's or a model's.
+"""A store outage is a typed, retryable failure, told apart from a judge's or a model's.
 
 Workflows wait an outage out (a publish retries until the store is back, a vote
 is asked again) instead of counting it as a failed vote or giving the sample up.
@@ -10,36 +10,26 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import ParamSpec, TypeVar
 
-from redis.exceptions import BusyLoadingError, OutOfMemoryError, ResponseError
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 from temporalio.exceptions import ApplicationError
 
 from contracts.errors import ErrorType
+from store.errors import is_passing
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def is_store_outage(exc: BaseException) -> bool:
-    """Down, unreachable, still loading its append-only file, or full (OOM: writes refused until room is freed)."""
-    if isinstance(exc, (RedisConnectionError, RedisTimeoutError, BusyLoadingError, OutOfMemoryError)):
-        return True
-    return isinstance(exc, ResponseError) and str(exc).startswith("OOM")  # a script's OOM arrives as a reply text
-
-
 def store_outage_is_retryable(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
-    """Raise a store outage inside `fn` as ApplicationError STORE_UNAVAILABLE (retryable)."""
+    """Raise a store outage (down, unreachable, loading, or full) inside `fn` as ApplicationError STORE_UNAVAILABLE
+    (retryable)."""
 
     @functools.wraps(fn)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return await fn(*args, **kwargs)
         except Exception as exc:
-            if not is_store_outage(exc):
+            if not is_passing(exc):
                 raise
-            raise ApplicationError(
-                f"the store (Redis) is unavailable: {type(exc).__name__}: {exc}", type=ErrorType.STORE_UNAVAILABLE
-            ) from exc
+            raise ApplicationError(str(exc), type=ErrorType.STORE_UNAVAILABLE) from exc
 
     return wrapper

@@ -1,34 +1,21 @@
-"""A turn's token stream in Redis: the API relays it to a streaming client, and a retried attempt resumes from it.
+"""A turn's token stream: the API relays it to a streaming client, and a retried attempt resumes from it.
 
-One attempt owns the stream at a time (fencing): a stale attempt that lost its
-lease (heartbeat timeout) but is still running must not interleave tokens, so
-every append checks the owner in the same Lua step. What earlier attempts
-published is the checkpoint a new attempt continues from, so the client never
-sees a token taken back.
+One attempt owns the stream at a time (store.token_streams fences a stale attempt
+off). What earlier attempts published is the checkpoint a new attempt continues
+from, so the client never sees a token taken back.
 """
 
 from __future__ import annotations
 
-import json
 import time
 
-import redis.asyncio as aioredis
 from pydantic import BaseModel, Field
 from temporalio.exceptions import ApplicationError
 
 from contracts.errors import ErrorType
-from openclaw_rl import redis_keys
 from policy_client.chat import ChatRenderer
 from policy_client.detok import IncrementalDetokenizer
-
-STREAM_TTL_S = 24 * 3600
-"""Token streams are only a relay and a resume checkpoint; the turn's data outlives them."""
-
-_PUBLISH = """
-if redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end
-redis.call('XADD', KEYS[1], '*', 'a', ARGV[1], 'ids', ARGV[2], 'lps', ARGV[3], 'text', ARGV[4], 'done', ARGV[5])
-return 1
-"""
+from store.token_streams import StreamChunk, TokenStreams
 
 
 class StreamCheckpoint(BaseModel):
@@ -39,24 +26,23 @@ class StreamCheckpoint(BaseModel):
     """Set when an earlier attempt published the whole answer and died before returning it."""
 
 
-class TokenStreams:
-    """Opens the stream of one turn for one attempt; holds the Redis client and the registered script."""
+class TurnStreams:
+    """Opens the stream of one turn for one attempt."""
 
-    def __init__(self, redis: aioredis.Redis, flush_s: float):
-        self.redis = redis
+    def __init__(self, streams: TokenStreams, flush_s: float):
+        self.streams = streams
         self.flush_s = flush_s
-        self._publish = redis.register_script(_PUBLISH)
 
     async def open(self, turn_id: str, attempt: int, renderer: ChatRenderer) -> TokenStream:
         stream = TokenStream(self, turn_id, attempt, renderer)
-        await self.redis.set(redis_keys.stream_owner(turn_id), str(attempt), ex=STREAM_TTL_S)
+        await self.streams.take_over(turn_id, attempt)
         await stream.load_checkpoint()
         return stream
 
 
 class TokenStream:
-    def __init__(self, streams: TokenStreams, turn_id: str, attempt: int, renderer: ChatRenderer):
-        self._s = streams
+    def __init__(self, owner: TurnStreams, turn_id: str, attempt: int, renderer: ChatRenderer):
+        self._s = owner
         self.turn_id = turn_id
         self.attempt = attempt
         self.renderer = renderer
@@ -68,12 +54,12 @@ class TokenStream:
     async def load_checkpoint(self) -> None:
         """Tokens published by earlier attempts; a finished stream is never resumed twice."""
         cp = StreamCheckpoint()
-        for _, fields in await self._s.redis.xrange(redis_keys.token_stream(self.turn_id)):
-            cp.ids += json.loads(fields[b"ids"])
-            cp.lps += json.loads(fields[b"lps"])
-            cp.text += fields[b"text"].decode()
-            if fields[b"done"] != b"0":
-                cp.finish = fields[b"done"].decode()
+        for chunk in await self._s.streams.chunks(self.turn_id):
+            cp.ids += chunk.ids
+            cp.lps += chunk.lps
+            cp.text += chunk.text
+            if chunk.finish is not None:
+                cp.finish = chunk.finish
         self.done, self._published = cp, len(cp.ids)
         self._detok.extend(cp.ids)  # context for the text of the tokens to come (their text was published)
 
@@ -91,7 +77,7 @@ class TokenStream:
         """The rest of the tokens and the finish reason, then the stream's expiry."""
         if not self.done.finish:
             await self._publish_upto(new_ids, new_lps, final=finish_reason)
-        await self._s.redis.expire(redis_keys.token_stream(self.turn_id), STREAM_TTL_S)
+        await self._s.streams.close(self.turn_id)
 
     async def _publish_upto(self, new_ids: list[int], new_lps: list[float], *, final: str | None) -> None:
         start = self._published - len(self.done.ids)  # this attempt's first token not yet published
@@ -101,11 +87,8 @@ class TokenStream:
             delta += self._detok.flush()  # ...unless the answer ends with it
         if not (chunk_ids or delta or final):
             return
-        ok = await self._s._publish(
-            keys=[redis_keys.token_stream(self.turn_id), redis_keys.stream_owner(self.turn_id)],
-            args=[str(self.attempt), json.dumps(chunk_ids), json.dumps(chunk_lps), delta, final or "0"],
-        )
-        if not ok:
+        chunk = StreamChunk(attempt=self.attempt, ids=chunk_ids, lps=chunk_lps, text=delta, finish=final)
+        if not await self._s.streams.append(self.turn_id, chunk):
             raise ApplicationError(
                 f"attempt {self.attempt} of turn {self.turn_id} lost its stream to a newer attempt",
                 type=ErrorType.STREAM_TAKEN_OVER,

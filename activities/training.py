@@ -25,9 +25,7 @@ import time
 import weakref
 from pathlib import Path
 
-import redis.asyncio as aioredis
 import structlog
-from redis.exceptions import ResponseError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -52,7 +50,6 @@ from contracts.training import (
     StepSummary,
     TrainInput,
 )
-from openclaw_rl import redis_keys
 from openclaw_rl.checkpoints import (
     SAVED_MANIFEST,
     atomic_dir,
@@ -62,11 +59,11 @@ from openclaw_rl.checkpoints import (
     saved_dir,
     version_dir,
 )
-from openclaw_rl.samples import decode_sample
 from openclaw_rl.settings import Settings
 from policy_client import PolicyClient
 from policy_client.weight_sync import WeightSyncClient, WeightSyncError
 from rlmath.loss import LossConfig
+from store.client import Store
 from trainers import backend_class
 from trainers.base import CheckpointCorrupt, PolicyTrainer, TrainerConfig
 from trainers.lora import LoraConfig
@@ -74,7 +71,6 @@ from trainers.weight_sync import GenerationStillPaused, WeightBroadcaster, hf_st
 
 log = structlog.get_logger(__name__)
 
-GROUP = "oc-trainer"
 HEARTBEAT_S = 2.0
 
 
@@ -85,7 +81,7 @@ def batch_digest(ids: dict[str, list[str]]) -> str:
 class TrainingActivities:
     def __init__(self, settings: Settings):
         self.settings = settings
-        self.redis = aioredis.from_url(settings.redis.target())
+        self.store = Store.from_settings(settings)
         self.trainer: PolicyTrainer | None = None
         self.trainer_version: int | None = None
         # One step at a time per worker: an attempt Temporal gave up on (heartbeat timeout) may still be
@@ -109,7 +105,7 @@ class TrainingActivities:
             await self._broadcaster.close()
             await self._broadcaster.client.aclose()
         await asyncio.to_thread(self._drop_trainer)
-        await self.redis.aclose()
+        await self.store.aclose()
 
     def _drop_trainer(self) -> None:
         if self.trainer is not None:
@@ -119,14 +115,10 @@ class TrainingActivities:
     # ---- claim --------------------------------------------------------------
     @activity.defn(name=CLAIM_BATCH.name)
     async def claim_batch(self, inp: ClaimInput) -> ClaimResult:
-        streams = {src: redis_keys.sample_stream(src) for src in inp.source_weights}
-        for key in streams.values():
-            try:
-                await self.redis.xgroup_create(key, GROUP, id="0", mkstream=True)
-            except ResponseError as exc:
-                if "BUSYGROUP" not in str(exc):
-                    raise
-        got: dict[str, list[str]] = {src: [] for src in streams}
+        samples = self.store.samples
+        sources = list(inp.source_weights)
+        await samples.ensure_group(sources)
+        got: dict[str, list[str]] = {src: [] for src in sources}
 
         def room() -> int:
             return inp.batch_size - sum(map(len, got.values()))
@@ -134,11 +126,10 @@ class TrainingActivities:
         # Entries delivered to us before but never acknowledged come first (a claim or step that died). Every read
         # names one stream with its own count: Redis applies COUNT per stream, so one read over several streams
         # could return up to COUNT from each and overshoot the batch and its shares.
-        for src, key in streams.items():
+        for src in sources:
             if room() <= 0:
                 break
-            pending = await self.redis.xreadgroup(GROUP, inp.consumer, {key: "0"}, count=room())
-            got[src] += [eid.decode() for _, entries in pending for eid, _ in entries]
+            got[src] += await samples.read_pending(inp.consumer, src, room())
         total_w = sum(inp.source_weights.values()) or 1.0
         quota = {src: max(1, round(inp.batch_size * w / total_w)) for src, w in inp.source_weights.items()}
         deadline = asyncio.get_running_loop().time() + inp.wait_s
@@ -146,49 +137,22 @@ class TrainingActivities:
             # Each source up to its share first; then, if the batch is still short (a source had too little),
             # any source fills the rest, so a quiet source never holds a batch back.
             read = 0
-            for src in streams:
-                read += await self._read_new(inp.consumer, streams, src, got, min(room(), quota[src] - len(got[src])))
-            for src in streams:
-                read += await self._read_new(inp.consumer, streams, src, got, room())
+            for src in sources:
+                new = await samples.read_new(inp.consumer, src, min(room(), quota[src] - len(got[src])))
+                got[src] += new
+                read += len(new)
+            for src in sources:
+                new = await samples.read_new(inp.consumer, src, room())
+                got[src] += new
+                read += len(new)
             if read:
                 continue
             remaining = deadline - asyncio.get_running_loop().time()
             if room() <= 0 or remaining <= 0:
                 break
             activity.heartbeat(sum(map(len, got.values())))
-            await self._wait_for_new(streams.values(), min(remaining, HEARTBEAT_S))
-        return ClaimResult(ids={s: v for s, v in got.items() if v}, backlog=await self._backlog(streams.values()))
-
-    async def _read_new(
-        self, consumer: str, streams: dict[str, str], src: str, got: dict[str, list[str]], count: int
-    ) -> int:
-        """Up to `count` entries of `src` never delivered to the group (no blocking); returns how many."""
-        if count <= 0:
-            return 0
-        batch = await self.redis.xreadgroup(GROUP, consumer, {streams[src]: ">"}, count=count)
-        ids = [eid.decode() for _, entries in batch or [] for eid, _ in entries]
-        got[src] += ids
-        return len(ids)
-
-    async def _wait_for_new(self, keys, timeout_s: float) -> None:
-        """Block until an entry the group has not been given yet exists in one of `keys`, or `timeout_s` passes.
-
-        A plain XREAD from each group's last delivered id: it consumes nothing, and returns at once if such entries
-        are already there (nothing slips between a read and this wait)."""
-        since = {}
-        for key in keys:
-            for group in await self.redis.xinfo_groups(key):
-                if group["name"] == GROUP.encode():
-                    since[key] = group["last-delivered-id"]
-        await self.redis.xread(since, count=1, block=max(1, int(timeout_s * 1000)))
-
-    async def _backlog(self, keys) -> int:
-        total = 0
-        for key in keys:
-            for group in await self.redis.xinfo_groups(key):
-                if group["name"] == GROUP.encode() and group.get("lag") is not None:
-                    total += int(group["lag"])
-        return total
+            await samples.wait_for_new(sources, min(remaining, HEARTBEAT_S))
+        return ClaimResult(ids={s: v for s, v in got.items() if v}, backlog=await samples.backlog(sources))
 
     # ---- train --------------------------------------------------------------
     @activity.defn(name=TRAIN_STEP.name)
@@ -209,17 +173,17 @@ class TrainingActivities:
             return done
         samples, stale = [], []
         for src, ids in inp.ids.items():
-            key = redis_keys.sample_stream(src)
             for eid in ids:
-                entries = await self.redis.xrange(key, eid, eid)
-                if not entries:
+                s = await self.store.samples.load(src, eid)
+                if s is None:
                     raise ApplicationError(
-                        f"stream entry {eid} of {key} is gone", type=ErrorType.SAMPLE_MISSING, non_retryable=True
+                        f"entry {eid} of the {src} sample stream is gone",
+                        type=ErrorType.SAMPLE_MISSING,
+                        non_retryable=True,
                     )
-                s = decode_sample(entries[0][1])
-                v = int(s.meta.policy_version) if (s.meta.policy_version or "").isdigit() else inp.version
+                v = int(s.policy_version) if (s.policy_version or "").isdigit() else inp.version
                 if inp.version - v > inp.max_staleness:
-                    stale.append(s.meta.sample_id)
+                    stale.append(s.sample_id)
                     continue
                 samples.append(s)
         if stale:
@@ -245,7 +209,7 @@ class TrainingActivities:
                 trained=len(samples),
                 dropped_stale=len(stale),
                 metrics=metrics,
-                sample_ids=[s.meta.sample_id for s in samples],
+                sample_ids=[s.sample_id for s in samples],
                 stale_ids=stale,
             )
             try:
@@ -333,16 +297,7 @@ class TrainingActivities:
             messages = await self._publish_distributed(inp)
         if messages is None:
             messages = await self._publish_from_disk(inp)
-        # The serving side's signal: the version key and an update entry, together.
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.set(redis_keys.POLICY_VERSION, str(inp.version))
-            pipe.xadd(
-                redis_keys.POLICY_UPDATES,
-                {"version": str(inp.version), "checkpoint": inp.checkpoint, "at": f"{time.time():.3f}"},
-                maxlen=redis_keys.POLICY_UPDATES_MAXLEN,
-                approximate=True,
-            )
-            await pipe.execute()
+        await self.store.policy.announce(inp.version, inp.checkpoint)  # the serving side's signal
         return messages
 
     async def _publish_from_disk(self, inp: PublishWeightsInput) -> list[str]:
@@ -457,16 +412,7 @@ class TrainingActivities:
     async def ack_batch(self, inp: AckInput) -> int:
         """Acknowledge, then delete: a trained entry's checkpoint is already served, and the sample stream must not
         grow with every sample ever trained (the record streams and the JSONL files keep what was judged)."""
-        n = 0
-        for src, ids in inp.ids.items():
-            if ids:
-                key = redis_keys.sample_stream(src)
-                async with self.redis.pipeline(transaction=True) as pipe:
-                    pipe.xack(key, GROUP, *ids)
-                    pipe.xdel(key, *ids)
-                    acked, _ = await pipe.execute()
-                n += acked
-        return n
+        return sum([await self.store.samples.acknowledge(src, ids) for src, ids in inp.ids.items()])
 
 
 TRAINED_LOG = "trained.jsonl"

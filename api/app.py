@@ -7,7 +7,6 @@ import time
 from contextlib import asynccontextmanager
 from typing import Any
 
-import redis.asyncio as aioredis
 import structlog
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
@@ -15,11 +14,12 @@ from fastapi.responses import JSONResponse
 from api import audit, chat, metrics, openapi_spec
 from api.admission import Admission
 from api.errors import install_error_handlers
-from api.keys import KeyStore
 from api.policy_version import PolicyVersionWatcher
 from api.session_gateway import SessionGateway
+from control.api_keys import KeyStore
 from openclaw_rl.settings import Settings
 from policy_client import PolicyClient
+from store.client import Store
 
 log = structlog.get_logger(__name__)
 
@@ -30,20 +30,20 @@ def create_app(settings: Settings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         app.state.settings = settings
-        app.state.redis = aioredis.from_url(settings.redis.target())
+        app.state.store = Store.from_settings(settings)
         app.state.policy = PolicyClient.from_settings(settings)
-        app.state.keys = KeyStore(app.state.redis, settings.api_key_pepper.get_secret_value())
+        app.state.keys = KeyStore(app.state.store.api_keys, settings.api_key_pepper.get_secret_value())
         app.state.gateway = SessionGateway(settings)
         app.state.admission = Admission(settings.api.max_inflight_per_user)
         app.state.started_at = time.time()
-        app.state.policy_version = PolicyVersionWatcher(app.state.redis)
+        app.state.policy_version = PolicyVersionWatcher(app.state.store.policy)
         app.state.policy_version.start()
         try:
             yield
         finally:
             await app.state.policy_version.stop()
             await app.state.policy.aclose()
-            await app.state.redis.aclose()
+            await app.state.store.aclose()
 
     app = FastAPI(title="OpenClaw-RL", lifespan=lifespan)
     install_error_handlers(app)
@@ -59,8 +59,8 @@ def create_app(settings: Settings) -> FastAPI:
 
     @app.get("/readyz")
     async def readyz() -> JSONResponse:
-        """Every dependency answers: Temporal, Redis, and each policy server."""
-        checks = await asyncio.gather(_temporal_ok(app), _redis_ok(app), _policy_ok(app))
+        """Every dependency answers: Temporal, the store (Redis), and each policy server."""
+        checks = await asyncio.gather(_temporal_ok(app), _store_ok(app), _policy_ok(app))
         body: dict[str, Any] = {"temporal": checks[0], "redis": checks[1], "policy": checks[2]}
         ready = all(c["ok"] for c in checks)
         body["status"] = "ready" if ready else "not ready"
@@ -90,9 +90,9 @@ async def _temporal_ok(app: FastAPI) -> dict:
         return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
 
 
-async def _redis_ok(app: FastAPI) -> dict:
+async def _store_ok(app: FastAPI) -> dict:
     try:
-        await asyncio.wait_for(app.state.redis.ping(), PROBE_TIMEOUT_S)
+        await asyncio.wait_for(app.state.store.server.ping(), PROBE_TIMEOUT_S)
         return {"ok": True}
     except Exception as exc:
         return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}

@@ -13,9 +13,9 @@ from temporalio.service import RPCError, RPCStatusCode
 from api.auth import Caller, authenticate
 from api.errors import ApiError
 from api.openapi_spec import AUTH_ERRORS, SESSION_ERRORS
-from api.session_audit import SessionInfo, SessionNotFound, TurnLog, list_sessions, session_turns
-from api.session_gateway import session_workflow_id
 from contracts.session import EndSession
+from control.audit import SessionInfo, SessionNotFound, TurnLog, list_sessions, session_turns
+from control.sessions import session_handle
 from workflows.session import SessionWorkflow
 
 router = APIRouter()
@@ -40,7 +40,7 @@ async def turns_of(
 ) -> TurnLog:
     client = await request.app.state.gateway.client()
     try:
-        return await session_turns(client, request.app.state.redis, caller.user_id, session_id, offset, limit)
+        return await session_turns(client, request.app.state.store, caller.user_id, session_id, offset, limit)
     except SessionNotFound:
         raise ApiError(404, f"no session {session_id!r} for this API key's user", code="session_not_found") from None
 
@@ -49,7 +49,7 @@ async def turns_of(
 async def end_session(request: Request, session_id: str, caller: Caller = Depends(authenticate)) -> dict:
     """End a session now; its last main-line turn is closed without a next state."""
     client = await request.app.state.gateway.client()
-    handle = client.get_workflow_handle(session_workflow_id(caller.user_id, session_id))
+    handle = session_handle(client, caller.user_id, session_id)
     try:
         await handle.signal(SessionWorkflow.end, EndSession(reason="requested"))
     except RPCError as exc:

@@ -17,12 +17,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, AsyncIterator, Mapping
 
-import redis.asyncio as aioredis
 import structlog
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import ValidationError
-from redis.exceptions import RedisError
 from temporalio.service import RPCError
 
 from api import idempotency, prefix_links
@@ -43,8 +41,6 @@ from api.openai_schema import (
 )
 from api.openapi_spec import AUTH_ERRORS, CHAT_ERRORS, CHAT_OPENAPI
 from api.request_body import read_json
-from api.session_audit import find_turn, is_next_state_of_a_turn
-from api.session_gateway import session_workflow_id
 from api.session_identity import (
     InvalidSessionId,
     SessionIdentity,
@@ -57,10 +53,13 @@ from contracts.chat import ChatSampling, StoredChatRequest, TurnType
 from contracts.learning import NextState
 from contracts.session import TurnRequest, TurnResult
 from contracts.summary import clip
-from openclaw_rl import redis_keys
-from openclaw_rl.turn_data import load_turn_tokens
+from control.audit import find_turn, is_next_state_of_a_turn
+from control.sessions import session_workflow_id
 from policy_client.chat import message_text
 from policy_client.chat_output import ParsedCompletion, StreamingSplitter, generate_output
+from store import keys
+from store.errors import StoreError
+from store.prefix_links import PrefixLinks
 
 log = structlog.get_logger(__name__)
 
@@ -134,7 +133,7 @@ async def chat_completions(request: Request, caller: Caller = Depends(authentica
         app.state.admission.acquire(t.user_id, t.workflow_id, t.turn_id)
     except ApiError:
         if key is not None and fresh:
-            await idempotency.forget(app.state.redis, t.key_turn_id)
+            await idempotency.forget(app.state.store.idempotency, t.key_turn_id)
         raise
     update = asyncio.ensure_future(_run(app, t, _turn_request(t)))
     return await _respond(app, t, update)
@@ -161,7 +160,8 @@ async def _prepare(
     marker = settings.session.internal_context_marker
     return _Turn(
         user_id=user_id,
-        session_id=identity.session_id or await _unhinted_session(app.state.redis, user_id, identity, messages, marker),
+        session_id=identity.session_id
+        or await _unhinted_session(app.state.store.prefix_links, user_id, identity, messages, marker),
         turn_id=uuid.uuid4().hex,
         created=int(time.time()),
         model=chat.model or settings.api.model_name,
@@ -180,11 +180,11 @@ async def _prepare(
 
 
 async def _unhinted_session(
-    redis: aioredis.Redis, user_id: str, identity: SessionIdentity, messages: list[dict[str, Any]], marker: str
+    links: PrefixLinks, user_id: str, identity: SessionIdentity, messages: list[dict[str, Any]], marker: str
 ) -> str:
     if identity.turn_type is TurnType.SIDE:
         return f"side-{datetime.now(timezone.utc):%Y%m%d}"  # hint-less side calls of a day share one session
-    return await prefix_links.find_session(redis, user_id, messages, marker) or f"chat-{uuid.uuid4().hex[:16]}"
+    return await prefix_links.find_session(links, user_id, messages, marker) or f"chat-{uuid.uuid4().hex[:16]}"
 
 
 async def _claim(app: FastAPI, t: _Turn, key: str) -> bool:
@@ -193,7 +193,7 @@ async def _claim(app: FastAPI, t: _Turn, key: str) -> bool:
     mine = IdempotencyRecord(
         session_id=t.session_id, request_digest=idempotency.request_digest(t.stored, t.sampling), created=t.created
     )
-    t.record, fresh = await idempotency.claim(app.state.redis, t.key_turn_id, mine)
+    t.record, fresh = await idempotency.claim(app.state.store.idempotency, t.key_turn_id, mine)
     t.turn_id = idempotency.attempt_turn_id(t.key_turn_id, t.record.attempt)
     # A retry goes where the first copy went, even if it resolved another session (prefix links change meanwhile).
     t.session_id, t.created = t.record.session_id, t.record.created
@@ -219,10 +219,9 @@ def _turn_request(t: _Turn) -> TurnRequest:
 
 async def _run(app: FastAPI, t: _Turn, turn: TurnRequest) -> TurnResult:
     """The turn, then its prefix link; runs to the end even if a streaming client leaves."""
-    redis = app.state.redis
+    store = app.state.store
     try:
-        ttl_s = app.state.settings.redis.data_ttl_s
-        await redis.set(redis_keys.chat_request(t.turn_id), t.stored.model_dump_json(), ex=ttl_s)
+        await store.requests.save(t.turn_id, t.stored)
         try:
             result = await app.state.gateway.run_turn(t.user_id, t.session_id, turn)
         except ApiError as exc:
@@ -232,11 +231,11 @@ async def _run(app: FastAPI, t: _Turn, turn: TurnRequest) -> TurnResult:
                 await _move_on(app, t)
             raise
         if t.record is not None:
-            await idempotency.save_result(redis, t.key_turn_id, t.record, result)
+            await idempotency.save_result(store.idempotency, t.key_turn_id, t.record, result)
         if t.identity.turn_type is TurnType.MAIN:
             reply = _assistant_message(result).model_dump(exclude_none=True)
             await prefix_links.remember(
-                redis,
+                store.prefix_links,
                 t.user_id,
                 t.messages,
                 reply,
@@ -256,15 +255,16 @@ async def _forget_refused(app: FastAPI, t: _Turn, turn: TurnRequest, admitted: b
     starts, so a request refused as too long may still be that turn's next state,
     which its judge reads. `admitted`: the workflow saw the turn (else nothing paired).
     """
-    key = redis_keys.chat_request(t.turn_id)
+    store = app.state.store
     try:
         if t.record is not None:
-            await idempotency.forget(app.state.redis, t.key_turn_id)
+            await idempotency.forget(store.idempotency, t.key_turn_id)
         if admitted and turn.next_state is not None:
             client = await app.state.gateway.client()
-            if await is_next_state_of_a_turn(client, app.state.redis, t.user_id, t.session_id, key):
+            key = keys.chat_request(t.turn_id)
+            if await is_next_state_of_a_turn(client, store, t.user_id, t.session_id, key):
                 return
-        await app.state.redis.delete(key)
+        await store.requests.delete(t.turn_id)
     except Exception as exc:  # cleanup must never replace the refusal the client is owed; the TTL ends the key
         log.warning("could not clean up a refused turn", turn_id=t.turn_id, error=f"{type(exc).__name__}: {exc}")
 
@@ -276,10 +276,10 @@ async def _ran_in_an_earlier_run(app: FastAPI, t: _Turn) -> TurnResult | None:
     None when it did not finish (still running attaches to the same update; failed or never run runs again)."""
     try:
         client = await app.state.gateway.client()
-        rec = await find_turn(client, app.state.redis, t.user_id, t.session_id, t.turn_id)
+        rec = await find_turn(client, app.state.store, t.user_id, t.session_id, t.turn_id)
         if rec is None or rec.status != "done":
             return None
-        tokens = await load_turn_tokens(app.state.redis, t.turn_id)
+        tokens = await app.state.store.turns.load(t.turn_id)
         if tokens is None:
             return None
         result = TurnResult(
@@ -296,9 +296,9 @@ async def _ran_in_an_earlier_run(app: FastAPI, t: _Turn) -> TurnResult | None:
                 resumed_at=tokens.resumed_at,
             ),
         )
-        await idempotency.save_result(app.state.redis, t.key_turn_id, t.record, result)
+        await idempotency.save_result(app.state.store.idempotency, t.key_turn_id, t.record, result)
         return result
-    except (RPCError, RuntimeError, RedisError, OSError, ValidationError) as exc:  # Temporal, the store, an old record
+    except (RPCError, RuntimeError, StoreError, OSError, ValidationError) as exc:  # Temporal, the store, an old record
         # The lookup is a shortcut: without it the retry is sent as an update, as before.
         log.warning("could not look the retried turn up", turn_id=t.turn_id, error=f"{type(exc).__name__}: {exc}")
         return None
@@ -309,8 +309,8 @@ async def _move_on(app: FastAPI, t: _Turn) -> None:
     next copy with the same key runs a fresh turn. Unrecorded (the store away too), the next copy gets this failure
     again."""
     try:
-        await idempotency.move_on(app.state.redis, t.key_turn_id, t.record)
-    except (RedisError, OSError) as exc:
+        await idempotency.move_on(app.state.store.idempotency, t.key_turn_id, t.record)
+    except StoreError as exc:
         log.warning("could not let the key retry", turn_id=t.turn_id, error=f"{type(exc).__name__}: {exc}")
 
 
@@ -326,7 +326,7 @@ async def _respond(app: FastAPI, t: _Turn, update: asyncio.Future) -> Any:
         result = await asyncio.shield(update)
         return JSONResponse(_completion(t, result).model_dump(exclude_none=True), headers=headers)
     include_usage = bool(t.chat.stream_options and t.chat.stream_options.include_usage)
-    tokens = relay_tokens(app.state.redis, t.turn_id, update)
+    tokens = relay_tokens(app.state.store.streams, t.turn_id, update)
     first = await anext(tokens, None)  # an error before the first token is still an HTTP error
     sse = _sse(t, first, tokens, update, include_usage)
     return StreamingResponse(sse, media_type="text/event-stream", headers={**headers, "Cache-Control": "no-cache"})
@@ -353,7 +353,7 @@ def _next_state(messages: list[dict[str, Any]], marker: str, turn_id: str) -> Ne
     return NextState(
         role=msg["role"],
         summary=clip(message_text(msg.get("content"))),
-        request_key=redis_keys.chat_request(turn_id),
+        request_key=keys.chat_request(turn_id),
         message_index=index,
     )
 

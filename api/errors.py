@@ -9,10 +9,9 @@ import structlog
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import OutOfMemoryError, RedisError, ResponseError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from store.errors import StoreError, StoreFull, StoreUnavailable
 
 log = structlog.get_logger(__name__)
 
@@ -46,24 +45,29 @@ def error_body(status: int, message: str, *, code: str | None = None, param: str
     return {"error": {"message": message, "type": _TYPES.get(status, "api_error"), "param": param, "code": code}}
 
 
-def store_is_full(exc: BaseException) -> bool:
-    """Redis at its `maxmemory` with `noeviction` (or nothing left to evict) refuses writes with an OOM error."""
-    return isinstance(exc, OutOfMemoryError) or (isinstance(exc, ResponseError) and str(exc).startswith("OOM"))
+def store_failure_code(exc: StoreError) -> str:
+    return "storage_full" if isinstance(exc, StoreFull) else "store_unavailable"
 
 
-def store_failure_code(exc: RedisError) -> str:
-    return "storage_full" if store_is_full(exc) else "store_unavailable"
-
-
-def store_failure_message(exc: RedisError) -> str:
-    if store_is_full(exc):
+def store_failure_message(exc: StoreError) -> str:
+    if isinstance(exc, StoreFull) and exc.disk:
+        return (
+            "the server's disk is full: its store refuses writes, and nothing of this request was kept. "
+            "Retry later; an operator must free space on the data disk."
+        )
+    if isinstance(exc, StoreFull):
         return (
             "the server's store is full (redis.maxmemory_mb reached); nothing of this request was kept. "
             "Retry later: stored data expires and training frees room; an operator can raise the limit."
         )
-    if isinstance(exc, (RedisConnectionError, RedisTimeoutError)):
+    if isinstance(exc, StoreUnavailable):
         return "the server's store (Redis) cannot be reached; retry shortly"
-    return f"the server's store failed the request ({type(exc).__name__}); retry shortly"
+    return f"the server's store failed the request ({type(exc.__cause__ or exc).__name__}); retry shortly"
+
+
+def store_error(exc: StoreError) -> ApiError:
+    """The 503 a store failure answers a request with."""
+    return ApiError(503, store_failure_message(exc), code=store_failure_code(exc))
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -79,12 +83,12 @@ def install_error_handlers(app: FastAPI) -> None:
             422, f"{where or 'request'}: {first.get('msg', 'invalid value')}", param=where or None
         ).response()
 
-    @app.exception_handler(RedisError)
-    async def _store(request: Request, exc: RedisError) -> JSONResponse:
+    @app.exception_handler(StoreError)
+    async def _store(request: Request, exc: StoreError) -> JSONResponse:
         log.warning(
             "the store refused or failed a request", path=request.url.path, error=f"{type(exc).__name__}: {exc}"
         )
-        return ApiError(503, store_failure_message(exc), code=store_failure_code(exc)).response()
+        return store_error(exc).response()
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -15,7 +15,7 @@ The turn id is derived from (user, key), so:
   - once the turn is done its result is kept under the key, so a retry after
     the session continued as new or ended still gets it, without a new turn.
 Keys are scoped by user (two users' equal keys never meet) and remembered for
-IDEMPOTENCY_TTL_S. A key reused with a different request is a 422. A request
+store.keys.IDEMPOTENCY_TTL_S. A key reused with a different request is a 422. A request
 refused before or while running (429, a prompt too long) forgets its key, so
 the same request may be sent again.
 """
@@ -26,35 +26,15 @@ import hashlib
 import json
 from typing import Mapping
 
-import redis.asyncio as aioredis
-from pydantic import BaseModel
-
 from api.errors import ApiError
 from contracts.chat import ChatSampling, StoredChatRequest
 from contracts.session import TurnResult
-from openclaw_rl import redis_keys
+from store.idempotency import IdempotencyRecord, IdempotencyRecords
 
 HEADER = "Idempotency-Key"
 MAX_KEY_CHARS = 256
-IDEMPOTENCY_TTL_S = 24 * 3600
-"""How long a key is remembered: far beyond any client's retry window (Stripe and OpenAI use a day too)."""
 
-
-def record_key(turn_id: str) -> str:
-    return redis_keys.idempotency(turn_id)
-
-
-class IdempotencyRecord(BaseModel):
-    session_id: str
-    request_digest: str
-    """What the first copy asked for: a copy asking for something else is not a retry."""
-    created: int
-    """The response's `created`, so every copy gets an identical response."""
-    result: TurnResult | None = None
-    """Set once the turn is done."""
-    attempt: int = 0
-    """Turns the key has started. One that failed on a passing outage (a 503) moves it on, so the next copy runs a
-    fresh turn instead of getting that failure back from Temporal (which keeps an update's outcome by its id)."""
+__all__ = ["HEADER", "IdempotencyRecord", "attempt_turn_id", "claim", "forget", "key_from", "move_on", "save_result"]
 
 
 def key_from(headers: Mapping[str, str]) -> str | None:
@@ -89,36 +69,31 @@ def request_digest(stored: StoredChatRequest, sampling: ChatSampling) -> str:
     return hashlib.sha256((stored.model_dump_json() + sampling.model_dump_json()).encode()).hexdigest()
 
 
-async def claim(redis: aioredis.Redis, turn_id: str, mine: IdempotencyRecord) -> tuple[IdempotencyRecord, bool]:
+async def claim(
+    records: IdempotencyRecords, key_turn_id: str, mine: IdempotencyRecord
+) -> tuple[IdempotencyRecord, bool]:
     """The record in force for the key, and whether this request created it (else it is a retry)."""
-    key = record_key(turn_id)
-    while True:
-        if await redis.set(key, mine.model_dump_json(), nx=True, ex=IDEMPOTENCY_TTL_S):
-            return mine, True
-        raw = await redis.get(key)
-        if raw is not None:  # None: forgotten or expired in between, so claim it afresh
-            break
-    first = IdempotencyRecord.model_validate_json(raw)
-    if first.request_digest != mine.request_digest:
+    first, fresh = await records.claim(key_turn_id, mine)
+    if not fresh and first.request_digest != mine.request_digest:
         raise ApiError(
             422,
             f"this {HEADER} was already used with a different request; send a new key for a new request",
             code="idempotency_key_reused",
             param=HEADER,
         )
-    return first, False
+    return first, fresh
 
 
-async def save_result(redis: aioredis.Redis, turn_id: str, record: IdempotencyRecord, result: TurnResult) -> None:
-    done = record.model_copy(update={"result": result})
-    await redis.set(record_key(turn_id), done.model_dump_json(), ex=IDEMPOTENCY_TTL_S)
+async def save_result(
+    records: IdempotencyRecords, key_turn_id: str, record: IdempotencyRecord, result: TurnResult
+) -> None:
+    await records.save(key_turn_id, record.model_copy(update={"result": result}))
 
 
-async def move_on(redis: aioredis.Redis, key_turn_id: str, record: IdempotencyRecord) -> None:
+async def move_on(records: IdempotencyRecords, key_turn_id: str, record: IdempotencyRecord) -> None:
     """The key's turn failed on a passing outage: the next copy with the key starts a fresh turn."""
-    nxt = record.model_copy(update={"attempt": record.attempt + 1, "result": None})
-    await redis.set(record_key(key_turn_id), nxt.model_dump_json(), ex=IDEMPOTENCY_TTL_S)
+    await records.save(key_turn_id, record.model_copy(update={"attempt": record.attempt + 1, "result": None}))
 
 
-async def forget(redis: aioredis.Redis, turn_id: str) -> None:
-    await redis.delete(record_key(turn_id))
+async def forget(records: IdempotencyRecords, key_turn_id: str) -> None:
+    await records.forget(key_turn_id)

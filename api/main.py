@@ -1,15 +1,13 @@
-"""`openclaw-rl api`: serve the REST API with uvicorn."""
+"""The REST API's ASGI application, built from the settings the process reads (`uvicorn api.main:app --factory`,
+which `openclaw-rl api` runs)."""
 
 from __future__ import annotations
 
-from openclaw_rl.settings import Settings
+from fastapi import FastAPI
+
+from api.app import create_app
+from openclaw_rl.settings import load_settings
 
 
-def serve_api(settings: Settings) -> None:
-    import uvicorn
-
-    from api.app import create_app
-
-    uvicorn.run(
-        create_app(settings), host=settings.api.host, port=settings.api.port, log_level="warning", access_log=False
-    )
+def app() -> FastAPI:
+    return create_app(load_settings())

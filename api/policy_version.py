@@ -10,28 +10,22 @@ from __future__ import annotations
 import asyncio
 import time
 
-import redis.asyncio as aioredis
 import structlog
-from pydantic import BaseModel
-from redis.exceptions import RedisError
 
-from openclaw_rl import redis_keys
+from store.errors import StoreError
+from store.policy import PolicyUpdate, PolicyVersions
 
 log = structlog.get_logger(__name__)
 
 BLOCK_MS = 5_000
 RETRY_S = 1.0
 
-
-class PolicyUpdate(BaseModel):
-    version: int
-    checkpoint: str
-    at: float
+__all__ = ["PolicyUpdate", "PolicyVersionWatcher"]
 
 
 class PolicyVersionWatcher:
-    def __init__(self, redis: aioredis.Redis):
-        self.redis = redis
+    def __init__(self, versions: PolicyVersions):
+        self.versions = versions
         self.latest: PolicyUpdate | None = None
         self._task: asyncio.Task | None = None
         self._stopping = False
@@ -41,7 +35,7 @@ class PolicyVersionWatcher:
 
     async def stop(self) -> None:
         if self._task:
-            self._stopping = True  # also ends the loop if the client turns the cancellation into a RedisError
+            self._stopping = True  # also ends the loop if the client turns the cancellation into a store error
             self._task.cancel()
             try:
                 await self._task
@@ -53,30 +47,23 @@ class PolicyVersionWatcher:
         while not self._stopping:
             try:
                 if last_id is None:  # start from the newest entry (there may be none yet)
-                    newest = await self.redis.xrevrange(redis_keys.POLICY_UPDATES, count=1)
-                    last_id = newest[0][0] if newest else b"0-0"
-                    for _, fields in newest:
-                        self._apply(fields, announce=False)
-                got = await self.redis.xread({redis_keys.POLICY_UPDATES: last_id}, block=BLOCK_MS)
-                for _, entries in got or []:
-                    for entry_id, fields in entries:
-                        last_id = entry_id
-                        self._apply(fields, announce=True)
+                    last_id, newest = await self.versions.newest_update()
+                    if last_id != "0-0":
+                        self._apply(newest, announce=False)
+                for entry_id, update in await self.versions.updates_after(last_id, BLOCK_MS):
+                    last_id = entry_id
+                    self._apply(update, announce=True)
             except asyncio.CancelledError:
                 raise
-            except (RedisError, OSError) as exc:
+            except StoreError as exc:
                 if self._stopping:
                     return
                 log.debug("policy update stream unavailable; retrying", error=str(exc))
                 await asyncio.sleep(RETRY_S)
 
-    def _apply(self, fields: dict[bytes, bytes], announce: bool) -> None:
-        try:
-            update = PolicyUpdate(
-                version=int(fields[b"version"]), checkpoint=fields[b"checkpoint"].decode(), at=float(fields[b"at"])
-            )
-        except (KeyError, ValueError) as exc:
-            log.warning("malformed policy update entry ignored", error=str(exc))
+    def _apply(self, update: PolicyUpdate | None, announce: bool) -> None:
+        if update is None:
+            log.warning("malformed policy update entry ignored")
             return
         previous = self.latest
         if previous is not None and (update.version, update.checkpoint) == (previous.version, previous.checkpoint):

@@ -17,10 +17,8 @@ import hashlib
 import json
 from typing import Any
 
-import redis.asyncio as aioredis
-
-from openclaw_rl import redis_keys
 from policy_client.chat_output import split_reasoning
+from store.prefix_links import PrefixLinks
 
 
 def _canonical(msg: dict[str, Any]) -> str:
@@ -59,19 +57,13 @@ def _digests(messages: list[dict[str, Any]], marker: str) -> list[tuple[int, str
     return out
 
 
-async def find_session(redis: aioredis.Redis, user_id: str, messages: list[dict[str, Any]], marker: str) -> str | None:
-    digests = _digests(messages, marker)
-    if not digests:
-        return None
-    hits = await redis.mget([redis_keys.prefix_link(user_id, d) for _, d in digests])
-    for hit in reversed(hits):  # longest matching history first
-        if hit:
-            return hit.decode()
-    return None
+async def find_session(links: PrefixLinks, user_id: str, messages: list[dict[str, Any]], marker: str) -> str | None:
+    """The session of the longest history prefix of `messages` that a finished turn linked."""
+    return await links.longest(user_id, [d for _, d in _digests(messages, marker)])
 
 
 async def remember(
-    redis: aioredis.Redis,
+    links: PrefixLinks,
     user_id: str,
     messages: list[dict[str, Any]],
     reply: dict[str, Any],
@@ -80,4 +72,4 @@ async def remember(
     ttl_s: int,
 ) -> None:
     digests = _digests([*messages, {**reply, "role": "assistant"}], marker)
-    await redis.set(redis_keys.prefix_link(user_id, digests[-1][1]), session_id, ex=ttl_s)
+    await links.link(user_id, digests[-1][1], session_id, ttl_s)

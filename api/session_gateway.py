@@ -13,8 +13,6 @@ not an outage (api.admission refuses such a turn first, without asking Temporal)
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import re
 import time
 
 import structlog
@@ -30,23 +28,20 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
-from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from api.admission import session_busy
 from api.errors import ApiError
 from contracts.errors import ErrorType
-from contracts.learning import LearningPlan, Method
-from contracts.session import SessionConfig, SessionInput, TurnRequest, TurnResult
-from openclaw_rl.search_attributes import SESSION_ID, USER_ID
-from openclaw_rl.settings import Pool, Settings
+from contracts.session import TurnRequest, TurnResult
+from control.sessions import session_start, session_workflow_id
+from openclaw_rl.settings import Settings
 from openclaw_rl.temporal_client import connect
 from workflows.session import SessionWorkflow
 
 log = structlog.get_logger(__name__)
 
-_SAFE_SESSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
 _TRANSIENT_RPC = {
     RPCStatusCode.UNAVAILABLE,
     RPCStatusCode.DEADLINE_EXCEEDED,
@@ -66,28 +61,6 @@ _ERROR_STATUS = {
 }
 
 
-def session_workflow_id(user_id: str, session_id: str) -> str:
-    """Readable and scoped by user: two users with the same session id never share a workflow."""
-    sid = session_id if _SAFE_SESSION.match(session_id) else "h-" + hashlib.sha256(session_id.encode()).hexdigest()[:24]
-    return f"session/{user_id}/{sid}"
-
-
-def learning_plan(settings: Settings) -> LearningPlan:
-    ln, t = settings.learning, settings.temporal
-    return LearningPlan(
-        method=Method(ln.method),
-        prm_votes=ln.votes_for_prm(),
-        hint_votes=ln.hint_votes,
-        judge_name=settings.judge().type,
-        w_binary=ln.w_binary,
-        w_opd=ln.w_opd,
-        source=ln.source,
-        judge_task_queue=t.task_queue(Pool.JUDGE),
-        policy_task_queue=t.task_queue(Pool.POLICY),
-        vote_timeout_s=ln.vote_timeout_s,
-    )
-
-
 class SessionGateway:
     def __init__(self, settings: Settings):
         self.settings = settings
@@ -100,36 +73,11 @@ class SessionGateway:
                 self._client = await connect(self.settings.temporal)
             return self._client
 
-    def session_config(self) -> SessionConfig:
-        s, t = self.settings.session, self.settings.temporal
-        return SessionConfig(
-            policy_task_queue=t.task_queue(Pool.POLICY),
-            workflow_task_queue=t.task_queue(Pool.WORKFLOW),
-            idle_timeout_s=s.idle_timeout_s,
-            turns_per_run=s.turns_per_run,
-            generate_heartbeat_s=s.generate_heartbeat_s,
-            generate_timeout_s=s.generate_timeout_s,
-            learning=learning_plan(self.settings) if self.settings.learning.enabled else None,
-        )
-
-    def _start_operation(self, user_id: str, session_id: str, wf_id: str) -> WithStartWorkflowOperation:
-        return WithStartWorkflowOperation(
-            SessionWorkflow.run,
-            SessionInput(user_id=user_id, session_id=session_id, config=self.session_config()),
-            id=wf_id,
-            task_queue=self.settings.temporal.task_queue(Pool.WORKFLOW),
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            search_attributes=TypedSearchAttributes(
-                [SearchAttributePair(USER_ID, user_id), SearchAttributePair(SESSION_ID, session_id)]
-            ),
-            static_summary=f"chat session {session_id} of {user_id}",
-        )
-
     async def run_turn(self, user_id: str, session_id: str, req: TurnRequest) -> TurnResult:
         wf_id = session_workflow_id(user_id, session_id)
         started = time.monotonic()
         while True:
-            op = self._start_operation(user_id, session_id, wf_id)
+            op = session_start(self.settings, user_id, session_id)
             try:
                 client = await self.client()
                 return await client.execute_update_with_start_workflow(

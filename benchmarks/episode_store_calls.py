@@ -20,7 +20,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import redis  # noqa: E402  (the benchmark reads the server's own counters)
 from temporalio.testing import ActivityEnvironment  # noqa: E402
 
 from activities.agent_step import AgentActivities  # noqa: E402
@@ -29,6 +28,7 @@ from activities.step_learning import StepLearningActivities  # noqa: E402
 from contracts.episodes import AgentStepInput, EnvOpenInput, EnvRef, EnvStepInput, StepVoteInput  # noqa: E402
 from engine.tiny_qwen3 import ensure_tiny_model  # noqa: E402
 from openclaw_rl.settings import Settings  # noqa: E402
+from store.client import Store  # noqa: E402
 from tests.helpers import running_valkey  # noqa: E402
 from tests.scripted_policy import ScriptedPolicy, tool_call  # noqa: E402
 
@@ -36,11 +36,6 @@ TASK = "files-dedupe"
 EPISODE = "episode/bench-store-calls"
 CONNECTION_SETUP = ("info", "hello", "client|setinfo")
 """Not the activities' own: this benchmark's counter reads, and what a client sends once when it connects."""
-
-
-def commands(client: redis.Redis) -> dict[str, int]:
-    stats = client.info("commandstats")
-    return {name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()}
 
 
 def delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
@@ -58,7 +53,8 @@ async def run(args: argparse.Namespace, data: Path, port: int, model: Path) -> d
             policy={"server_urls": [policy.url], "tokenizer_path": str(model), "context_length": 1_000_000},
             learning={"judge": {"type": "heuristic"}},
         )
-        client = redis.Redis(port=port)
+        counter = Store.from_settings(settings)
+        commands = counter.server.command_calls
         env, agent, judge = (
             EnvActivities(settings, "bench-env"),
             AgentActivities(settings),
@@ -71,18 +67,18 @@ async def run(args: argparse.Namespace, data: Path, port: int, model: Path) -> d
         try:
             for t in range(args.steps):
                 per: dict[str, dict[str, int]] = {}
-                before = commands(client)
+                before = await commands()
                 await act.run(
                     agent.agent_step,
                     AgentStepInput(
                         attempt_key=key, step=t, step_id=f"{EPISODE}:a1:s{t}", temperature=1.0, max_tokens=64
                     ),
                 )
-                per["agent_step"], before = delta(before, commands(client)), commands(client)
+                per["agent_step"], before = delta(before, await commands()), await commands()
                 await act.run(env.env_step, EnvStepInput(attempt_key=key, step=t))
-                per["env_step"], before = delta(before, commands(client)), commands(client)
+                per["env_step"], before = delta(before, await commands()), await commands()
                 await act.run(judge.step_vote, StepVoteInput(attempt_key=key, setting="terminal", step=t, vote=0))
-                per["step_vote"] = delta(before, commands(client))
+                per["step_vote"] = delta(before, await commands())
                 if t + 1 in args.report:
                     seen[t + 1] = per
         finally:
@@ -90,6 +86,7 @@ async def run(args: argparse.Namespace, data: Path, port: int, model: Path) -> d
             await env.aclose()
             await agent.aclose()
             await judge.aclose()
+            await counter.aclose()
         return seen
 
 

@@ -26,10 +26,11 @@ import uuid
 from pathlib import Path
 
 import httpx
-import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from store.client import Store, StoreAddress  # noqa: E402
+from store.keys import DATA_TTL_S  # noqa: E402
 from tests.helpers import CLI, REPO, RunningStack, stack_env  # noqa: E402
 from tests.learning.conftest import ScriptedJudge  # noqa: E402
 
@@ -60,28 +61,25 @@ async def latency(http, api, key, n: int) -> list[float]:
 
 
 async def run(stack: RunningStack, key: str, sessions: int, turns: int) -> dict:
-    r = redis.Redis.from_url(stack.redis)
+    store = Store.connect(StoreAddress(stack.redis, DATA_TTL_S))
     async with httpx.AsyncClient(timeout=300) as http:
         await latency(http, stack.api, key, 3)  # warm-up
         idle = await latency(http, stack.api, key, 20)
         started = time.time()
         await asyncio.gather(*(session(http, stack.api, key, turns) for _ in range(sessions)))
         # The chat load is over; judging of its turns goes on. Chat now, against that backlog only.
-        backlog_before = expected_left(r, started, sessions * (turns - 1))
+        backlog_before = await expected_left(store, started, sessions * (turns - 1))
         busy = await latency(http, stack.api, key, 20)
-        backlog_after = expected_left(r, started, sessions * (turns - 1))
+        backlog_after = await expected_left(store, started, sessions * (turns - 1))
     expected = sessions * (turns - 1)
     deadline = time.time() + 600
     while time.time() < deadline:
-        entries = [
-            e
-            for e in r.xrange("oc:records:personal:v0")
-            if b"judge-bench-" in e[1][b"id"] and int(e[0].split(b"-")[0]) / 1000 >= started
-        ]
+        entries = await ours(store, started)
         if len(entries) >= expected:
             break
-        time.sleep(0.5)
-    stamps = sorted(int(e[0].split(b"-")[0]) / 1000 for e in entries)
+        await asyncio.sleep(0.5)
+    await store.aclose()
+    stamps = sorted(e.at for e in entries)
     span = stamps[-1] - stamps[0] if len(stamps) > 1 else float("nan")
     return {
         "judged": len(entries),
@@ -92,13 +90,14 @@ async def run(stack: RunningStack, key: str, sessions: int, turns: int) -> dict:
     }
 
 
-def expected_left(r: redis.Redis, started: float, expected: int) -> int:
-    done = [
-        e
-        for e in r.xrange("oc:records:personal:v0")
-        if b"judge-bench-" in e[1][b"id"] and int(e[0].split(b"-")[0]) / 1000 >= started
-    ]
-    return expected - len(done)
+async def ours(store: Store, started: float) -> list:
+    """This run's judged turns (version 0: nothing is trained here)."""
+    recs = await store.judgements.records("personal", "0")
+    return [e for e in recs if "judge-bench-" in e.record.sample_id and e.at >= started]
+
+
+async def expected_left(store: Store, started: float, expected: int) -> int:
+    return expected - len(await ours(store, started))
 
 
 def main() -> None:

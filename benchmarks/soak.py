@@ -43,11 +43,12 @@ from collections import Counter
 from pathlib import Path
 
 import httpx
-import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from contracts.chat import tenant_of  # noqa: E402
+from store.client import Store, StoreAddress  # noqa: E402
+from store.keys import DATA_TTL_S  # noqa: E402
 from tests.helpers import CLI, REPO, RunningStack, stack_env  # noqa: E402
 
 FEEDBACK = ("Thanks, perfect!", "Don't repeat yourself, that was wrong.")
@@ -189,12 +190,22 @@ class Soak:
         await self.http.aclose()
 
 
-def used_memory(r: redis.Redis) -> int:
-    return int(r.info("memory")["used_memory"])
+def from_store(stack: RunningStack, read):
+    """`await read(store)` on a store client of its own (the benchmark's main loop is synchronous)."""
+
+    async def go():
+        async with Store.connect(StoreAddress(stack.redis, DATA_TTL_S)) as store:
+            return await read(store)
+
+    return asyncio.run(go())
 
 
-def records(stack: RunningStack, r: redis.Redis) -> list[dict]:
-    return [json.loads(f[b"record"]) for key in r.scan_iter("oc:records:personal:v*") for _, f in r.xrange(key)]
+def used_memory(stack: RunningStack) -> int:
+    return from_store(stack, lambda s: s.server.memory_used())
+
+
+def records(stack: RunningStack) -> list[dict]:
+    return [r.record.model_dump(mode="json") for r in from_store(stack, lambda s: s.judgements.records("personal"))]
 
 
 def trained_steps(stack: RunningStack) -> list[dict]:
@@ -243,24 +254,24 @@ def main() -> None:
             cwd=REPO,
             check=True,
         ).stdout.split()[0]
-        r = redis.Redis.from_url(stack.redis)
-        mem_start = used_memory(r)
+        mem_start = used_memory(stack)
         start_status = train_status(stack)
         load_start = os.getloadavg()[0]  # the machine's other work weighs on every figure
         soak = Soak(stack, key, model, args)
         t0 = time.monotonic()
         asyncio.run(soak.run())
         load_s = time.monotonic() - t0
-        mem_load = used_memory(r)
+        mem_load = used_memory(stack)
         # Drain: judging catches up with every paired turn and training with every full batch (or the wait ends).
         deadline = time.monotonic() + args.drain_s
         while time.monotonic() < deadline and (
-            len(records(stack, r)) < soak.paired or r.xlen("oc:samples:personal") >= args.batch_size
+            len(records(stack)) < soak.paired
+            or from_store(stack, lambda s: s.samples.length("personal")) >= args.batch_size
         ):
             time.sleep(2)
         drain_s = args.drain_s - max(0.0, deadline - time.monotonic())
-        recs = records(stack, r)
-        mem_end = used_memory(r)
+        recs = records(stack)
+        mem_end = used_memory(stack)
         status = train_status(stack)
         steps = trained_steps(stack)
         judge_line = next((ln for ln in stack.output().splitlines() if "learning" in ln and "judge" in ln), "").strip()

@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.qwen3_shapes import SHAPES, bench_model, head_dim, parameter_count  # noqa: E402
 from contracts.learning import JudgeSummary  # noqa: E402
-from openclaw_rl.samples import SampleMeta, TrainingSample  # noqa: E402
 from rlmath.logprobs import token_logprobs  # noqa: E402
+from store.samples import PersonalTurn, TrainingSample  # noqa: E402
 from trainers import backend_class  # noqa: E402
 from trainers.base import TrainerConfig  # noqa: E402
 
@@ -40,29 +40,28 @@ def batch(n: int, prompt: int, response: int, vocab: int) -> list[TrainingSample
     out = []
     for i in range(n):
         ids = torch.randint(0, vocab, (prompt + response,), generator=g).tolist()
-        meta = SampleMeta(
-            sample_id=f"b#{i}",
-            source="bench",
-            method="binary",
-            user_id="u",
-            session_id="s",
-            turn_id=str(i),
-            turn_index=i,
-            policy_version="0",
-            temperature=1.0,
-            reward=1.0,
-            loss_mask=1,
-            use_teacher=False,
-            reason="bench",
-            judge=JudgeSummary(judge="none"),
-        )
         out.append(
             TrainingSample(
-                meta=meta,
+                sample_id=f"b#{i}",
+                source="bench",
+                policy_version="0",
+                temperature=1.0,
+                reward=1.0,
+                loss_mask=1,
                 prompt_ids=ids[:prompt],
                 response_ids=ids[prompt:],
                 rollout_logprobs=[-10.0] * response,
                 advantages=[1.0 if i % 2 else -1.0] * response,
+                provenance=PersonalTurn(
+                    method="binary",
+                    user_id="u",
+                    session_id="s",
+                    turn_id=str(i),
+                    turn_index=i,
+                    use_teacher=False,
+                    reason="bench",
+                    judge=JudgeSummary(judge="none"),
+                ),
             )
         )
     return out

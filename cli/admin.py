@@ -6,22 +6,17 @@ import argparse
 import asyncio
 import json
 
-import redis.asyncio as aioredis
-from redis.exceptions import ConnectionError as RedisConnectionError
-
 from openclaw_rl.masking import mask_url
 from openclaw_rl.settings import Settings
-
-
-def _redis(settings: Settings) -> aioredis.Redis:
-    return aioredis.from_url(settings.redis.target())
+from store.client import Store
+from store.errors import StoreUnavailable
 
 
 async def keys_command(args: argparse.Namespace, settings: Settings) -> int:
-    from api.keys import InvalidUserId, KeyStore
+    from control.api_keys import InvalidUserId, KeyStore
 
-    redis = _redis(settings)
-    store = KeyStore(redis, settings.api_key_pepper.get_secret_value())
+    db = Store.from_settings(settings)
+    store = KeyStore(db.api_keys, settings.api_key_pepper.get_secret_value())
     try:
         if args.keys_command == "create":
             rec, key = await store.create(args.user)
@@ -43,14 +38,14 @@ async def keys_command(args: argparse.Namespace, settings: Settings) -> int:
     except InvalidUserId as exc:
         print(f"openclaw-rl: {exc}")
         return 2
-    except (RedisConnectionError, OSError) as exc:
+    except StoreUnavailable as exc:
         print(
-            f"openclaw-rl: cannot reach Redis at {mask_url(settings.redis.target())}: {exc}. "
+            f"openclaw-rl: cannot reach the store at {mask_url(settings.redis.target())}: {exc}. "
             "Is the stack up (`openclaw-rl up`)?"
         )
         return 1
     finally:
-        await redis.aclose()
+        await db.aclose()
 
 
 async def _client(settings: Settings):
@@ -66,7 +61,7 @@ async def _client(settings: Settings):
 
 
 async def sessions_command(args: argparse.Namespace, settings: Settings) -> int:
-    from api.session_audit import list_sessions
+    from control.audit import list_sessions
 
     client = await _client(settings)
     sessions = await list_sessions(client, args.user, args.limit)
@@ -84,12 +79,12 @@ async def sessions_command(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def turns_command(args: argparse.Namespace, settings: Settings) -> int:
-    from api.session_audit import SessionNotFound, session_turns
+    from control.audit import SessionNotFound, session_turns
 
     client = await _client(settings)
-    redis = _redis(settings)
+    store = Store.from_settings(settings)
     try:
-        log = await session_turns(client, redis, args.user, args.session_id, args.offset, args.limit)
+        log = await session_turns(client, store, args.user, args.session_id, args.offset, args.limit)
     except SessionNotFound:
         print(
             f"openclaw-rl: no session {args.session_id!r} for user {args.user!r} "
@@ -97,7 +92,7 @@ async def turns_command(args: argparse.Namespace, settings: Settings) -> int:
         )
         return 1
     finally:
-        await redis.aclose()
+        await store.aclose()
     if args.json:
         print(log.model_dump_json(indent=2))
         return 0
@@ -148,7 +143,7 @@ async def train_command(args: argparse.Namespace, settings: Settings) -> int:
     from temporalio.service import RPCError
 
     from contracts.training import BatchSize, CheckpointRequest, training_workflow_id
-    from stack.training_control import start_training
+    from control.training import start_training
     from workflows.training import TrainingWorkflow
 
     client = await _client(settings)

@@ -12,31 +12,27 @@ import asyncio
 import json
 import re
 import sys
-import time
 import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-import redis.asyncio as aioredis
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
 from contracts.episodes import (
     EPISODE_WORKFLOW,
     ROLLOUT_WORKFLOW,
-    EpisodeConfig,
     EpisodeInput,
     EpisodeResult,
-    RolloutInput,
-    RolloutPart,
-    TaskGroupInput,
 )
+from control import episodes
 from envs.registry import SOURCES
-from openclaw_rl import redis_keys
 from openclaw_rl.masking import mask_url
 from openclaw_rl.search_attributes import OUTCOME, SETTING, TASK_ID
 from openclaw_rl.settings import Pool, Settings
 from rlmath.stepwise import step_reward
+from store import keys
+from store.client import Store
 
 STATUSES = {
     "running": "Running",
@@ -88,25 +84,6 @@ def check_rollout_args(args: argparse.Namespace) -> None:
         if args.tasks:
             raise ValueError("--mix names each part's tasks (SETTING:TASK,TASK): --tasks is for --setting")
         args.mix_parts = parse_mix(mix)
-
-
-def episode_config(settings: Settings, setting: str) -> EpisodeConfig:
-    """The settings -> EpisodeConfig builder: everything an episode needs to know, fixed when it starts."""
-    cfg, t = settings.envs.setting(setting), settings.temporal
-    return EpisodeConfig(
-        max_steps=cfg.max_steps,
-        prm_votes=cfg.prm_votes,
-        temperature=cfg.temperature,
-        max_tokens=cfg.max_tokens,
-        judge_name=settings.judge().type,
-        policy_task_queue=t.task_queue(Pool.POLICY),
-        judge_task_queue=t.task_queue(Pool.JUDGE),
-        env_task_queue=t.task_queue(Pool.ENV),
-        attempts=settings.envs.episode_attempts,
-        env_lost_after_s=settings.envs.env_lost_after_s,
-        step_timeout_s=settings.envs.step_timeout_s,
-        vote_timeout_s=settings.learning.vote_timeout_s,
-    )
 
 
 def visibility_query(args: argparse.Namespace, workflow_type: str = EPISODE_WORKFLOW) -> str:
@@ -165,7 +142,7 @@ async def episodes_command(args: argparse.Namespace, settings: Settings, client:
         if sub == "show":
             return await show_episode(client, settings, args)
         if sub == "retry":
-            return await retry_episodes(client, args)
+            return await retry_episodes(client, settings, args)
         if sub == "watch":
             return await watch(client, args)
         if sub in ("start", "run", "group", "rollout"):
@@ -267,16 +244,12 @@ async def show_episode(client: Client, settings: Settings, args: argparse.Namesp
         inp = await original_input(client, args.episode_id)
         print(f"episode {args.episode_id}: {status} ({inp.setting} {inp.task_id}); see the Web UI for its failure")
         return 0
-    redis = aioredis.from_url(settings.redis.target())
-    try:
-        adv = {
-            int(k): v.decode().split()
-            for k, v in (await redis.hgetall(redis_keys.episode_advantages(args.episode_id))).items()
-        }
-        key = result.attempt_key if result is not None else redis_keys.episode_attempt(args.episode_id, attempt)
-        shots = await screenshots(redis, key, [s.index for s in steps])
-    finally:
-        await redis.aclose()
+    async with Store.from_settings(settings) as store:
+        adv = await store.episodes.advantages(args.episode_id)
+        key = result.attempt_key if result is not None else keys.episode_attempt(args.episode_id, attempt)
+        observed = await store.episodes.observations(key, [s.index for s in steps])
+    # gui steps' screenshot files (gone from here once the episode's data expires)
+    shots = {i: o.screenshot for i, o in observed.items() if o.screenshot}
     if args.json:
         print(
             json.dumps(
@@ -286,7 +259,7 @@ async def show_episode(client: Client, settings: Settings, args: argparse.Namesp
                     "attempt": attempt,
                     "outcome": outcome,
                     "result": result.model_dump() if result else None,
-                    "advantages": adv,
+                    "advantages": {i: {"reward": r, "advantage": a} for i, (r, a) in adv.items()},
                     "screenshots": shots,
                 },
                 indent=2,
@@ -303,7 +276,7 @@ async def show_episode(client: Client, settings: Settings, args: argparse.Namesp
     for s in steps:
         votes = ", ".join("-" if v is None else f"{v:+d}" for v in s.votes) or "none"
         reward = f"{step_reward(outcome, s.votes):+.2f}" if outcome is not None else "-"
-        a = f", advantage {float(adv[s.index][1]):+.3f}" if s.index in adv else ""
+        a = f", advantage {adv[s.index][1]:+.3f}" if s.index in adv else ""
         print(f"\n#{s.index} policy v{s.weight_version or '?'} {s.prompt_tokens}+{s.completion_tokens} tokens")
         print(f"  action:      {_one_line(s.action)}" + (f"  [parse error: {s.parse_error}]" if s.parse_error else ""))
         print(f"  observation: {_one_line(s.observation)}")
@@ -311,17 +284,6 @@ async def show_episode(client: Client, settings: Settings, args: argparse.Namesp
         if s.index in shots:
             print(f"  screenshot:  {shots[s.index]}")
     return 0
-
-
-async def screenshots(redis: aioredis.Redis, attempt_key: str, indexes: list[int]) -> dict[int, str]:
-    """Each step's screenshot file (gui), from its stored observation (gone once the episode data expires)."""
-    out = {}
-    for i in indexes:
-        raw = await redis.get(redis_keys.episode_observation(attempt_key, i))
-        shot = json.loads(raw)["observation"].get("screenshot") if raw else None
-        if shot:
-            out[i] = shot
-    return out
 
 
 def _one_line(text: str, n: int = 110) -> str:
@@ -337,7 +299,7 @@ async def original_input(client: Client, workflow_id: str, run_id: str | None = 
     return value
 
 
-async def retry_episodes(client: Client, args: argparse.Namespace) -> int:
+async def retry_episodes(client: Client, settings: Settings, args: argparse.Namespace) -> int:
     """Start failed episodes again with their original input; each retry names the run it retries."""
     query = visibility_query(args)
     if not args.status:
@@ -352,13 +314,12 @@ async def retry_episodes(client: Client, args: argparse.Namespace) -> int:
         if args.dry_run:
             print(f"would retry {wf.id} ({wf.status.name.lower()}) as {new_id}")
             continue
-        from workflows.episode import EpisodeWorkflow
-
-        await client.start_workflow(
-            EpisodeWorkflow.run,
+        await episodes.start_episode(
+            client,
+            settings,
             inp,
-            id=new_id,
-            task_queue=_workflow_queue(args),
+            workflow_id=new_id,
+            task_queue=args.workflow_queue,
             memo={"retry_of": wf.id, "retry_of_run": wf.run_id},
             static_summary=f"retry of {wf.id}",
         )
@@ -369,103 +330,44 @@ async def retry_episodes(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
-def _workflow_queue(args: argparse.Namespace) -> str:
-    return args.workflow_queue
-
-
 async def start(client: Client, settings: Settings, args: argparse.Namespace) -> int:
-    if getattr(args, "mix_parts", None):
-        return await start_mixed_rollout(client, settings, args)
-    cfg = episode_config(settings, args.setting)
-    queue = settings.temporal.task_queue(Pool.WORKFLOW)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
     if getattr(args, "seed", None) is not None:
         if args.setting != "gui":
             raise ValueError("--seed is the task's own seed: gui tasks only")
         args.task = f"{args.task}/{args.seed}"  # envs.gui.task: an id names the task and its seed
-    if args.episodes_command in ("start", "run"):
-        from workflows.episode import EpisodeWorkflow
-
-        wf_id = f"episode/{args.setting}-{args.task}-{stamp}-{uuid.uuid4().hex[:4]}".replace(" ", "_")
-        handle = await client.start_workflow(
-            EpisodeWorkflow.run,
-            EpisodeInput(setting=args.setting, task_id=args.task, config=cfg),
-            id=wf_id,
-            task_queue=queue,
-        )
-    elif args.episodes_command == "group":
-        from workflows.task_group import TaskGroupWorkflow
-
-        group_id = f"{args.setting}-{args.task}-{stamp}-{uuid.uuid4().hex[:4]}"
-        wf_id = f"group/{group_id}"
-        handle = await client.start_workflow(
-            TaskGroupWorkflow.run,
-            TaskGroupInput(
-                group_id=group_id,
-                setting=args.setting,
-                task_id=args.task,
-                samples=args.samples,
-                config=cfg,
-                publish=not args.no_publish,
-            ),
-            id=wf_id,
-            task_queue=queue,
-        )
-    else:
-        from workflows.rollout import RolloutWorkflow
-
-        rollout_id = f"{args.setting}-{stamp}-{uuid.uuid4().hex[:4]}"
-        wf_id = f"rollout/{rollout_id}"
-        handle = await client.start_workflow(
-            RolloutWorkflow.run,
-            RolloutInput(
-                rollout_id=rollout_id,
-                setting=args.setting,
-                task_ids=args.tasks or [],
-                samples_per_task=args.samples,
-                parallel=args.parallel,
-                passes=args.passes,
-                config=cfg,
-                publish=not args.no_publish,
-            ),
-            id=wf_id,
-            task_queue=queue,
-        )
-    print(f"started {wf_id}")
-    if args.wait or args.episodes_command == "run":  # `run`: start and wait
-        result = await handle.result()
-        print(result.model_dump_json(indent=2))
-    return 0
-
-
-async def start_mixed_rollout(client: Client, settings: Settings, args: argparse.Namespace) -> int:
-    """A rollout over tasks of several settings (`--mix`), each part with its own setting's EpisodeConfig."""
-    from workflows.rollout import RolloutWorkflow
-
-    parts = [
-        RolloutPart(setting=setting, task_ids=ids, samples_per_task=n, config=episode_config(settings, setting))
-        for setting, ids, n in args.mix_parts
-    ]
-    names = "+".join(dict.fromkeys(p.setting for p in parts))
-    rollout_id = f"mixed-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
-    wf_id = f"rollout/{rollout_id}"
-    handle = await client.start_workflow(
-        RolloutWorkflow.run,
-        RolloutInput(
-            rollout_id=rollout_id,
-            parts=parts,
+    publish = not getattr(args, "no_publish", False)
+    if getattr(args, "mix_parts", None):
+        handle = await episodes.start_mixed_rollout(
+            client,
+            settings,
+            args.mix_parts,
             samples_per_task=args.samples,
             parallel=args.parallel,
             passes=args.passes,
-            config=parts[0].config,
-            publish=not args.no_publish,
-        ),
-        id=wf_id,
-        task_queue=settings.temporal.task_queue(Pool.WORKFLOW),
-        static_summary=f"mixed rollout: {names}",
-    )
-    print(f"started {wf_id} ({names})")
-    if args.wait:
+            publish=publish,
+        )
+    elif args.episodes_command in ("start", "run"):
+        cfg = episodes.episode_config(settings, args.setting)
+        handle = await episodes.start_episode(
+            client, settings, EpisodeInput(setting=args.setting, task_id=args.task, config=cfg)
+        )
+    elif args.episodes_command == "group":
+        handle = await episodes.start_task_group(
+            client, settings, args.setting, args.task, samples=args.samples, publish=publish
+        )
+    else:
+        handle = await episodes.start_rollout(
+            client,
+            settings,
+            args.setting,
+            args.tasks or [],
+            samples_per_task=args.samples,
+            parallel=args.parallel,
+            passes=args.passes,
+            publish=publish,
+        )
+    print(f"started {handle.id}")
+    if getattr(args, "wait", False) or args.episodes_command == "run":  # `run`: start and wait
         result = await handle.result()
         print(result.model_dump_json(indent=2))
     return 0

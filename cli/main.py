@@ -61,9 +61,17 @@ def cmd_megatron_node(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_api(args: argparse.Namespace, settings: Settings) -> int:
-    from api.main import serve_api
+    import uvicorn
 
-    serve_api(settings)
+    # By its import path: the API's factory reads the same settings sources as this process.
+    uvicorn.run(
+        "api.main:app",
+        factory=True,
+        host=settings.api.host,
+        port=settings.api.port,
+        log_level="warning",
+        access_log=False,
+    )
     return 0
 
 

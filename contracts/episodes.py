@@ -1,7 +1,7 @@
 """General-agent episodes: EpisodeWorkflow, TaskGroupWorkflow, RolloutWorkflow and the activities they call.
 
 Histories carry ids, counts and summaries; messages, observations and token
-data live in Redis under the episode attempt's keys (openclaw_rl.redis_keys).
+data live in Redis under the episode attempt's keys (store.keys).
 """
 
 from __future__ import annotations

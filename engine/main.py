@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import structlog
@@ -63,29 +62,15 @@ def newest_trained(settings: Settings, base: Path) -> Path:
 
 
 def published_version(settings: Settings, wait_s: float = PUBLISHED_WAIT_S) -> int | None:
-    """The policy version every server has loaded (0: none published yet); None when Redis does not answer."""
-    import redis
+    """The policy version every server has loaded (0: none published yet); None when the store does not answer."""
+    from store.errors import StoreUnavailable
+    from store.policy import served_version_now
 
-    from openclaw_rl import redis_keys
-
-    client = redis.Redis.from_url(settings.redis.target(), socket_connect_timeout=1.0, socket_timeout=2.0)
-    deadline = time.monotonic() + wait_s
     try:
-        while True:
-            try:
-                raw = client.get(redis_keys.POLICY_VERSION)
-                break
-            except redis.ConnectionError as exc:
-                if time.monotonic() >= deadline:
-                    log.warning("Redis unreachable; the published version is unknown", error=str(exc))
-                    return None
-                time.sleep(0.2)
-    finally:
-        client.close()
-    text = raw.decode() if raw else "0"
-    if not text.isdigit():
-        raise ValueError(f"{redis_keys.POLICY_VERSION} holds {text!r}, not a version number")
-    return int(text)
+        return served_version_now(settings.redis.target(), wait_s)
+    except StoreUnavailable as exc:
+        log.warning("the store is unreachable; the published version is unknown", error=str(exc))
+        return None
 
 
 def serve_engine(

@@ -16,11 +16,11 @@ import argparse
 import asyncio
 
 import httpx
-import redis
 import structlog
 
 from openclaw_rl.settings import Settings, load_settings
 from stack.router import RouterCallError, RouterFront, catch_up
+from store.errors import StoreError
 
 log = structlog.get_logger(__name__)
 
@@ -49,7 +49,7 @@ async def _follow_one(settings: Settings, server: str, router: RouterFront, inte
     while True:
         try:
             now = await follow_once(settings, server, router)
-        except (httpx.HTTPError, redis.RedisError, RouterCallError, RuntimeError, ValueError) as exc:
+        except (httpx.HTTPError, StoreError, RouterCallError, RuntimeError, ValueError) as exc:
             # The router or Redis may be restarting: the next round tries again.
             log.warning("follow round failed", server=server, error=str(exc))
             now = None

@@ -21,7 +21,6 @@ import uuid
 from datetime import timedelta
 
 import httpx
-import redis
 import structlog
 
 from contracts.health import ProbeInput
@@ -41,6 +40,7 @@ from stack.services import (
     valkey_service,
     worker_service,
 )
+from store.errors import StoreError
 from workflows.stack_probe import StackProbeWorkflow
 
 log = structlog.get_logger(__name__)
@@ -163,7 +163,7 @@ class Stack:
                 await engines_ready
         await self.probe(client)
         if self.settings.training.auto_start:
-            from stack.training_control import start_training
+            from control.training import start_training
 
             wf_id = await start_training(client, self.settings)
             log.info("training workflow running", workflow_id=wf_id)
@@ -246,7 +246,7 @@ class Stack:
                 continue
             try:
                 await catch_up(self.settings, url, key)
-            except (httpx.HTTPError, redis.RedisError, RuntimeError, ValueError) as exc:
+            except (httpx.HTTPError, StoreError, RuntimeError, ValueError) as exc:
                 log.warning("could not check the engine's policy version", engine=url, error=str(exc))
 
     async def _restart(self, p: ManagedProcess, delay: float) -> None:

@@ -13,13 +13,12 @@ import sys
 from urllib.parse import quote
 
 import httpx
-import redis.asyncio as aioredis
 import structlog
 from pydantic import BaseModel
 
-from openclaw_rl import redis_keys
 from openclaw_rl.checkpoints import read_version_label, version_dir
 from openclaw_rl.settings import Settings
+from store.client import Store
 
 log = structlog.get_logger(__name__)
 
@@ -161,15 +160,8 @@ async def catch_up(settings: Settings, engine_url: str, api_key: str) -> str:
 
 
 async def _published_version(settings: Settings) -> int:
-    client = aioredis.from_url(settings.redis.target(), socket_connect_timeout=2.0, socket_timeout=5.0)
-    try:
-        raw = await client.get(redis_keys.POLICY_VERSION)
-    finally:
-        await client.aclose()
-    text = raw.decode() if raw else "0"
-    if not text.isdigit():
-        raise ValueError(f"{redis_keys.POLICY_VERSION} holds {text!r}, not a version number")
-    return int(text)
+    async with Store.from_settings(settings, socket_connect_timeout=2.0, socket_timeout=5.0) as store:
+        return await store.policy.served()
 
 
 def _raise_for(resp: httpx.Response, what: str) -> None:

@@ -13,7 +13,17 @@ import httpx
 
 from stack.running import CLI, REPO, RunningStack, free_port, isolated_env
 
-__all__ = ["CLI", "REPO", "RunningStack", "free_port", "pid_alive", "running_valkey", "stack_env", "wait_http"]
+__all__ = [
+    "CLI",
+    "REPO",
+    "RunningStack",
+    "free_port",
+    "pid_alive",
+    "running_valkey",
+    "stack_env",
+    "store_at",
+    "wait_http",
+]
 
 
 def wait_http(url: str, timeout: float = 120.0, proc: subprocess.Popen | None = None) -> None:
@@ -75,3 +85,10 @@ def pid_alive(pid: int) -> bool:
             return f.read().split()[2] != "Z"
     except OSError:
         return False
+
+
+def store_at(port: int, ttl_s: int = 3600):
+    """A store client (store.client.Store) on a loopback valkey, per-turn data kept `ttl_s`."""
+    from store.client import Store, StoreAddress
+
+    return Store.connect(StoreAddress(f"redis://127.0.0.1:{port}/0", ttl_s))

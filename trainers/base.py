@@ -21,9 +21,9 @@ import torch
 
 from contracts.training import StepMetrics
 from openclaw_rl.checkpoints import atomic_dir, write_version_info
-from openclaw_rl.samples import TrainingSample
 from rlmath.logprobs import scoring_temperature, token_entropy, token_logprobs
 from rlmath.loss import LossConfig, LossParts, policy_loss
+from store.samples import TrainingSample
 from trainers.lora import LoraConfig
 
 TOKENIZER_FILES = (
@@ -194,7 +194,7 @@ class PolicyTrainer(ABC):
             h = token_entropy(logits, temperature)
             ent = torch.zeros(shape, device=self.device, dtype=h.dtype).index_put((b, j), h)
             return out, ent, (0.0, 0)
-        learned = torch.tensor([s.meta.loss_mask > 0 for s in group], device=self.device)[b].nonzero().squeeze(-1)
+        learned = torch.tensor([s.loss_mask > 0 for s in group], device=self.device)[b].nonzero().squeeze(-1)
         if learned.numel() == 0:
             return out, None, (0.0, 0)
         pick = learned[torch.linspace(0, learned.numel() - 1, min(ENTROPY_SAMPLE, learned.numel())).long()]
@@ -281,7 +281,7 @@ class PolicyTrainer(ABC):
             r = len(s.response_ids)
             old_lp[i, :r] = torch.tensor(s.rollout_logprobs, device=self.device)
             adv[i, :r] = torch.tensor(s.advantages, device=self.device)
-            mask[i, :r] = float(s.meta.loss_mask)
+            mask[i, :r] = float(s.loss_mask)
         return old_lp, adv, mask
 
     def weights_finite(self) -> bool:
@@ -347,8 +347,8 @@ def response_rows(
         rows_b.append(torch.full((r,), i, dtype=torch.long))
         rows_t.append(torch.arange(p - 1, p + r - 1))
         cols.append(torch.arange(r))
-        temps.append(torch.full((r,), scoring_temperature(s.meta.temperature)))
-    distinct = {scoring_temperature(s.meta.temperature) for s in group}
+        temps.append(torch.full((r,), scoring_temperature(s.temperature)))
+    distinct = {scoring_temperature(s.temperature) for s in group}
     temperature = distinct.pop() if len(distinct) == 1 else torch.cat(temps).to(device)
     return torch.cat(rows_b).to(device), torch.cat(rows_t).to(device), torch.cat(cols).to(device), temperature
 

@@ -30,9 +30,9 @@ from pydantic import BaseModel
 
 from contracts.training import StepMetrics
 from openclaw_rl.checkpoints import atomic_dir
-from openclaw_rl.samples import TrainingSample
 from openclaw_rl.settings import MegatronSettings
 from policy_client.weight_sync import WeightSyncError, dtype_name
+from store.samples import TrainingSample
 from trainers.base import PolicyTrainer, TrainerConfig
 from trainers.megatron_checkpoint import complete_version_folder
 from trainers.megatron_job_protocol import (

@@ -16,8 +16,8 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field, TypeAdapter
 
 from contracts.training import StepMetrics
-from openclaw_rl.samples import TrainingSample
 from openclaw_rl.settings import MegatronSettings
+from store.samples import TrainingSample
 from trainers.base import TrainerConfig
 from trainers.weight_sync import BucketSpec, GroupSpec
 

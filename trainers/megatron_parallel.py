@@ -42,8 +42,8 @@ import torch.distributed as dist
 from contracts.training import StepMetrics
 from openclaw_rl.checkpoints import read_version_info
 from openclaw_rl.device import pick_device
-from openclaw_rl.samples import TrainingSample
 from rlmath.loss import policy_loss
+from store.samples import TrainingSample
 from trainers.base import LossTotals, TrainerConfig, micro_batches, padded_ids
 from trainers.megatron_checkpoint import has_distributed_checkpoint
 from trainers.megatron_convert import mcore_to_hf, pp_unstage, tp_merge

@@ -25,7 +25,7 @@ import torch
 
 from openclaw_rl.device import pick_device
 from openclaw_rl.ports import free_port
-from openclaw_rl.samples import TrainingSample
+from store.samples import TrainingSample
 from trainers.base import PolicyTrainer, TrainerConfig, padded_ids, response_rows
 from trainers.megatron_checkpoint import (
     adamw_sharded_state,

@@ -16,7 +16,7 @@ import torch
 
 from contracts.training import StepMetrics
 from openclaw_rl.device import pick_device
-from openclaw_rl.samples import TrainingSample
+from store.samples import TrainingSample
 from trainers.base import PolicyTrainer, TrainerConfig, padded_ids, response_rows
 from trainers.lora import base_of, with_lora, write_lora_checkpoint
 

@@ -45,8 +45,8 @@ with workflow.unsafe.imports_passed_through():
         StepVoteInput,
     )
     from contracts.errors import ErrorType
-    from openclaw_rl import redis_keys
     from openclaw_rl.search_attributes import OUTCOME, POLICY_VERSION, SETTING, TASK_ID
+    from store import keys
     from workflows.activity_calls import execute
     from workflows.store_outage import waiting_out_store_outages
 
@@ -88,7 +88,7 @@ class EpisodeWorkflow:
 
     async def _attempt(self, inp: EpisodeInput, attempt: int) -> EpisodeResult:
         cfg, wf_id = inp.config, workflow.info().workflow_id
-        key = redis_keys.episode_attempt(wf_id, attempt)
+        key = keys.episode_attempt(wf_id, attempt)
         self._details(inp, "opening the environment")
         try:
             opened: EnvOpened = await execute(
@@ -104,7 +104,7 @@ class EpisodeWorkflow:
         try:
             for t in range(max_steps):
                 self._details(inp, f"step {t + 1}/{max_steps}: policy")
-                step_id = redis_keys.episode_step_id(wf_id, attempt, t)
+                step_id = keys.episode_step_id(wf_id, attempt, t)
                 try:
                     out: AgentStepOutput = await execute(
                         AGENT_STEP,

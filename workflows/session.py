@@ -43,8 +43,8 @@ with workflow.unsafe.imports_passed_through():
         TurnsPageResult,
     )
     from contracts.summary import clip
-    from openclaw_rl import redis_keys
     from openclaw_rl.search_attributes import POLICY_VERSION
+    from store import keys
     from workflows.activity_calls import execute
     from workflows.judge_turn import JudgeTurnWorkflow
 
@@ -131,8 +131,8 @@ class SessionWorkflow:
             started_at=workflow.now(),
             message_count=req.message_count,
             prompt_summary=clip(req.prompt_summary),
-            request_key=redis_keys.chat_request(req.turn_id),
-            data_key=redis_keys.turn_data(req.turn_id),
+            request_key=keys.chat_request(req.turn_id),
+            data_key=keys.turn_data(req.turn_id),
             request_digest=req.request_digest,
         )
         self.state.next_index += 1
@@ -269,7 +269,7 @@ class SessionWorkflow:
         done, kept = self.state.turns[:keep_from], self.state.turns[keep_from:]
         if done:
             seg = ArchivedSegment(
-                key=redis_keys.turn_log_segment(self._session_key(), done[0].index),
+                key=keys.turn_log_segment(self._session_key(), done[0].index),
                 first_index=done[0].index,
                 count=len(done),
             )

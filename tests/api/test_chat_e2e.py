@@ -9,9 +9,8 @@ import uuid
 import httpx
 import openai
 import pytest
-import redis.asyncio as aioredis
 
-from openclaw_rl.turn_data import load_turn_tokens
+from store.client import Store, StoreAddress
 from tests.api.conftest import create_key
 
 pytestmark = pytest.mark.timeout(300)
@@ -152,11 +151,8 @@ def test_three_sessions_streaming_and_not_with_tool_history(chat_stack, alice):
 
 
 async def _load(url: str, turn_id: str):
-    redis = aioredis.from_url(url)
-    try:
-        return await load_turn_tokens(redis, turn_id)
-    finally:
-        await redis.aclose()
+    async with Store.connect(StoreAddress(url, 3600)) as store:
+        return await store.turns.load(turn_id)
 
 
 def test_request_without_hints_is_linked_by_history_prefix(chat_stack, alice):

@@ -11,9 +11,8 @@ import uuid
 import httpx
 import openai
 import pytest
-import redis.asyncio as aioredis
 
-from openclaw_rl.turn_data import load_turn_tokens
+from store.client import Store, StoreAddress
 from tests.api.conftest import chat_stack_env, create_key
 from tests.helpers import RunningStack
 
@@ -37,11 +36,8 @@ def _turn_log(stack, key, sid) -> dict:
 
 
 async def _tokens(url, turn_id):
-    redis = aioredis.from_url(url)
-    try:
-        return await load_turn_tokens(redis, turn_id)
-    finally:
-        await redis.aclose()
+    async with Store.connect(StoreAddress(url, 3600)) as store:
+        return await store.turns.load(turn_id)
 
 
 def test_policy_worker_killed_mid_generation_turn_completes(fault_stack):

@@ -6,15 +6,15 @@ of the request (an SDK's retries, a person pressing retry) got the same 503 back
 
 from __future__ import annotations
 
-import redis.asyncio as aioredis
-
 from api import idempotency
 from api.idempotency import IdempotencyRecord
+from tests.helpers import store_at
 from tests.training.test_train_step_activity import valkey  # noqa: F401 (fixture)
 
 
 async def test_after_a_failed_attempt_the_same_key_names_a_fresh_turn_and_keeps_its_session(valkey):  # noqa: F811
-    r = aioredis.Redis(port=valkey)
+    store = store_at(valkey)
+    r = store.idempotency
     key_id = idempotency.turn_id_for("u", "retry-me")
     first = IdempotencyRecord(session_id="s1", request_digest="d", created=1)
     record, fresh = await idempotency.claim(r, key_id, first)
@@ -27,4 +27,4 @@ async def test_after_a_failed_attempt_the_same_key_names_a_fresh_turn_and_keeps_
     second = idempotency.attempt_turn_id(key_id, record.attempt)
     assert second != key_id and second == idempotency.attempt_turn_id(key_id, 1)  # every copy agrees on it
     assert idempotency.attempt_turn_id(idempotency.turn_id_for("v", "retry-me"), 1) != second  # users never share
-    await r.aclose()
+    await store.aclose()

@@ -14,8 +14,8 @@ from fastapi.testclient import TestClient
 from api import metrics as api_metrics
 from api.admission import Admission
 from api.errors import install_error_handlers
-from api.keys import KeyRecord
 from openclaw_rl.prometheus import Registry
+from store.api_keys import KeyRecord
 from tests.conftest import start_engine
 
 _SAMPLE = re.compile(

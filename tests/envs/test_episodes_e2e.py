@@ -34,7 +34,7 @@ from envs.swe.protocol import SUBMIT_COMMAND
 from envs.terminal.source import TerminalTasks
 from envs.toolcall.bfcl import BfclTasks, oracle_turns
 from envs.toolcall.math_tasks import generate
-from openclaw_rl import redis_keys
+from store import keys
 from tests.envs.gui_support import gui_problem
 from tests.helpers import CLI, REPO, RunningStack, stack_env
 from tests.scripted_policy import ScriptedPolicy, tool_call
@@ -224,7 +224,7 @@ async def test_oracle_solves_and_a_wrong_policy_fails_a_terminal_task_started_wi
     assert ok.steps[0].action.startswith("bash(") and ok.steps[0].votes == [1]  # the heuristic judge saw exit 0
     assert ko.outcome < 1.0 and ko.end == "submitted" and len(ko.steps) == 1
     r = redis.Redis.from_url(stack.redis)
-    assert r.hget(redis_keys.turn_data(ok.steps[0].step_id), "response_ids")  # token data kept for training
+    assert r.hget(keys.turn_data(ok.steps[0].step_id), "response_ids")  # token data kept for training
     shown = cli(stack, "episodes", "show", good).stdout
     assert "outcome 1" in shown and "#0" in shown and "votes [+1]" in shown
     listed = cli(stack, "episodes", "--setting", "terminal", "--status", "completed").stdout
@@ -265,7 +265,7 @@ async def test_a_task_group_publishes_each_step_sample_exactly_once(agent_stack)
     result: TaskGroupResult = await result_of(stack, f"group/{group_id}", TaskGroupResult)
     assert sorted(result.outcomes) == [0.0, 0.0, 1.0, 1.0] and result.failed == 0
     r = redis.Redis.from_url(stack.redis)
-    ids = [json.loads(f[b"meta"])["sample_id"] for _, f in r.xrange(redis_keys.sample_stream("terminal"))]
+    ids = [f[b"id"].decode() for _, f in r.xrange(keys.sample_stream("terminal"))]
     mine = [i for i in ids if i.startswith(f"episode/{group_id}/")]
     assert len(mine) == result.published > 0 and len(set(mine)) == len(mine)  # no step sample twice
     shown = cli(stack, "episodes", "show", f"episode/{group_id}/0").stdout
@@ -276,7 +276,7 @@ def kill_env_worker_during_step(stack: RunningStack, wf_id: str) -> int:
     """kill -9 the env worker while the episode's slow command runs in its sandbox."""
     r = redis.Redis.from_url(stack.redis)
     deadline = time.monotonic() + 60
-    while not r.exists(redis_keys.episode_action(redis_keys.episode_attempt(wf_id, 1), 0)):
+    while not r.hexists(keys.episode_steps(keys.episode_attempt(wf_id, 1)), keys.step_action_field(0)):
         assert time.monotonic() < deadline, "the episode never reached its first step"
         time.sleep(0.1)
     time.sleep(1.0)  # env_step is now running `sleep 6` in the sandbox
@@ -350,9 +350,9 @@ async def test_one_rollout_mixes_all_four_settings_and_feeds_one_train_step(agen
     prefix = f"episode/{wf_id.split('/', 1)[1]}.g"
     published = {
         s: {
-            json.loads(f[b"meta"])["sample_id"]
-            for _, f in r.xrange(redis_keys.sample_stream(s))
-            if json.loads(f[b"meta"])["sample_id"].startswith(prefix)
+            f[b"id"].decode()
+            for _, f in r.xrange(keys.sample_stream(s))
+            if f[b"id"].decode().startswith(prefix)
         }
         for s in settings
     }
@@ -360,7 +360,7 @@ async def test_one_rollout_mixes_all_four_settings_and_feeds_one_train_step(agen
 
     # every entry each stream holds now (earlier tests of this module published terminal samples too)
     in_stream = {
-        s: {json.loads(f[b"meta"])["sample_id"] for _, f in r.xrange(redis_keys.sample_stream(s))} for s in settings
+        s: {f[b"id"].decode() for _, f in r.xrange(keys.sample_stream(s))} for s in settings
     }
     cli(stack, "train", "start")
     trained = stack.data_dir / "records" / "trained.jsonl"
@@ -380,7 +380,7 @@ async def test_one_rollout_mixes_all_four_settings_and_feeds_one_train_step(agen
         assert by_source == {s: 2 for s in settings}, by_source  # weighted alike: 2 of 8 each
     assert all(mixed[s] for s in settings if s != "terminal"), mixed  # this rollout's samples among them
     deadline = time.monotonic() + 120
-    while r.get(redis_keys.POLICY_VERSION) != b"1":  # published: the servers load it, then the version is set
+    while r.get(keys.POLICY_VERSION) != b"1":  # published: the servers load it, then the version is set
         assert time.monotonic() < deadline, "version 1 never published"
         await asyncio.sleep(0.5)
     assert policy.weight_version == "1"

@@ -25,7 +25,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from contracts.episodes import EpisodeResult
 from envs.gui import oracle
-from openclaw_rl import redis_keys
+from store import keys
 from tests.envs.gui_support import gui_problem
 from tests.helpers import CLI, REPO, RunningStack, stack_env
 from tests.scripted_policy import ScriptedPolicy, tool_call
@@ -108,8 +108,8 @@ async def test_the_oracle_solves_gui_tasks_and_a_wrong_policy_fails_through_the_
     assert multi.outcome == 1.0 and len(multi.steps) == 2 and multi.steps[0].action.startswith("type(")
     assert ko.outcome == 0.0 and ko.steps
     r = redis.Redis.from_url(gui_stack.redis)
-    assert r.hget(redis_keys.turn_data(multi.steps[1].step_id), "response_ids")  # tokens kept for training
-    stored = json.loads(r.get(redis_keys.episode_observation(multi.attempt_key, 0)))["observation"]
+    assert r.hget(keys.turn_data(multi.steps[1].step_id), "response_ids")  # tokens kept for training
+    stored = json.loads(r.hget(keys.episode_steps(multi.attempt_key), keys.step_observation_field(0)))["observation"]
     assert Path(stored["screenshot"]).is_file() and stored["screenshot"] not in multi.steps[0].observation
     shown = cli(gui_stack, "episodes", "show", auto)
     shots = re.findall(r"screenshot:\s+(\S+\.png)", shown)
@@ -139,7 +139,7 @@ def browser_pids(stack: RunningStack) -> list[int]:
 def kill_browser_mid_episode(stack: RunningStack, wf_id: str) -> int:
     r = redis.Redis.from_url(stack.redis)
     deadline = time.monotonic() + 60
-    while not r.exists(redis_keys.episode_action(redis_keys.episode_attempt(wf_id, 1), 0)):
+    while not r.hexists(keys.episode_steps(keys.episode_attempt(wf_id, 1)), keys.step_action_field(0)):
         assert time.monotonic() < deadline, "the episode never reached its first step"
         time.sleep(0.05)
     [pid] = browser_pids(stack)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from activities.episode_data import HeadTail, conversation
-from envs.base import Action, ToolCallAction, UnknownTask
+from envs.base import Action, Observation, ToolCallAction, UnknownTask
 from envs.registry import task_source
 from envs.sandbox import SandboxLimits, SandboxPool, sandbox_problem
 from envs.swe import SweEnv, SweTasks, protocol
@@ -25,8 +25,9 @@ from envs.swe.source import BUILTIN_DIR
 from envs.swe.task import SweInstance, junit_key, patched_files
 from judges.base import StepJudgeContext, StepView
 from judges.heuristic import HeuristicJudge
-from openclaw_rl import redis_keys
 from openclaw_rl.settings import Settings
+from store.episodes import EpisodeOpening, StepAction, StepObservation
+from tests.helpers import running_valkey, store_at
 
 WALL_S = 10.0
 SHIPPED = SweTasks()
@@ -302,36 +303,24 @@ def test_head_tail_history_keeps_the_first_30_and_last_70_percent():
     assert policy.keep(one_huge)[-1] == one_huge[-1]  # the last step always stays
 
 
-class _FakeRedis:
-    def __init__(self, data: dict[str, str]):
-        self.data = data
-
-    async def get(self, key: str):
-        return self.data.get(key)
-
-
-async def test_only_the_swe_conversation_is_cut():
-    key = "episode:test:a1"
+async def test_only_the_swe_conversation_is_cut(tmp_path):
     steps = _steps(30, 1500)
-    for setting in ("swe", "terminal"):
-        data = {
-            redis_keys.episode_opening(key): json.dumps(
-                {
-                    "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}],
-                    "tools": [],
-                    "setting": setting,
-                }
-            )
-        }
-        for t, (a, o) in enumerate(steps):
-            data[redis_keys.episode_action(key, t)] = json.dumps({"message": a, "action": {}})
-            data[redis_keys.episode_observation(key, t)] = json.dumps({"observation": {}, "messages": [o]})
-        messages, _ = await conversation(_FakeRedis(data), key, 30)
-        if setting == "terminal":
-            assert len(messages) == 2 + 60
-        else:
-            assert 2 + 3 < len(messages) < 2 + 60 and any("left out" in m["content"] for m in messages)
-            assert messages[2]["content"].startswith("step 0 ") and messages[-2]["content"].startswith("step 29 ")
+    with running_valkey(tmp_path) as port:
+        store = store_at(port)
+        for setting in ("swe", "terminal"):
+            key = f"episode:test-{setting}:a1"
+            system_user = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
+            await store.episodes.open(key, EpisodeOpening(messages=system_user, tools=[], setting=setting))
+            for t, (a, o) in enumerate(steps):
+                await store.episodes.save_action(key, t, StepAction(message=a, action=Action()))
+                await store.episodes.save_observation(key, t, StepObservation(observation=Observation(), messages=[o]))
+            messages, _ = await conversation(store.episodes, key, 30)
+            if setting == "terminal":
+                assert len(messages) == 2 + 60
+            else:
+                assert 2 + 3 < len(messages) < 2 + 60 and any("left out" in m["content"] for m in messages)
+                assert messages[2]["content"].startswith("step 0 ") and messages[-2]["content"].startswith("step 29 ")
+        await store.aclose()
 
 
 # ---- the step judge ---------------------------------------------------------------------------------

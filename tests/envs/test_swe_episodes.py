@@ -24,7 +24,7 @@ from contracts.episodes import EpisodeResult
 from envs.sandbox import sandbox_problem
 from envs.swe import SweTasks
 from envs.swe.protocol import SUBMIT_COMMAND
-from openclaw_rl import redis_keys
+from store import keys
 from tests.helpers import CLI, REPO, RunningStack, stack_env
 from tests.scripted_policy import ScriptedPolicy
 
@@ -120,7 +120,7 @@ class TestScriptedPolicies:
         assert "Format error" in ko.steps[0].observation and ko.steps[0].votes == [-1]
         assert ko.steps[0].tool_calls == 0 and ko.steps[0].parse_error is None  # text protocol: no tool calls
         r = redis.Redis.from_url(swe_stack.redis)
-        assert r.hget(redis_keys.turn_data(ok.steps[0].step_id), "response_ids")  # token data kept for training
+        assert r.hget(keys.turn_data(ok.steps[0].step_id), "response_ids")  # token data kept for training
         shown = cli(swe_stack, "episodes", "show", good)
         assert "outcome 1" in shown and "#0" in shown
 
@@ -153,7 +153,7 @@ def test_the_tiny_model_runs_an_swe_episode(tiny_stack):
     assert result.setting == "swe" and result.steps and result.outcome in (-1.0, 1.0)
     r = redis.Redis.from_url(tiny_stack.redis)
     for step in result.steps:  # every step's tokens, from the engine, kept for training
-        tokens = r.hgetall(redis_keys.turn_data(step.step_id))
+        tokens = r.hgetall(keys.turn_data(step.step_id))
         assert tokens[b"response_ids"] and tokens[b"weight_version"] == b"0"
         assert step.completion_tokens > 0 and step.votes  # the heuristic step judge voted
     listed = cli(tiny_stack, "episodes", "tasks", "--setting", "swe")

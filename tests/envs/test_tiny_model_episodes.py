@@ -20,7 +20,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from contracts.episodes import EpisodeResult, RolloutProgress
 from envs.sandbox import sandbox_problem
-from openclaw_rl import redis_keys
+from store import keys
 from tests.envs.gui_support import gui_problem
 from tests.helpers import CLI, REPO, RunningStack, stack_env
 
@@ -74,7 +74,7 @@ def test_the_tiny_model_runs_an_episode_of_each_environment(tiny_stack, setting,
     assert result.steps and 0.0 <= result.outcome <= 1.0
     r = redis.Redis.from_url(tiny_stack.redis)
     for step in result.steps:  # every step's tokens, from the engine, kept for training
-        tokens = r.hgetall(redis_keys.turn_data(step.step_id))
+        tokens = r.hgetall(keys.turn_data(step.step_id))
         assert tokens[b"response_ids"] and tokens[b"weight_version"] == b"0"
         assert step.completion_tokens > 0 and step.votes  # the heuristic step judge voted
 

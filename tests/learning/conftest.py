@@ -93,12 +93,12 @@ def wait_judged(stack: RunningStack, key: str, sid: str, indices: list[int], tim
 
 
 def samples_of(stack: RunningStack, session_key: str) -> list:
-    from openclaw_rl.samples import decode_sample
+    from store.samples import decode_sample
 
     r = redis.Redis.from_url(stack.redis)
     out = [decode_sample(fields) for _, fields in r.xrange("oc:samples:personal")]
     # Sample ids are `<session workflow id>@<first run id>#<turn>`: a reused session id starts a new run chain.
-    return [s for s in out if s.meta.sample_id.split("#")[0].split("@")[0] == session_key]
+    return [s for s in out if s.sample_id.split("#")[0].split("@")[0] == session_key]
 
 
 @pytest.fixture(scope="module")

@@ -60,19 +60,19 @@ def test_corrections_and_thanks_become_the_expected_samples(heuristic_stack, tin
 
     session_key = f"session/hana/{sid}"
     # Turns are judged concurrently, so the stream's order is the order judging finished in.
-    samples = sorted(samples_of(stack, session_key), key=lambda s: s.meta.turn_index)
-    assert [s.meta.turn_index for s in samples] == [0, 1, 2]  # exactly once each, the dropped turn absent
+    samples = sorted(samples_of(stack, session_key), key=lambda s: s.provenance.turn_index)
+    assert [s.provenance.turn_index for s in samples] == [0, 1, 2]  # exactly once each, the dropped turn absent
     r = redis.Redis.from_url(stack.redis)
     for s in samples:
         n = len(s.response_ids)
         assert n == len(s.rollout_logprobs) == len(s.advantages) and n > 0
         assert s.loss_mask == [1] * n
-        if s.meta.use_teacher:
-            expected = [s.meta.reward + (t - o) for t, o in zip(s.teacher_logprobs, s.rollout_logprobs)]
+        if s.provenance.use_teacher:
+            expected = [s.reward + (t - o) for t, o in zip(s.teacher_logprobs, s.rollout_logprobs)]
             assert s.advantages == pytest.approx(expected, abs=1e-5)
         else:
-            assert s.teacher_logprobs is None and s.advantages == [s.meta.reward] * n
-    assert [s.meta.use_teacher for s in samples] == [True, False, True]
+            assert s.teacher_logprobs is None and s.advantages == [s.reward] * n
+    assert [s.provenance.use_teacher for s in samples] == [True, False, True]
 
     # Teacher log-probs from the real engine equal a direct forward pass of the enhanced prompt.
     from transformers import AutoModelForCausalLM
@@ -81,13 +81,15 @@ def test_corrections_and_thanks_become_the_expected_samples(heuristic_stack, tin
     from policy_client.chat import renderer_for
 
     first = samples[0]
-    req = StoredChatRequest.model_validate_json(r.get(f"oc:request:{first.meta.turn_id}"))
-    enhanced = renderer_for(str(tiny_model)).render(teacher_messages(req.messages, first.meta.judge.hint), req.tools)
+    req = StoredChatRequest.model_validate_json(r.get(f"oc:request:{first.provenance.turn_id}"))
+    enhanced = renderer_for(str(tiny_model)).render(
+        teacher_messages(req.messages, first.provenance.judge.hint), req.tools
+    )
     model = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32).eval()
     ids = torch.tensor([enhanced + first.response_ids])
     with torch.no_grad():
         logits = model(ids).logits[0, len(enhanced) - 1 : -1]
-    direct = token_logprobs(logits, torch.tensor(first.response_ids), first.meta.temperature)
+    direct = token_logprobs(logits, torch.tensor(first.response_ids), first.temperature)
     assert torch.allclose(direct, torch.tensor(first.teacher_logprobs), atol=1e-4)
 
     # Records: one line per judged turn, kept under the policy version.

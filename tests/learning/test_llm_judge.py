@@ -65,7 +65,7 @@ def test_m_votes_are_issued_aggregated_and_recorded(llm_stack, judge_server):
         and r["temperature"] == 0.6
         for r in sent
     )
-    assert [s.meta.reward for s in samples_of(llm_stack, "session/ivan/votes")] == [1.0]
+    assert [s.reward for s in samples_of(llm_stack, "session/ivan/votes")] == [1.0]
 
 
 def test_a_judge_that_hangs_leaves_the_turn_neutral_never_stuck(llm_stack):

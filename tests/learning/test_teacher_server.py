@@ -13,7 +13,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-import redis.asyncio as aioredis
 import torch
 from safetensors.torch import load_file, save_file
 
@@ -22,12 +21,12 @@ from contracts.chat import StoredChatRequest
 from contracts.learning import TeacherInput
 from judges.base import JudgeContext
 from judges.llm import LlmJudge
-from openclaw_rl import redis_keys
 from openclaw_rl.settings import LlmJudgeSettings, Settings
-from openclaw_rl.turn_data import TurnTokens, load_floats, save_turn_tokens
 from policy_client import PolicyClient
 from policy_client.chat import renderer_for
 from rlmath.signals import teacher_messages
+from store.client import Store, StoreAddress
+from store.turns import TurnTokens
 from tests.conftest import start_engine
 from tests.helpers import running_valkey
 from tests.learning.conftest import ScriptedJudge
@@ -71,11 +70,10 @@ async def test_teacher_logprobs_come_from_the_teacher_server(tmp_path, tiny_mode
         policy={"server_urls": [engine_url], "tokenizer_path": str(tiny_model)},
         learning={"teacher": {"url": teacher_url, "max_concurrency": 2}},
     )
-    store = aioredis.from_url(valkey_url)
+    store = Store.connect(StoreAddress(valkey_url, 3600))
     turn_ids = [f"turn-teacher-{i}" for i in range(3)]
     for turn_id in turn_ids:
-        await save_turn_tokens(
-            store,
+        await store.turns.save(
             TurnTokens(
                 turn_id=turn_id,
                 prompt_ids=[1, 2, 3],
@@ -87,12 +85,12 @@ async def test_teacher_logprobs_come_from_the_teacher_server(tmp_path, tiny_mode
                 temperature=1.0,
             ),
         )
-        await store.set(redis_keys.chat_request(turn_id), StoredChatRequest(messages=MESSAGES).model_dump_json())
+        await store.requests.save(turn_id, StoredChatRequest(messages=MESSAGES))
     policy_before, teacher_before = _requests_done(engine_url), _requests_done(teacher_url)
     acts = LearningActivities(settings)
     try:
         results = await asyncio.gather(*(acts.teacher_logprobs(TeacherInput(turn_id=t, hint=HINT)) for t in turn_ids))
-        stored = await load_floats(store, results[0].key)
+        stored = await store.turns.teacher_logprobs(results[0].key)
     finally:
         await acts.aclose()
         await store.aclose()

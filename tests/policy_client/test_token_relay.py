@@ -10,11 +10,11 @@ import subprocess
 import time
 
 import pytest
-import redis.asyncio as aioredis
 
-from activities.token_stream import TokenStreams
+from activities.token_stream import TurnStreams
 from api.token_relay import relay_tokens
 from policy_client.chat import ChatRenderer
+from store.client import Store, StoreAddress
 from tests.helpers import free_port
 
 
@@ -61,9 +61,9 @@ async def test_a_streamed_answer_is_relayed_whole_in_linear_decoding_work(valkey
     renderer.tokenizer = counting
     ids = tok.encode("héllo wörld 世界 🎉 — a long answer. " * 40)
     n = len(ids)
-    redis = aioredis.from_url(valkey_url)
+    store = Store.connect(StoreAddress(valkey_url, 3600))
     try:
-        streams = TokenStreams(redis, flush_s=0)  # publish on every call: the worst case for a quadratic relay
+        streams = TurnStreams(store.streams, flush_s=0)  # publish on every call: the worst case for a quadratic relay
         turn = "turn-linear"
 
         # attempt 1 publishes the first half, then its worker dies
@@ -88,9 +88,9 @@ async def test_a_streamed_answer_is_relayed_whole_in_linear_decoding_work(valkey
 
         done: asyncio.Future = asyncio.get_running_loop().create_future()
         done.set_result(None)
-        relayed = "".join([delta async for delta in relay_tokens(redis, turn, done)])
+        relayed = "".join([delta async for delta in relay_tokens(store.streams, turn, done)])
         assert relayed == tok.decode(ids, skip_special_tokens=True)
         # every token was decoded a bounded number of times (windows of a few tokens), not once per later flush
         assert counting.decoded <= 8 * n, (counting.decoded, n)
     finally:
-        await redis.aclose()
+        await store.aclose()

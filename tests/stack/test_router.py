@@ -20,12 +20,12 @@ import httpx
 import pytest
 import redis
 
-from openclaw_rl import redis_keys
 from openclaw_rl.checkpoints import version_dir, write_version_info
 from openclaw_rl.settings import Settings
 from policy_client import PolicyClient, SamplingParams
 from stack.follow import follow_once
 from stack.router import RouterFront, catch_up
+from store import keys as store_keys
 from tests.api.conftest import chat_stack_env, create_key
 from tests.conftest import start_engine
 from tests.helpers import RunningStack, free_port
@@ -163,7 +163,7 @@ def test_a_killed_engine_is_bypassed_and_returns_at_the_published_version(routed
     results = asyncio.run(publish())
     assert len(results) == 2 and all(r.success for r in results)
     assert [_served(u)[1] for u in engines] == ["1", "1"]
-    redis.Redis.from_url(routed_stack.redis).set(redis_keys.POLICY_VERSION, "1")
+    redis.Redis.from_url(routed_stack.redis).set(store_keys.POLICY_VERSION, "1")
     _checkpoint(settings, tiny_model, 2)
 
     # Watch the router from the kill on: the engine must never be routed to while it serves another version.
@@ -210,7 +210,7 @@ def test_a_running_engine_that_missed_a_publication_is_brought_up_to_it(routed_s
     """The launcher checks running engines against the published version (stack.launcher.RECONCILE_S)."""
     settings = _settings(routed_stack)
     assert version_dir(settings.checkpoints_dir, 2).is_dir()  # written by the test above, never published
-    redis.Redis.from_url(routed_stack.redis).set(redis_keys.POLICY_VERSION, "2")  # as if loading it had been missed
+    redis.Redis.from_url(routed_stack.redis).set(store_keys.POLICY_VERSION, "2")  # as if loading it had been missed
     deadline = time.monotonic() + 60
     while [_served(u)[1] for u in settings.engine_urls()] != ["2", "2"]:
         assert time.monotonic() < deadline, [_served(u)[1] for u in settings.engine_urls()]

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 import redis
 
-from activities.store_errors import is_store_outage
 from api.errors import store_failure_code
-from openclaw_rl import redis_keys
 from openclaw_rl.masking import mask_url
 from openclaw_rl.settings import Settings
 from stack.services import valkey_service
+from store import keys as store_keys
+from store.errors import StoreFull, as_store_error, is_passing
 from tests.helpers import free_port
 
 
@@ -53,9 +53,9 @@ def _fill(r: redis.Redis, stream_entries: int) -> tuple[list[bytes], Exception |
     blob = b"x" * 50_000
     for i in range(1_000):
         try:
-            r.set(redis_keys.turn_data(f"t{i}"), blob, ex=3600)
+            r.set(store_keys.turn_data(f"t{i}"), blob, ex=3600)
             if i < stream_entries:
-                ids.append(r.xadd(redis_keys.sample_stream("personal"), {"id": f"s#{i}", "prompt_ids": blob}))
+                ids.append(r.xadd(store_keys.sample_stream("personal"), {"id": f"s#{i}", "prompt_ids": blob}))
         except redis.RedisError as exc:
             return ids, exc
     return ids, None
@@ -65,11 +65,13 @@ def test_at_the_limit_writes_are_refused_with_a_reason_and_nothing_is_evicted(st
     settings, r = start(maxmemory_mb=8)
     assert r.config_get("maxmemory-policy") == {"maxmemory-policy": "noeviction"}
     ids, refused = _fill(r, stream_entries=50)
-    assert refused is not None and is_store_outage(refused), refused  # a typed, retryable outage for activities
-    assert store_failure_code(refused) == "storage_full"  # and a 503 with that code from the API
-    assert [e[0] for e in r.xrange(redis_keys.sample_stream("personal"))] == ids  # every sample still there
+    assert refused is not None
+    seen = as_store_error(refused)  # what the store floor raises in its place
+    assert isinstance(seen, StoreFull) and not seen.disk and is_passing(seen), refused  # retryable for activities
+    assert store_failure_code(seen) == "storage_full"  # and a 503 with that code from the API
+    assert [e[0] for e in r.xrange(store_keys.sample_stream("personal"))] == ids  # every sample still there
     # training frees room: acknowledged samples are deleted, after which writes go through again
-    r.delete(*[redis_keys.turn_data(f"t{i}") for i in range(200)])
+    r.delete(*[store_keys.turn_data(f"t{i}") for i in range(200)])
     r.set("after", "1")
 
 
@@ -78,7 +80,7 @@ def test_volatile_policy_evicts_expiring_data_but_never_a_waiting_sample(start):
     ids, refused = _fill(r, stream_entries=100)
     assert refused is None  # old turn data made room
     assert r.dbsize() < 1_000 + 1  # some expiring keys were evicted
-    assert [e[0] for e in r.xrange(redis_keys.sample_stream("personal"))] == ids  # no sample was
+    assert [e[0] for e in r.xrange(store_keys.sample_stream("personal"))] == ids  # no sample was
 
 
 def test_a_password_is_required_and_never_on_the_command_line(start, tmp_path):

@@ -10,8 +10,8 @@ import json
 import pytest
 import torch
 
-from contracts.learning import JudgeSummary
-from openclaw_rl.samples import SampleMeta, TrainingSample
+from store.samples import TrainingSample
+from tests.samples import personal_sample
 from trainers.base import TrainerConfig
 from trainers.torch_trainer import TorchTrainer
 
@@ -22,28 +22,14 @@ from trainers.megatron_trainer import MegatronTrainer, load_hf_weights  # noqa: 
 
 
 def sample(prompt: list[int], response: list[int], temperature: float, advantage: float) -> TrainingSample:
-    meta = SampleMeta(
-        sample_id=f"s#{len(prompt)}",
-        source="personal",
-        method="binary",
-        user_id="u",
-        session_id="s",
-        turn_id="t",
-        turn_index=0,
-        policy_version="0",
+    return personal_sample(
+        f"s#{len(prompt)}",
+        prompt,
+        response,
+        [-11.5] * len(response),
+        [advantage] * len(response),
         temperature=temperature,
         reward=advantage,
-        loss_mask=1,
-        use_teacher=False,
-        reason="test",
-        judge=JudgeSummary(judge="test"),
-    )
-    return TrainingSample(
-        meta=meta,
-        prompt_ids=prompt,
-        response_ids=response,
-        rollout_logprobs=[-11.5] * len(response),
-        advantages=[advantage] * len(response),
     )
 
 

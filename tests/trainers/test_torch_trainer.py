@@ -9,8 +9,8 @@ import httpx
 import pytest
 import torch
 
-from contracts.learning import JudgeSummary
-from openclaw_rl.samples import SampleMeta, TrainingSample
+from store.samples import TrainingSample
+from tests.samples import personal_sample
 from trainers.torch_trainer import TorchTrainer, TrainerConfig
 
 
@@ -24,35 +24,11 @@ def rollout(engine_url: str, prompt: str, temperature: float, n: int = 12) -> Tr
     r = httpx.post(f"{engine_url}/generate", json=body, timeout=60).json()
     prompt_ids = [e[1] for e in r["meta_info"]["input_token_logprobs"]]
     lps = [e[0] for e in r["meta_info"]["output_token_logprobs"]]
-    meta = SampleMeta(
-        sample_id=f"t#{prompt}",
-        source="personal",
-        method="binary",
-        user_id="u",
-        session_id="s",
-        turn_id="t",
-        turn_index=0,
-        policy_version="0",
-        temperature=temperature,
-        reward=1.0,
-        loss_mask=1,
-        use_teacher=False,
-        reason="test",
-        judge=JudgeSummary(judge="test"),
-    )
-    return TrainingSample(
-        meta=meta,
-        prompt_ids=prompt_ids,
-        response_ids=r["output_ids"],
-        rollout_logprobs=lps,
-        advantages=[1.0] * len(lps),
-    )
+    return personal_sample(f"t#{prompt}", prompt_ids, r["output_ids"], lps, [1.0] * len(lps), temperature=temperature)
 
 
 def with_advantage(s: TrainingSample, a: float) -> TrainingSample:
-    return s.model_copy(
-        update={"advantages": [a] * len(s.response_ids), "meta": s.meta.model_copy(update={"reward": a})}
-    )
+    return s.model_copy(update={"advantages": [a] * len(s.response_ids), "reward": a})
 
 
 @pytest.mark.parametrize("temperature", [1.0, 0.7])

@@ -8,37 +8,15 @@ import pytest
 import torch
 
 import trainers.base as base
-from contracts.learning import JudgeSummary
-from openclaw_rl.samples import SampleMeta, TrainingSample
+from store.samples import TrainingSample
+from tests.samples import personal_sample
 from trainers.base import STATE_FILE
 from trainers.torch_trainer import TorchTrainer, TrainerConfig
 
 
 def sample() -> TrainingSample:
     """A made-up sample: the trainer only needs token ids and log-probs, not an engine's rollout."""
-    meta = SampleMeta(
-        sample_id="t#0",
-        source="personal",
-        method="binary",
-        user_id="u",
-        session_id="s",
-        turn_id="t",
-        turn_index=0,
-        policy_version="0",
-        temperature=1.0,
-        reward=1.0,
-        loss_mask=1,
-        use_teacher=False,
-        reason="test",
-        judge=JudgeSummary(judge="test"),
-    )
-    return TrainingSample(
-        meta=meta,
-        prompt_ids=[11, 12, 13, 14],
-        response_ids=[15, 16, 17],
-        rollout_logprobs=[-12.0, -12.0, -12.0],
-        advantages=[1.0, 1.0, 1.0],
-    )
+    return personal_sample("t#0", [11, 12, 13, 14], [15, 16, 17], [-12.0, -12.0, -12.0], [1.0, 1.0, 1.0])
 
 
 class RunsCode:

@@ -8,25 +8,25 @@ one the trainer reads.
 from __future__ import annotations
 
 import redis
-import redis.asyncio as aioredis
 from temporalio.testing import ActivityEnvironment
 
 from activities.step_learning import StepLearningActivities
 from activities.training import TrainingActivities
 from contracts.episodes import PublishStepsInput, StepSampleRef
 from contracts.training import ClaimInput, TrainInput
-from openclaw_rl import redis_keys
-from openclaw_rl.turn_data import TurnTokens, save_turn_tokens
+from store import keys
+from store.samples import EpisodeStep
+from store.turns import TurnTokens
+from tests.helpers import store_at
 from tests.training.test_train_step_activity import publish, settings_for, valkey  # noqa: F401 (fixture)
 
 
 async def store_steps(port: int, episode_id: str, n: int) -> list[StepSampleRef]:
-    r = aioredis.Redis(port=port)
+    store = store_at(port)
     refs = []
     for t in range(n):
         step_id = f"{episode_id}:a1:s{t}"
-        await save_turn_tokens(
-            r,
+        await store.turns.save(
             TurnTokens(
                 turn_id=step_id,
                 prompt_ids=[151644, 872, 198, 100 + t],
@@ -42,7 +42,7 @@ async def store_steps(port: int, episode_id: str, n: int) -> list[StepSampleRef]
                 episode_id=episode_id, step=t, step_id=step_id, reward=1.0 - t, advantage=0.5 - t, outcome=1.0
             )
         )
-    await r.aclose()
+    await store.aclose()
     return refs
 
 
@@ -56,7 +56,25 @@ async def test_one_train_step_consumes_the_personal_and_terminal_streams(tmp_pat
     first = await env.run(steps.publish_step_samples, inp)
     again = await env.run(steps.publish_step_samples, inp)  # a retried activity publishes nothing twice
     assert (first.published, first.duplicates) == (4, 0) and (again.published, again.duplicates) == (0, 4)
-    assert redis.Redis(port=valkey).xlen(redis_keys.sample_stream("terminal")) == 4
+    assert redis.Redis(port=valkey).xlen(keys.sample_stream("terminal")) == 4
+    store = store_at(valkey)
+    published = [s for _, s in await store.samples.entries("terminal")]
+    await store.aclose()
+    # a step's sample says where it came from, and only that: no user, session or turn fields
+    assert [s.provenance for s in published] == [
+        EpisodeStep(
+            episode_id="episode/g1/0",
+            step=t,
+            step_id=f"episode/g1/0:a1:s{t}",
+            task_id="files-x",
+            group_id="g1",
+            outcome=1.0,
+            judge="heuristic",
+            votes=[],
+        )
+        for t in range(4)
+    ]
+    assert [s.advantages for s in published] == [[0.5 - t] * 3 for t in range(4)]
 
     acts = TrainingActivities(settings)
     claim = await env.run(
@@ -77,7 +95,7 @@ def _fill(port: int, counts: dict[str, int]) -> None:
     r = redis.Redis(port=port)
     for src, n in counts.items():
         for i in range(n):
-            r.xadd(redis_keys.sample_stream(src), {"id": f"{src}#{i}"})
+            r.xadd(keys.sample_stream(src), {"id": f"{src}#{i}"})
 
 
 async def test_a_claim_keeps_the_batch_size_and_each_sources_share(tmp_path, valkey, tiny_model):  # noqa: F811

@@ -11,8 +11,8 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.training import TrainingActivities
 from contracts.training import PublishWeightsInput
-from openclaw_rl import redis_keys
 from openclaw_rl.settings import Settings
+from store import keys
 from tests.conftest import start_engine
 from tests.training.test_train_step_activity import claim_and_train, publish, valkey  # noqa: F401 (fixture)
 
@@ -66,8 +66,8 @@ async def test_a_trained_version_is_broadcast_and_serves_as_its_checkpoint_would
             assert r.status_code == 200, r.text
             assert await logprobs(http) == sent  # the same weights the checkpoint holds
         r = redis.Redis(port=valkey)
-        assert r.get(redis_keys.POLICY_VERSION) == b"1"
-        assert r.xrevrange(redis_keys.POLICY_UPDATES, count=1)[0][1][b"version"] == b"1"
+        assert r.get(keys.POLICY_VERSION) == b"1"
+        assert r.xrevrange(keys.POLICY_UPDATES, count=1)[0][1][b"version"] == b"1"
     finally:
         await acts.aclose()
         proc.terminate()
@@ -83,7 +83,7 @@ async def test_a_failed_group_setup_falls_back_to_disk_and_still_publishes(tmp_p
             info = (await http.get("/get_server_info")).json()
             assert info["weight_version"] == "1" and info["weight_update_groups"] == []
             assert not info["generation_paused"]
-        assert redis.Redis(port=valkey).get(redis_keys.POLICY_VERSION) == b"1"
+        assert redis.Redis(port=valkey).get(keys.POLICY_VERSION) == b"1"
     finally:
         await acts.aclose()
         proc.terminate()

@@ -10,8 +10,9 @@ from activities.learning import LearningActivities
 from activities.training import TrainingActivities
 from contracts.learning import JudgeSummary, Method, PublishInput
 from contracts.training import AckInput, ClaimInput
-from openclaw_rl import redis_keys
-from openclaw_rl.turn_data import TurnTokens, save_floats, save_turn_tokens
+from store import keys
+from store.turns import TurnTokens
+from tests.helpers import store_at
 from tests.training.test_train_step_activity import publish, settings_for, valkey  # noqa: F401 (fixture)
 
 
@@ -36,8 +37,8 @@ async def test_every_per_turn_key_of_a_published_sample_expires(tmp_path, valkey
     settings = settings_for(tmp_path, valkey, tiny_model)
     settings.redis.data_ttl_s = ttl_s = 2 * 3600  # the setting, not the default, bounds every key
     r = aioredis.Redis(port=valkey)
-    await save_turn_tokens(
-        r,
+    store = store_at(valkey, ttl_s)
+    await store.turns.save(
         TurnTokens(
             turn_id="t1",
             prompt_ids=[1, 2],
@@ -46,24 +47,24 @@ async def test_every_per_turn_key_of_a_published_sample_expires(tmp_path, valkey
             weight_version="0",
             finish_reason="stop",
         ),
-        ttl_s=ttl_s,
     )
-    await save_floats(r, redis_keys.teacher_logprobs("t1"), [-0.5, -0.5], ttl_s=ttl_s)
+    await store.turns.save_teacher_logprobs("t1", [-0.5, -0.5])
+    await store.aclose()
     acts = LearningActivities(settings)
     inp = _publish_input()
     result = await ActivityEnvironment().run(acts.publish_sample, inp)
     assert result.published
     for key in (
-        redis_keys.turn_data("t1"),
-        redis_keys.teacher_logprobs("t1"),
-        redis_keys.sample_published("session/u/s#0"),
-        redis_keys.judgement("t1"),
-        redis_keys.session_effective("session/u/s"),
-        redis_keys.record_stream("personal", "0"),
+        keys.turn_data("t1"),
+        keys.teacher_logprobs("t1"),
+        keys.sample_published("session/u/s#0"),
+        keys.judgement("t1"),
+        keys.session_effective("session/u/s"),
+        keys.record_stream("personal", "0"),
     ):
         ttl = await r.ttl(key)
         assert 0 < ttl <= ttl_s, (key, ttl)
-    assert await r.ttl(redis_keys.sample_stream("personal")) == -1  # samples wait for training however long it takes
+    assert await r.ttl(keys.sample_stream("personal")) == -1  # samples wait for training however long it takes
     await acts.aclose()
     await r.aclose()
 
@@ -77,7 +78,7 @@ async def test_acknowledged_entries_leave_the_sample_stream(tmp_path, valkey, ti
     )
     assert await env.run(acts.ack_batch, AckInput(ids=claim.ids)) == 4
     r = redis.Redis(port=valkey)
-    assert r.xlen(redis_keys.sample_stream("personal")) == 2  # the two never claimed stay
+    assert r.xlen(keys.sample_stream("personal")) == 2  # the two never claimed stay
     claim = await env.run(
         acts.claim_batch, ClaimInput(consumer="t", batch_size=2, source_weights={"personal": 1.0}, wait_s=1.0)
     )

@@ -9,15 +9,15 @@ import redis
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.training import GROUP, TrainingActivities
+from activities.training import TrainingActivities
 from contracts.errors import ErrorType
-from contracts.learning import JudgeSummary
 from contracts.training import ClaimInput, ExportInput, TrainInput
-from openclaw_rl import redis_keys
-from openclaw_rl.samples import SampleMeta, TrainingSample, encode_sample
 from openclaw_rl.settings import Settings
-from openclaw_rl.turn_data import pack_floats, unpack_floats
+from store import keys
+from store.codec import pack_floats, unpack_floats
+from store.samples import TRAINER_GROUP, encode_sample
 from tests.helpers import running_valkey
+from tests.samples import personal_sample
 
 
 @pytest.fixture
@@ -37,30 +37,17 @@ def publish(port: int, version: int, n: int, rollout_lp: float = -11.0) -> list[
     r = redis.Redis(port=port)
     ids = []
     for i in range(n):
-        meta = SampleMeta(
-            sample_id=f"session/u/s#{version}.{i}",
-            source="personal",
-            method="binary",
-            user_id="u",
-            session_id="s",
+        s = personal_sample(
+            f"session/u/s#{version}.{i}",
+            [151644, 872, 198, 9707 + i],
+            [3838, 374, 264, 1273],
+            [rollout_lp] * 4,
+            [1.0] * 4,
+            policy_version=str(version),
             turn_id=f"t{version}.{i}",
             turn_index=i,
-            policy_version=str(version),
-            temperature=1.0,
-            reward=1.0,
-            loss_mask=1,
-            use_teacher=False,
-            reason="test",
-            judge=JudgeSummary(judge="test"),
         )
-        s = TrainingSample(
-            meta=meta,
-            prompt_ids=[151644, 872, 198, 9707 + i],
-            response_ids=[3838, 374, 264, 1273],
-            rollout_logprobs=[rollout_lp] * 4,
-            advantages=[1.0] * 4,
-        )
-        ids.append(r.xadd(redis_keys.sample_stream("personal"), encode_sample(s)).decode())
+        ids.append(r.xadd(keys.sample_stream("personal"), encode_sample(s)).decode())
     return ids
 
 
@@ -149,10 +136,10 @@ async def test_export_is_idempotent_and_refuses_a_taken_label_or_a_missing_versi
 async def test_a_non_finite_update_is_refused_and_nothing_is_saved(tmp_path, valkey, tiny_model):
     r = redis.Redis(port=valkey)
     publish(valkey, 0, 4)
-    for _, fields in r.xrange(redis_keys.sample_stream("personal")):  # poison the advantages
+    for _, fields in r.xrange(keys.sample_stream("personal")):  # poison the advantages
         n = len(unpack_floats(fields[b"advantages"]))
         fields[b"advantages"] = pack_floats([float("nan")] * n)
-        r.xadd(redis_keys.sample_stream("personal"), fields)
+        r.xadd(keys.sample_stream("personal"), fields)
     settings = settings_for(tmp_path, valkey, tiny_model)
     acts = TrainingActivities(settings)
     env = ActivityEnvironment()
@@ -221,4 +208,4 @@ async def test_a_checkpoint_on_a_disk_that_fills_up_is_a_typed_error_and_nothing
     leftovers = sorted(p.name for p in settings.checkpoints_dir.iterdir()) if settings.checkpoints_dir.exists() else []
     assert leftovers == []  # neither policy-1 nor its staging folder: nothing half-written for a server to load
     # the batch stays claimed, unacknowledged: trained again once the operator frees space and resumes
-    assert redis.Redis(port=valkey).xpending(redis_keys.sample_stream("personal"), GROUP)["pending"] == 4
+    assert redis.Redis(port=valkey).xpending(keys.sample_stream("personal"), TRAINER_GROUP)["pending"] == 4

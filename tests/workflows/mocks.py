@@ -61,8 +61,8 @@ from contracts.training import (
     TrainingInput,
     TrainInput,
 )
-from openclaw_rl import redis_keys
 from openclaw_rl.search_attributes import SEARCH_ATTRIBUTES, SESSION_ID, USER_ID
+from store import keys as store_keys
 from workflows.session import SessionWorkflow
 
 
@@ -246,7 +246,7 @@ def side_turn(turn_id: str, kind: str = "memory_flush") -> TurnRequest:
 def reply_to(turn_id: str, text: str = "thanks, that worked", message_index: int = 3) -> NextState:
     """The next state a main-line request `turn_id` carries for the turn before it."""
     return NextState(
-        role="user", summary=text, request_key=redis_keys.chat_request(turn_id), message_index=message_index
+        role="user", summary=text, request_key=store_keys.chat_request(turn_id), message_index=message_index
     )
 
 
@@ -334,7 +334,7 @@ class JudgeActivities:
     @activity.defn(name="teacher_logprobs")
     async def teacher_logprobs(self, inp: TeacherInput) -> TeacherResult:
         self.teacher.append(inp)
-        return TeacherResult(key=redis_keys.teacher_logprobs(inp.turn_id), tokens=5, mean_logprob=-0.7)
+        return TeacherResult(key=store_keys.teacher_logprobs(inp.turn_id), tokens=5, mean_logprob=-0.7)
 
     @activity.defn(name="publish_sample")
     async def publish_sample(self, inp: PublishInput) -> PublishResult:

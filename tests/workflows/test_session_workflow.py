@@ -15,7 +15,7 @@ from api.session_gateway import session_workflow_id
 from contracts.chat import TurnType
 from contracts.learning import JudgeOutcome, judge_workflow_id, session_key
 from contracts.session import EndSession, SessionSummary, TurnsPage
-from openclaw_rl import redis_keys
+from store import keys as store_keys
 from tests.workflows.mocks import (
     JudgeActivities,
     SessionActivities,
@@ -95,7 +95,7 @@ async def test_main_turn_is_paired_by_the_next_main_turn_and_side_turns_are_not(
         )
         assert t2.next_state_status == "pending"
         assert t0.status == "done" and t0.response_summary == "reply to t0" and t0.weight_version == "3"
-        assert t0.request_key == redis_keys.chat_request("t0") and t0.data_key == redis_keys.turn_data("t0")
+        assert t0.request_key == store_keys.chat_request("t0") and t0.data_key == store_keys.turn_data("t0")
         assert await handle.query(SessionWorkflow.summary) == SessionSummary(
             user_id="tester", session_id="pairing", turns=3, main_turns=2, paired=1, closed_reason=None, runs=1
         )
@@ -138,7 +138,7 @@ async def test_continue_as_new_archives_finished_turns_and_carries_the_pending_o
         assert (await handle.query(SessionWorkflow.summary)).runs == 2
         assert len(session.archived) == 1
         archived = session.archived[0]
-        assert archived.key == redis_keys.turn_log_segment(await chain_key(env, wf_id), 0)
+        assert archived.key == store_keys.turn_log_segment(await chain_key(env, wf_id), 0)
         assert [(r["index"], r["turn_type"], r["next_state_status"]) for r in archived.records] == [
             (0, "main", "paired"),
             (1, "side", "n/a"),

@@ -1,7 +1,8 @@
-"""The Redis key layout, in one place.
+"""The Redis key layout and its TTLs, in one place.
 
-Workflows carry these keys, never the data: token ids, log-probs and full
-message lists live in Redis (Temporal payloads stay small).
+Pure names, no client: workflows build references with these functions and carry them, never the data (token
+ids, log-probs and full message lists live in Redis; Temporal payloads stay small). Only the store's
+repositories read and write under them.
 """
 
 from __future__ import annotations
@@ -25,6 +26,12 @@ API_KEY_INDEX = f"{PREFIX}:apikeys"
 def chat_request(turn_id: str) -> str:
     """The chat request of one turn as the client sent it (messages, tools)."""
     return f"{PREFIX}:request:{turn_id}"
+
+
+STREAM_TTL_S = 24 * 3600
+"""Token streams are only a relay and a resume checkpoint; the turn's data outlives them."""
+IDEMPOTENCY_TTL_S = 24 * 3600
+"""How long an Idempotency-Key is remembered: far beyond any client's retry window (Stripe and OpenAI use a day)."""
 
 
 def token_stream(turn_id: str) -> str:
@@ -106,14 +113,18 @@ def episode_opening(attempt_key: str) -> str:
     return f"{attempt_key}:open"
 
 
-def episode_action(attempt_key: str, step: int) -> str:
-    """JSON: the step's assistant message (OpenAI format) and its parsed action, written by agent_step."""
-    return f"{attempt_key}:act:{step}"
+def episode_steps(attempt_key: str) -> str:
+    """Hash of the attempt's steps: `a:<t>` the step's action (agent_step), `o:<t>` its observation (env_step).
+    One hash, so a step reads the whole history, or any steps of it, in one call."""
+    return f"{attempt_key}:steps"
 
 
-def episode_observation(attempt_key: str, step: int) -> str:
-    """JSON: the step's observation and the messages it adds (tool results, a user turn), written by env_step."""
-    return f"{attempt_key}:obs:{step}"
+def step_action_field(step: int) -> str:
+    return f"a:{step}"
+
+
+def step_observation_field(step: int) -> str:
+    return f"o:{step}"
 
 
 def episode_step_id(episode_id: str, attempt: int, step: int) -> str:

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 
-import redis.asyncio as aioredis
 from pydantic import BaseModel
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from api.session_gateway import session_workflow_id
 from contracts.learning import JudgementRecord
 from contracts.session import TurnRecord, TurnsPage, TurnsPageResult
-from openclaw_rl import redis_keys
+from control.sessions import session_handle, session_workflow_id
 from openclaw_rl.search_attributes import POLICY_VERSION, SESSION_ID, USER_ID
+from store.client import Store
 from workflows.session import SessionWorkflow
 
 
@@ -81,7 +79,7 @@ async def list_sessions(client: Client, user_id: str | None = None, limit: int =
 
 
 async def session_turns(
-    client: Client, redis: aioredis.Redis, user_id: str, session_id: str, offset: int = 0, limit: int = 50
+    client: Client, store: Store, user_id: str, session_id: str, offset: int = 0, limit: int = 50
 ) -> TurnLog:
     wf_id = session_workflow_id(user_id, session_id)
     handle = client.get_workflow_handle(wf_id)
@@ -92,19 +90,12 @@ async def session_turns(
             raise SessionNotFound(session_id) from None
         raise
     page: TurnsPageResult = await handle.query(SessionWorkflow.turns, TurnsPage(offset=offset, limit=limit))
-    records = list(page.turns)
-    for seg in page.archived:
-        raw = await redis.get(seg.key)
-        if raw:
-            records += [TurnRecord.model_validate(r) for r in json.loads(raw)]
+    records = list(page.turns) + await store.turn_log.load([seg.key for seg in page.archived])
     records = sorted(
         {r.index: r for r in records if offset <= r.index < offset + limit}.values(), key=lambda r: r.index
     )
-    judged = await redis.mget([redis_keys.judgement(r.turn_id) for r in records]) if records else []
-    audited = [
-        AuditedTurn(**r.model_dump(), judgement=JudgementRecord.model_validate_json(j) if j else None)
-        for r, j in zip(records, judged)
-    ]
+    judged = await store.judgements.of_turns([r.turn_id for r in records])
+    audited = [AuditedTurn(**r.model_dump(), judgement=j) for r, j in zip(records, judged)]
     status = desc.status.name.lower() if desc.status else "unknown"
     if desc.status == WorkflowExecutionStatus.CONTINUED_AS_NEW:
         status = "running"
@@ -120,24 +111,14 @@ async def session_turns(
     )
 
 
-async def find_turn(
-    client: Client, redis: aioredis.Redis, user_id: str, session_id: str, turn_id: str
-) -> TurnRecord | None:
+async def find_turn(client: Client, store: Store, user_id: str, session_id: str, turn_id: str) -> TurnRecord | None:
     """The record of turn `turn_id` among the session's last NEXT_STATE_LOOKBACK turns (any run), or None."""
-    handle = client.get_workflow_handle(session_workflow_id(user_id, session_id))
     try:
-        total = (await handle.query(SessionWorkflow.summary)).turns
+        records = await _recent_turns(client, store, user_id, session_id)
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:
             return None
         raise
-    page: TurnsPageResult = await handle.query(
-        SessionWorkflow.turns, TurnsPage(offset=max(0, total - NEXT_STATE_LOOKBACK), limit=NEXT_STATE_LOOKBACK)
-    )
-    records = list(page.turns)
-    for seg in page.archived:
-        raw = await redis.get(seg.key)
-        records += [TurnRecord.model_validate(r) for r in json.loads(raw)] if raw else []
     return next((r for r in records if r.turn_id == turn_id), None)
 
 
@@ -146,16 +127,18 @@ NEXT_STATE_LOOKBACK = 50
 
 
 async def is_next_state_of_a_turn(
-    client: Client, redis: aioredis.Redis, user_id: str, session_id: str, request_key: str
+    client: Client, store: Store, user_id: str, session_id: str, request_key: str
 ) -> bool:
     """Whether a turn of the session took the request stored under `request_key` as its next state."""
-    handle = client.get_workflow_handle(session_workflow_id(user_id, session_id))
+    records = await _recent_turns(client, store, user_id, session_id)
+    return any(r.next_state is not None and r.next_state.request_key == request_key for r in records)
+
+
+async def _recent_turns(client: Client, store: Store, user_id: str, session_id: str) -> list[TurnRecord]:
+    """The session's last NEXT_STATE_LOOKBACK turn records, archived ones included (it may have continued as new)."""
+    handle = session_handle(client, user_id, session_id)
     total = (await handle.query(SessionWorkflow.summary)).turns
     page: TurnsPageResult = await handle.query(
         SessionWorkflow.turns, TurnsPage(offset=max(0, total - NEXT_STATE_LOOKBACK), limit=NEXT_STATE_LOOKBACK)
     )
-    records = list(page.turns)
-    for seg in page.archived:  # the session may have continued as new since
-        raw = await redis.get(seg.key)
-        records += [TurnRecord.model_validate(r) for r in json.loads(raw)] if raw else []
-    return any(r.next_state is not None and r.next_state.request_key == request_key for r in records)
+    return list(page.turns) + await store.turn_log.load([seg.key for seg in page.archived])

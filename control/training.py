@@ -1,4 +1,5 @@
-"""Starting and steering the TrainingWorkflow (used by `up` and `openclaw-rl train`)."""
+"""The TrainingWorkflow: its input from settings, and starting it (used by `up`, `openclaw-rl train` and the
+benchmarks)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,152 @@
+"""General-agent episodes, task groups and rollouts: their configuration from settings, their workflow ids, and
+starting them."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from temporalio.client import Client, WorkflowHandle
+
+from contracts.episodes import EpisodeConfig, EpisodeInput, RolloutInput, RolloutPart, TaskGroupInput
+from openclaw_rl.settings import Pool, Settings
+from workflows.episode import EpisodeWorkflow
+from workflows.rollout import RolloutWorkflow
+from workflows.task_group import TaskGroupWorkflow
+
+
+def episode_config(settings: Settings, setting: str, **overrides: Any) -> EpisodeConfig:
+    """Everything an episode of `setting` needs to know, fixed when it starts (`overrides`: fields to replace)."""
+    cfg, t = settings.envs.setting(setting), settings.temporal
+    base = EpisodeConfig(
+        max_steps=cfg.max_steps,
+        prm_votes=cfg.prm_votes,
+        temperature=cfg.temperature,
+        max_tokens=cfg.max_tokens,
+        judge_name=settings.judge().type,
+        policy_task_queue=t.task_queue(Pool.POLICY),
+        judge_task_queue=t.task_queue(Pool.JUDGE),
+        env_task_queue=t.task_queue(Pool.ENV),
+        attempts=settings.envs.episode_attempts,
+        env_lost_after_s=settings.envs.env_lost_after_s,
+        step_timeout_s=settings.envs.step_timeout_s,
+        vote_timeout_s=settings.learning.vote_timeout_s,
+    )
+    return base.model_copy(update=overrides) if overrides else base
+
+
+def _stamp() -> str:
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+
+
+def _queue(settings: Settings) -> str:
+    return settings.temporal.task_queue(Pool.WORKFLOW)
+
+
+async def start_episode(
+    client: Client,
+    settings: Settings,
+    inp: EpisodeInput,
+    *,
+    workflow_id: str | None = None,
+    task_queue: str | None = None,
+    **options: Any,
+) -> WorkflowHandle:
+    """One episode (`inp.config` as given; build it with `episode_config`). `options`: start_workflow's own (memo,
+    static_summary)."""
+    wf_id = workflow_id or f"episode/{inp.setting}-{inp.task_id}-{_stamp()}".replace(" ", "_")
+    queue = task_queue or _queue(settings)
+    return await client.start_workflow(EpisodeWorkflow.run, inp, id=wf_id, task_queue=queue, **options)
+
+
+async def start_task_group(
+    client: Client,
+    settings: Settings,
+    setting: str,
+    task_id: str,
+    *,
+    samples: int,
+    publish: bool = True,
+    config: EpisodeConfig | None = None,
+) -> WorkflowHandle:
+    group_id = f"{setting}-{task_id}-{_stamp()}"
+    return await client.start_workflow(
+        TaskGroupWorkflow.run,
+        TaskGroupInput(
+            group_id=group_id,
+            setting=setting,
+            task_id=task_id,
+            samples=samples,
+            config=config or episode_config(settings, setting),
+            publish=publish,
+        ),
+        id=f"group/{group_id}",
+        task_queue=_queue(settings),
+    )
+
+
+async def start_rollout(
+    client: Client,
+    settings: Settings,
+    setting: str,
+    task_ids: list[str],
+    *,
+    samples_per_task: int,
+    parallel: int,
+    passes: int = 1,
+    publish: bool = True,
+    config: EpisodeConfig | None = None,
+) -> WorkflowHandle:
+    """A rollout over `task_ids` of one setting (empty: every task of it)."""
+    rollout_id = f"{setting}-{_stamp()}"
+    return await client.start_workflow(
+        RolloutWorkflow.run,
+        RolloutInput(
+            rollout_id=rollout_id,
+            setting=setting,
+            task_ids=task_ids,
+            samples_per_task=samples_per_task,
+            parallel=parallel,
+            passes=passes,
+            config=config or episode_config(settings, setting),
+            publish=publish,
+        ),
+        id=f"rollout/{rollout_id}",
+        task_queue=_queue(settings),
+    )
+
+
+async def start_mixed_rollout(
+    client: Client,
+    settings: Settings,
+    parts: list[tuple[str, list[str], int | None]],
+    *,
+    samples_per_task: int,
+    parallel: int,
+    passes: int = 1,
+    publish: bool = True,
+) -> WorkflowHandle:
+    """A rollout over tasks of several settings: `parts` are (setting, task ids (empty: all), episodes per task or
+    None), each part with its own setting's EpisodeConfig."""
+    rollout_parts = [
+        RolloutPart(setting=setting, task_ids=ids, samples_per_task=n, config=episode_config(settings, setting))
+        for setting, ids, n in parts
+    ]
+    names = "+".join(dict.fromkeys(p.setting for p in rollout_parts))
+    rollout_id = f"mixed-{_stamp()}"
+    return await client.start_workflow(
+        RolloutWorkflow.run,
+        RolloutInput(
+            rollout_id=rollout_id,
+            parts=rollout_parts,
+            samples_per_task=samples_per_task,
+            parallel=parallel,
+            passes=passes,
+            config=rollout_parts[0].config,
+            publish=publish,
+        ),
+        id=f"rollout/{rollout_id}",
+        task_queue=_queue(settings),
+        static_summary=f"mixed rollout: {names}",
+    )

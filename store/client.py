@@ -1,0 +1,82 @@
+"""`Store`: one connection to the store and a repository per kind of record. Every process makes one
+(`Store.from_settings`) and closes it when it stops."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import redis.asyncio as aioredis
+
+from openclaw_rl.settings import Settings
+from store.api_keys import ApiKeyRecords
+from store.chat_requests import ChatRequests
+from store.episodes import EpisodeData
+from store.errors import Records
+from store.idempotency import IdempotencyRecords
+from store.judgements import Judgements
+from store.policy import PolicyVersions
+from store.prefix_links import PrefixLinks
+from store.samples import SampleStreams
+from store.token_streams import TokenStreams
+from store.turn_log import TurnLogArchive
+from store.turns import TurnData
+
+
+@dataclass(frozen=True)
+class StoreAddress:
+    """Where the store is, and how long per-turn and per-step data is kept (from `settings.redis`)."""
+
+    url: str
+    data_ttl_s: int
+
+
+class _Server(Records):
+    def __init__(self, redis: aioredis.Redis):
+        self._r = redis
+
+    async def ping(self) -> bool:
+        return bool(await self._r.ping())
+
+    async def memory_used(self) -> int:
+        """Bytes the server holds (`used_memory`)."""
+        return int((await self._r.info("memory"))["used_memory"])
+
+    async def command_calls(self) -> dict[str, int]:
+        """Commands the server has executed since it started, by name (`INFO commandstats`)."""
+        stats = await self._r.info("commandstats")
+        return {name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()}
+
+
+class Store:
+    def __init__(self, redis: aioredis.Redis, data_ttl_s: int):
+        self._redis = redis
+        self.server = _Server(redis)
+        self.api_keys = ApiKeyRecords(redis)
+        self.requests = ChatRequests(redis, data_ttl_s)
+        self.turns = TurnData(redis, data_ttl_s)
+        self.streams = TokenStreams(redis)
+        self.idempotency = IdempotencyRecords(redis)
+        self.prefix_links = PrefixLinks(redis)
+        self.judgements = Judgements(redis)
+        self.turn_log = TurnLogArchive(redis, data_ttl_s)
+        self.episodes = EpisodeData(redis, data_ttl_s)
+        self.samples = SampleStreams(redis, data_ttl_s)
+        self.policy = PolicyVersions(redis)
+
+    @classmethod
+    def connect(cls, address: StoreAddress, **options) -> Store:
+        """Connects lazily (on the first call); `options` go to the client (e.g. socket timeouts)."""
+        return cls(aioredis.from_url(address.url, **options), address.data_ttl_s)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, **options) -> Store:
+        return cls.connect(StoreAddress(settings.redis.target(), settings.redis.data_ttl_s), **options)
+
+    async def aclose(self) -> None:
+        await self._redis.aclose()
+
+    async def __aenter__(self) -> Store:
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.aclose()

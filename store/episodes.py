@@ -1,0 +1,135 @@
+"""An episode attempt's data (under `oc:ep:<episode id>:a<attempt>`): its opening (`:open`) and one hash of its
+steps (`:steps`, `a:<t>` each action, `o:<t>` each observation), so a step reads the whole history, or the steps a
+vote needs, in one round trip whatever its index. Also a finished episode's published step advantages
+(`oc:ep:<episode id>:adv`, written with its samples)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis.asyncio as aioredis
+from pydantic import BaseModel
+
+from envs.base import Action, Observation
+from store import keys
+from store.codec import text
+from store.errors import Records
+from store.samples import AlsoWrite
+
+
+class EpisodeDataMissing(LookupError):
+    """A record the episode wrote is gone (expired, or the attempt never got that far)."""
+
+
+class EpisodeOpening(BaseModel):
+    """What env_open wrote: the opening messages (system, user) and the tools."""
+
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    setting: str = ""
+    """Which setting's history policy applies (activities.episode_data.HISTORY)."""
+
+
+class StepAction(BaseModel):
+    """What agent_step wrote: the assistant message the conversation continues with, and the parsed action."""
+
+    message: dict[str, Any]
+    action: Action
+
+
+class StepObservation(BaseModel):
+    """What env_step wrote: the observation, and the messages it adds (tool results, a user turn)."""
+
+    observation: Observation
+    messages: list[dict[str, Any]]
+
+
+class EpisodeStepData(BaseModel):
+    index: int
+    action: StepAction
+    observation: StepObservation
+
+
+class EpisodeData(Records):
+    def __init__(self, redis: aioredis.Redis, ttl_s: int):
+        self._r = redis
+        self._ttl_s = ttl_s
+
+    # ---- writing: one call each ----
+    async def open(self, attempt_key: str, opening: EpisodeOpening) -> None:
+        await self._r.set(keys.episode_opening(attempt_key), opening.model_dump_json(), ex=self._ttl_s)
+
+    async def save_action(self, attempt_key: str, step: int, action: StepAction) -> None:
+        await self._hset(attempt_key, keys.step_action_field(step), action.model_dump_json())
+
+    async def save_observation(self, attempt_key: str, step: int, observation: StepObservation) -> None:
+        await self._hset(attempt_key, keys.step_observation_field(step), observation.model_dump_json())
+
+    async def _hset(self, attempt_key: str, field: str, value: str) -> None:
+        key = keys.episode_steps(attempt_key)
+        async with self._r.pipeline(transaction=False) as pipe:  # one round trip
+            pipe.hset(key, field, value)
+            pipe.expire(key, self._ttl_s)
+            await pipe.execute()
+
+    # ---- reading: one round trip each, whatever the step ----
+    async def action(self, attempt_key: str, step: int) -> StepAction:
+        raw = await self._r.hget(keys.episode_steps(attempt_key), keys.step_action_field(step))
+        if raw is None:
+            raise EpisodeDataMissing(f"step {step} of {attempt_key} has no action")
+        return StepAction.model_validate_json(raw)
+
+    async def history(self, attempt_key: str, upto: int) -> tuple[EpisodeOpening, list[EpisodeStepData]]:
+        """The opening and steps 0..upto-1 (what the policy has seen before step `upto`)."""
+        async with self._r.pipeline(transaction=False) as pipe:
+            pipe.get(keys.episode_opening(attempt_key))
+            pipe.hgetall(keys.episode_steps(attempt_key))
+            opening, fields = await pipe.execute()
+        found = {text(k): v for k, v in fields.items()}
+        return self._opening(attempt_key, opening), [self._step(attempt_key, t, found) for t in range(upto)]
+
+    async def steps(self, attempt_key: str, indexes: list[int]) -> tuple[EpisodeOpening, list[EpisodeStepData]]:
+        """The opening and the steps named (a vote's window), in the order given."""
+        names = [f(t) for t in indexes for f in (keys.step_action_field, keys.step_observation_field)]
+        async with self._r.pipeline(transaction=False) as pipe:
+            pipe.get(keys.episode_opening(attempt_key))
+            pipe.hmget(keys.episode_steps(attempt_key), names)
+            opening, values = await pipe.execute()
+        found = {n: v for n, v in zip(names, values) if v is not None}
+        return self._opening(attempt_key, opening), [self._step(attempt_key, t, found) for t in indexes]
+
+    async def observations(self, attempt_key: str, indexes: list[int]) -> dict[int, Observation]:
+        """The observations still kept of the steps named (`episodes show` reads their screenshots)."""
+        if not indexes:
+            return {}
+        values = await self._r.hmget(keys.episode_steps(attempt_key), [keys.step_observation_field(t) for t in indexes])
+        return {t: StepObservation.model_validate_json(v).observation for t, v in zip(indexes, values) if v}
+
+    async def advantages(self, episode_id: str) -> dict[int, tuple[float, float]]:
+        """Step -> (reward, advantage) of a finished episode's published steps."""
+        raw = await self._r.hgetall(keys.episode_advantages(episode_id))
+        out = {}
+        for k, v in raw.items():
+            reward, advantage = text(v).split()
+            out[int(k)] = (float(reward), float(advantage))
+        return out
+
+    @staticmethod
+    def _opening(attempt_key: str, raw: bytes | None) -> EpisodeOpening:
+        if raw is None:
+            raise EpisodeDataMissing(f"the opening of {attempt_key} is gone from the store")
+        return EpisodeOpening.model_validate_json(raw)
+
+    @staticmethod
+    def _step(attempt_key: str, t: int, found: dict[str, bytes]) -> EpisodeStepData:
+        act, obs = found.get(keys.step_action_field(t)), found.get(keys.step_observation_field(t))
+        if act is None or obs is None:
+            raise EpisodeDataMissing(f"step {t} of {attempt_key} is gone from the store")
+        return EpisodeStepData(
+            index=t, action=StepAction.model_validate_json(act), observation=StepObservation.model_validate_json(obs)
+        )
+
+
+def advantage_write(episode_id: str, step: int, reward: float, advantage: float) -> AlsoWrite:
+    """The `episodes show` entry that lands with a step's sample, in the same publication."""
+    return AlsoWrite(op="hset", key=keys.episode_advantages(episode_id), field=str(step), value=f"{reward} {advantage}")

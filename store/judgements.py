@@ -1,0 +1,62 @@
+"""What judging a turn leaves behind: its judgement for the audit (`oc:judge:<turn id>`), the per-version record
+streams (`oc:records:<source>:v<version>`, the audit's copy of every judged turn), and the per-session flag of the
+at-least-one rule (`oc:effective:<session key>`). All are written with the sample, by one publication
+(`judged_turn_writes` + `SampleStreams.publish_once`)."""
+
+from __future__ import annotations
+
+import redis.asyncio as aioredis
+from pydantic import BaseModel
+
+from contracts.learning import JudgementRecord
+from store import keys
+from store.codec import text
+from store.errors import Records
+from store.samples import AlsoWrite
+
+
+class JudgedRecord(BaseModel):
+    at: float
+    """When it was written (the stream entry's time, seconds since the epoch)."""
+    record: JudgementRecord
+
+
+def judged_turn_writes(record: JudgementRecord, source: str, session_key: str, effective: bool) -> list[AlsoWrite]:
+    """What lands with a judged turn's sample: its record, its judgement, and the session's flag if it counts."""
+    version = record.policy_version or "unknown"
+    body = record.model_dump_json()
+    writes = [
+        AlsoWrite(op="record", key=keys.record_stream(source, version), value=body),
+        AlsoWrite(op="set", key=keys.judgement(record.turn_id), value=body),
+    ]
+    if effective:
+        writes.append(AlsoWrite(op="set", key=keys.session_effective(session_key), value="1"))
+    return writes
+
+
+class Judgements(Records):
+    def __init__(self, redis: aioredis.Redis):
+        self._r = redis
+
+    async def of_turns(self, turn_ids: list[str]) -> list[JudgementRecord | None]:
+        """Each turn's judgement, None for a turn not judged (yet)."""
+        if not turn_ids:
+            return []
+        raws = await self._r.mget([keys.judgement(t) for t in turn_ids])
+        return [JudgementRecord.model_validate_json(r) if r else None for r in raws]
+
+    async def session_has_effective_sample(self, session_key: str) -> bool:
+        return bool(await self._r.exists(keys.session_effective(session_key)))
+
+    async def records(self, source: str, version: str | None = None) -> list[JudgedRecord]:
+        """The record streams of `source` (one version, or every version), oldest first within each."""
+        if version is not None:
+            names = [keys.record_stream(source, version)]
+        else:
+            names = [text(k) async for k in self._r.scan_iter(keys.record_stream(source, "*"))]
+        out = []
+        for name in names:
+            for eid, fields in await self._r.xrange(name):
+                at = int(text(eid).split("-")[0]) / 1000
+                out.append(JudgedRecord(at=at, record=JudgementRecord.model_validate_json(fields[b"record"])))
+        return out
