@@ -56,8 +56,10 @@ import structlog
 import torch
 from pydantic import BaseModel
 
-from engine.model_runner import DecodeBatch, LoadedModel, WorkItem, WorkResult, aborted_before_start, apply_weights
+from engine.decode import DecodeBatch
 from engine.prefix_cache import PrefixCache
+from engine.weights import LoadedModel, apply_weights
+from engine.work import WorkItem, WorkResult, aborted_before_start
 from openclaw_rl.prometheus import Registry
 
 log = structlog.get_logger(__name__)

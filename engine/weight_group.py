@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import structlog
 import torch
 
-from engine.model_runner import LoadedModel, WeightSpec, weight_specs
+from engine.weights import LoadedModel, WeightSpec, weight_specs
 from policy_client.weight_sync import (
     InitWeightsUpdateGroupRequest,
     UpdateWeightsFromDistributedRequest,
