@@ -7,7 +7,13 @@ recorded by the code before the contracts refactor (332bdbc) and replay on
 today's code: that is the point of them. The general-agent files (episode_*,
 task_group_*, rollout_*: EpisodeWorkflow, TaskGroupWorkflow, RolloutWorkflow)
 were recorded at 2e3d4b2, before those workflows' refactor, by the scenarios of
-the same names. Rerunning overwrites them, so name the scenarios to run
+the same names. rollout_queued and rollout_mixed_queued are the exception: they
+start a group when another finishes, which RolloutWorkflow could not do before
+afd0721 (`pending` was a set and workflow.wait returns lists, so `pending.add`
+failed the workflow task on the first refill), so they were recorded after that
+fix to pending-as-list: on afd0721's workflows, with the move of
+openclaw_rl.redis_keys to store.keys (bd4a488) in the working tree, which changes
+no workflow's commands. Rerunning overwrites them, so name the scenarios to run
 (`python -m tests.workflows.record_histories episode_steps rollout_tasks`; none
 named: all of them), record a new scenario under a new name, and keep the old
 files while runs like them may still be open in production; a deliberate change
@@ -397,7 +403,8 @@ async def rollout_tasks() -> None:
 
     Not a refill (a group started when another finishes): at 2e3d4b2 that fails RolloutWorkflow's workflow task
     over and over (workflow.wait returns lists, and the loop calls `pending.add`), so no such history can be
-    recorded; the same holds for the mixed rollout below."""
+    recorded there; the same holds for the mixed rollout below. rollout_queued and rollout_mixed_queued record
+    refills on the code after the fix (afd0721)."""
     Pools, config = episode_mocks()
     async with fresh_env() as env:
         q, env_q = new_queue(), new_queue()
@@ -449,6 +456,61 @@ async def rollout_mixed() -> None:
             await save(env.client, "rollout_mixed", wf_id)
 
 
+async def rollout_queued() -> None:
+    """More groups than slots (recorded after the fix that keeps `pending` as a list, afd0721): three tasks, two
+    episodes each, parallel 2, so one group at a time, each started when the one before it finishes."""
+    Pools, config = episode_mocks()
+    async with fresh_env() as env:
+        q, env_q = new_queue(), new_queue()
+        pools = Pools(env_q, new_queue())
+        wf_id = f"rollout/{ROLLOUT_ID}-queued"
+        workflows = [EpisodeWorkflow, TaskGroupWorkflow, RolloutWorkflow]
+        async with pool_workers(env, pools, q, workflows, first_episode_solves):
+            inp = RolloutInput(
+                rollout_id=f"{ROLLOUT_ID}-queued",
+                setting="terminal",
+                task_ids=["t1", "t2", "t3"],
+                samples_per_task=2,
+                parallel=2,
+                config=config(q, env_q),
+            )
+            progress: RolloutProgress = await env.client.execute_workflow(
+                RolloutWorkflow.run, inp, id=wf_id, task_queue=q
+            )
+            assert (progress.groups_done, progress.episodes_done, progress.published) == (3, 6, 18), progress
+            assert [o.task_id for o in pools.opens] == ["t1", "t1", "t2", "t2", "t3", "t3"], pools.opens
+            await save(env.client, "rollout_queued", wf_id)
+
+
+async def rollout_mixed_queued() -> None:
+    """A mixed rollout whose groups do not all fit at once (recorded after the fix that keeps `pending` as a list,
+    afd0721): terminal t1, t2 (two episodes each) and toolcall c1, c2 (one each) interleaved, in 3 episodes; g0 and
+    g1 start together, g2 and g3 as groups finish."""
+    Pools, config = episode_mocks()
+    async with fresh_env() as env:
+        q, env_q = new_queue(), new_queue()
+        pools = Pools(env_q, new_queue())
+        wf_id = f"rollout/{ROLLOUT_ID}-mixed-queued"
+        workflows = [EpisodeWorkflow, TaskGroupWorkflow, RolloutWorkflow]
+        async with pool_workers(env, pools, q, workflows, first_episode_solves):
+            inp = RolloutInput(
+                rollout_id=f"{ROLLOUT_ID}-mixed-queued",
+                parts=[
+                    RolloutPart(setting="terminal", task_ids=["t1", "t2"]),
+                    RolloutPart(setting="toolcall", task_ids=["c1", "c2"], samples_per_task=1),
+                ],
+                samples_per_task=2,
+                parallel=3,
+                config=config(q, env_q),
+            )
+            progress: RolloutProgress = await env.client.execute_workflow(
+                RolloutWorkflow.run, inp, id=wf_id, task_queue=q
+            )
+            assert (progress.groups_done, progress.episodes_done) == (4, 6), progress
+            assert progress.per_setting["toolcall"].groups_done == 2, progress
+            await save(env.client, "rollout_mixed_queued", wf_id)
+
+
 SCENARIOS = (
     session_paired_and_rolled,
     judge_turn_opd,
@@ -459,6 +521,8 @@ SCENARIOS = (
     task_group_published,
     rollout_tasks,
     rollout_mixed,
+    rollout_queued,
+    rollout_mixed_queued,
 )
 
 

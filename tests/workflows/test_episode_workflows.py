@@ -1,4 +1,4 @@
-"""EpisodeWorkflow and TaskGroupWorkflow against the time-skipping test server, with mock activities.
+"""EpisodeWorkflow, TaskGroupWorkflow and RolloutWorkflow against the time-skipping test server, with mock activities.
 
 The mocks stand in for the pools by activity name: an env "worker" answers env_open
 on the shared queue and names its own queue for the rest; a lost worker is one whose
@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 from temporalio import activity
-from temporalio.client import WorkflowFailureError
+from temporalio.client import WorkflowFailureError, WorkflowHistory
 from temporalio.worker import Worker
 
 from contracts.episodes import (
@@ -28,12 +28,16 @@ from contracts.episodes import (
     Outcome,
     PublishStepsInput,
     PublishStepsResult,
+    RolloutInput,
+    RolloutPart,
+    RolloutProgress,
     StepVote,
     StepVoteInput,
     TaskGroupInput,
 )
 from tests.workflows.mocks import new_queue
 from workflows.episode import EpisodeWorkflow
+from workflows.rollout import RolloutWorkflow
 from workflows.task_group import TaskGroupWorkflow
 
 pytestmark = pytest.mark.timeout(60)
@@ -225,3 +229,126 @@ async def test_task_group_mixing_outcomes_publishes_one_sample_per_step(env):
     assert by[("0", 0)].advantage == pytest.approx(2**0.5) and by[("1", 0)].advantage == pytest.approx(-(0.5**0.5))
     assert by[("0", 0)].reward == 2.0 and by[("0", 1)].reward == 0.0
     assert len({s.step_id for s in pub.steps}) == 9
+
+
+# ---- RolloutWorkflow: more groups than fit at once ---------------------------------------------------------------
+
+
+@activity.defn(name="env_outcome")
+async def first_episode_solves(inp: EnvRef) -> Outcome:
+    """Episode 0 of each group solves its task and the other does not: every group publishes its step samples."""
+    return Outcome(outcome=1.0 if inp.attempt_key.split("/")[-1].startswith("0") else 0.0)
+
+
+async def run_rollout(env, inp: RolloutInput) -> tuple[RolloutProgress, WorkflowHistory, Pools]:
+    """Run a rollout to its end on the mock pools; its result, its history and the pools.
+
+    Any exception out of workflow code fails the workflow (workflow_failure_exception_types), so a bug in the rollout
+    loop (as `pending.add` on the list that workflow.wait returns was) fails the test at once with its cause,
+    rather than failing the workflow task over and over until the test times out.
+    """
+    q, env_q, worker_q = inp.config.policy_task_queue, inp.config.env_task_queue, new_queue()
+    pools = Pools(env_q, worker_q)
+    async with (
+        Worker(
+            env.client,
+            task_queue=q,
+            workflows=[EpisodeWorkflow, TaskGroupWorkflow, RolloutWorkflow],
+            activities=pools.shared(),
+            workflow_failure_exception_types=[Exception],
+        ),
+        Worker(env.client, task_queue=env_q, activities=[pools.env_open]),
+        Worker(env.client, task_queue=worker_q, activities=[pools.env_step, first_episode_solves, pools.env_close]),
+    ):
+        handle = await env.client.start_workflow(RolloutWorkflow.run, inp, id=f"rollout/{inp.rollout_id}", task_queue=q)
+        progress: RolloutProgress = await handle.result()
+        history = await handle.fetch_history()
+    return progress, history, pools
+
+
+def group_events(history: WorkflowHistory) -> list[tuple[str, str]]:
+    """("start" | "done", child workflow id) of every child group started and completed, in history order."""
+    out = []
+    for e in history.events:
+        if e.HasField("start_child_workflow_execution_initiated_event_attributes"):
+            out.append(("start", e.start_child_workflow_execution_initiated_event_attributes.workflow_id))
+        elif e.HasField("child_workflow_execution_completed_event_attributes"):
+            out.append(("done", e.child_workflow_execution_completed_event_attributes.workflow_execution.workflow_id))
+    return out
+
+
+def most_at_once(events: list[tuple[str, str]], size: dict[str, int]) -> int:
+    """The most episodes running at once: the sum of `size` over the groups started and not yet completed."""
+    running, most = 0, 0
+    for kind, wf_id in events:
+        running += size[wf_id] if kind == "start" else -size[wf_id]
+        most = max(most, running)
+    return most
+
+
+# A failing rollout leaves child groups behind its closed run (the time-skipping server's lock leak, conftest.py):
+# each of these tests has a server of its own.
+async def test_rollout_with_more_groups_than_slots_runs_them_one_after_another(skipping_env):
+    """3 tasks x 2 samples with parallel 2: one slot, so each group starts when the one before it finishes."""
+    q, env_q = new_queue(), new_queue()
+    rollout_id = f"queued-{uuid.uuid4().hex[:6]}"
+    inp = RolloutInput(
+        rollout_id=rollout_id,
+        setting="terminal",
+        task_ids=["t1", "t2", "t3"],
+        samples_per_task=2,
+        parallel=2,
+        config=config(q, env_q),
+    )
+    progress, history, pools = await run_rollout(skipping_env, inp)
+    groups = [f"group/{rollout_id}.g{i}" for i in range(3)]
+    # in cursor order, each started only once the one before it completed
+    assert group_events(history) == [(kind, g) for g in groups for kind in ("start", "done")]
+    # the episodes too: group g1's open only after g0's, and so on
+    assert [o.attempt_key.split("/")[1] for o in pools.opens] == [
+        f"{rollout_id}.g{i}" for i in range(3) for _ in (0, 1)
+    ]
+    assert [o.task_id for o in pools.opens] == ["t1", "t1", "t2", "t2", "t3", "t3"]
+    assert (progress.groups_total, progress.groups_started, progress.groups_done, progress.running) == (3, 3, 3, 0)
+    assert progress.episodes_done == 6 and progress.mean_outcome == 0.5
+    assert progress.published == 18 and len(pools.published) == 3  # 2 episodes x 3 steps a group
+    assert [r.group_id for r in progress.recent] == [f"{rollout_id}.g{i}" for i in range(3)]
+
+
+async def test_mixed_rollout_whose_groups_do_not_all_fit_starts_the_rest_as_groups_finish(skipping_env):
+    """Terminal groups of 2 episodes and toolcall groups of 1, interleaved, in 3 episodes: g0 and g1 fit at once, g2
+    (2 more) does not, and waits for one of them to finish."""
+    q, env_q = new_queue(), new_queue()
+    rollout_id = f"mixed-queued-{uuid.uuid4().hex[:6]}"
+    inp = RolloutInput(
+        rollout_id=rollout_id,
+        parts=[
+            RolloutPart(setting="terminal", task_ids=["t1", "t2"]),
+            RolloutPart(setting="toolcall", task_ids=["c1", "c2"], samples_per_task=1),
+        ],
+        samples_per_task=2,
+        parallel=3,
+        config=config(q, env_q),
+    )
+    progress, history, pools = await run_rollout(skipping_env, inp)
+    groups = [f"group/{rollout_id}.g{i}" for i in range(4)]
+    events = group_events(history)
+    assert [g for kind, g in events if kind == "start"] == groups  # round-robin: t1, c1, t2, c2
+    assert sorted(g for kind, g in events if kind == "done") == groups  # every group completed
+    assert events[:2] == [("start", groups[0]), ("start", groups[1])]
+    assert events[2][0] == "done"  # g2 waited for a group to finish
+    assert most_at_once(events, dict(zip(groups, (2, 1, 2, 1)))) == 3
+    assert sorted((o.setting, o.task_id) for o in pools.opens) == [
+        ("terminal", "t1"),
+        ("terminal", "t1"),
+        ("terminal", "t2"),
+        ("terminal", "t2"),
+        ("toolcall", "c1"),
+        ("toolcall", "c2"),
+    ]
+    assert (progress.groups_total, progress.groups_started, progress.groups_done, progress.running) == (4, 4, 4, 0)
+    assert progress.setting == "terminal+toolcall" and progress.episodes_done == 6
+    terminal, toolcall = progress.per_setting["terminal"], progress.per_setting["toolcall"]
+    assert (terminal.groups_total, terminal.groups_done, terminal.episodes_done) == (2, 2, 4)
+    assert (toolcall.groups_total, toolcall.groups_done, toolcall.episodes_done) == (2, 2, 2)
+    assert terminal.mean_outcome == 0.5 and toolcall.mean_outcome == 1.0  # a toolcall group's one episode is its 0

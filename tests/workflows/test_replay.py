@@ -42,6 +42,8 @@ RECORDED = {
     "task_group_published_episode0.json",
     "rollout_tasks.json",
     "rollout_mixed.json",
+    "rollout_queued.json",
+    "rollout_mixed_queued.json",
 }
 EPISODE_STEPS = [  # three steps; each step's vote is scheduled after the next call (judging never holds a step up)
     "env_open",
@@ -122,6 +124,17 @@ def children(history: WorkflowHistory) -> list[tuple[str, dict]]:
         if e.HasField("start_child_workflow_execution_initiated_event_attributes")
         for a in [e.start_child_workflow_execution_initiated_event_attributes]
     ]
+
+
+def group_events(history: WorkflowHistory) -> list[tuple[str, str]]:
+    """("start" | "done", child workflow id) of every child started and completed, in history order."""
+    out = []
+    for e in history.events:
+        if e.HasField("start_child_workflow_execution_initiated_event_attributes"):
+            out.append(("start", e.start_child_workflow_execution_initiated_event_attributes.workflow_id))
+        elif e.HasField("child_workflow_execution_completed_event_attributes"):
+            out.append(("done", e.child_workflow_execution_completed_event_attributes.workflow_execution.workflow_id))
+    return out
 
 
 def result(history: WorkflowHistory) -> dict:
@@ -249,3 +262,55 @@ def test_mixed_rollout_history_interleaves_its_parts():
     done = result(history)
     assert done["setting"] == "terminal+toolcall" and done["groups_done"] == 3 and done["episodes_done"] == 5
     assert done["per_setting"]["toolcall"]["groups_done"] == 1
+
+
+def test_queued_rollout_history_starts_each_group_when_the_one_before_finishes():
+    """Recorded after the fix to pending-as-list (afd0721): one slot (parallel 2, groups of 2), three groups."""
+    history = load(HISTORIES / "rollout_queued.json")
+    assert steps(history) == []
+    groups = [f"group/replayed-queued.g{i}" for i in range(3)]
+    assert group_events(history) == [(kind, g) for g in groups for kind in ("start", "done")]
+    assert [(g["task_id"], g["samples"], g["setting"]) for _, g in children(history)] == [
+        ("t1", 2, "terminal"),
+        ("t2", 2, "terminal"),
+        ("t3", 2, "terminal"),
+    ]
+    done = result(history)
+    assert (done["groups_total"], done["groups_started"], done["groups_done"], done["running"]) == (3, 3, 3, 0)
+    assert (done["episodes_done"], done["published"], done["mean_outcome"]) == (6, 18, 0.5)
+    assert [r["group_id"] for r in done["recent"]] == [f"replayed-queued.g{i}" for i in range(3)]
+
+
+def test_queued_mixed_rollout_history_starts_the_groups_that_did_not_fit_as_others_finish():
+    """Recorded after the fix to pending-as-list (afd0721): groups of 2 (terminal) and 1 (toolcall) episodes,
+    interleaved, in 3 episodes."""
+    history = load(HISTORIES / "rollout_mixed_queued.json")
+    assert steps(history) == []  # every part names its tasks
+    g = [f"group/replayed-mixed-queued.g{i}" for i in range(4)]
+    assert group_events(history) == [
+        ("start", g[0]),
+        ("start", g[1]),  # 2 + 1 episodes: g2 (2 more) does not fit
+        ("done", g[0]),
+        ("start", g[2]),
+        ("done", g[1]),
+        ("start", g[3]),
+        ("done", g[2]),
+        ("done", g[3]),
+    ]
+    assert [(c["setting"], c["task_id"], c["samples"]) for _, c in children(history)] == [
+        ("terminal", "t1", 2),
+        ("toolcall", "c1", 1),
+        ("terminal", "t2", 2),
+        ("toolcall", "c2", 1),
+    ]
+    done = result(history)
+    assert done["setting"] == "terminal+toolcall"
+    assert (done["groups_total"], done["groups_started"], done["groups_done"], done["running"]) == (4, 4, 4, 0)
+    assert (done["episodes_done"], done["published"]) == (6, 18)
+    per = done["per_setting"]
+    assert (per["terminal"]["groups_done"], per["terminal"]["episodes_done"], per["terminal"]["published"]) == (
+        2,
+        4,
+        12,
+    )
+    assert (per["toolcall"]["groups_done"], per["toolcall"]["episodes_done"], per["toolcall"]["published"]) == (2, 2, 6)
