@@ -580,8 +580,20 @@ class RedisSettings(BaseModel):
     """An existing Redis-compatible server (redis://host:port/db). None: `up` starts the embedded valkey server."""
     port: int = Field(6379, ge=1, le=65535)
     """Port of the embedded valkey server."""
-    appendfsync: Literal["always", "everysec", "no"] = "always"
-    """fsync policy of the embedded server's append-only file; `always` so no acknowledged sample is lost if it dies."""
+    appendfsync: Literal["always", "everysec", "no"] = "everysec"
+    """fsync policy of the embedded server's append-only file (AOF).
+
+    `everysec` (the default): every write reaches the file (the kernel's page cache) before its reply is sent, and
+    the file is fsynced once a second in the background. A crash of the valkey process alone loses no acknowledged
+    write, with two exceptions: while a background fsync is slow (a busy disk) valkey holds writes back for up to
+    2 s and replies first, and a write answered in the instant a write to a full disk failed lives only in memory
+    until a write succeeds again; a crash of the machine (power, kernel) loses the last ~1-2 s of acknowledged writes.
+    A full disk makes valkey refuse writes (`MISCONF`: the API answers 503 `storage_full`, reads go on); it retries
+    its file every second and accepts writes again once there is room, with nothing restarted.
+    `always`: fsync before every reply, so not even a machine crash loses an acknowledged write; but valkey exits on
+    the first failed write (a full disk ends the store until it is restarted with room; `up` warns) and every write
+    waits for the disk. `no`: the kernel flushes when it likes (about every 30 s on Linux): a machine crash loses
+    that much."""
     password: SecretStr = SecretStr("")
     """The embedded server requires it (`requirepass`) and every client sends it; for `url`, used when the URL
     carries no credentials of its own."""

@@ -86,6 +86,8 @@ def valkey_service(settings: Settings) -> ServiceSpec:
         "--appendonly",
         "yes",
         "--appendfsync",
+        # `everysec` by default: a failed write (a full disk) makes valkey refuse writes until one succeeds again;
+        # under `always` it exits instead. The trade-off is in RedisSettings.appendfsync.
         r.appendfsync,
         "--save",
         "",  # the append-only file is the persistence; no RDB snapshots
