@@ -15,6 +15,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import heartbeating
 from activities.rollout import Rollout, RolloutResult
+from activities.store_errors import store_failure
 from activities.token_stream import StreamCheckpoint, TurnStreams
 from contracts.chat import GENERATE, GenerateInput, GenerateOutput
 from contracts.errors import ErrorType
@@ -22,9 +23,14 @@ from openclaw_rl.settings import Settings
 from policy_client import PolicyClient
 from policy_client.chat_output import generate_output
 from store.client import Store
+from store.errors import StoreError, StoreFull, is_passing
 from store.turns import TurnTokens
 
 log = structlog.get_logger(__name__)
+
+STORAGE_FULL_ATTEMPTS = 4
+"""Attempts of a turn whose store refuses writes for lack of room (the retry policy's backoff puts ~1.4 s between
+the first and the last): a disk freed meanwhile (a failed checkpoint removed) loses no turn."""
 
 
 class GenerateActivities:
@@ -38,6 +44,21 @@ class GenerateActivities:
     @activity.defn(name=GENERATE.name)
     async def generate(self, inp: GenerateInput) -> GenerateOutput:
         attempt = activity.info().attempt
+        try:
+            return await self._generate(inp, attempt)
+        except StoreError as exc:
+            if not is_passing(exc):
+                raise
+            # Typed, so the API answers 503 with the reason (an untyped failure was a 500). A store that is down is
+            # retried like a policy outage (a restart takes seconds); a full one only briefly: it writes again within
+            # a second of room coming back, and a full disk that stays full needs an operator, not 90 s of retries
+            # (each of which generates the answer again).
+            full = isinstance(exc, StoreFull)
+            if full:
+                log.warning("the store refuses writes for lack of room", turn_id=inp.turn_id, attempt=attempt)
+            raise store_failure(exc, non_retryable=full and attempt >= STORAGE_FULL_ATTEMPTS) from exc
+
+    async def _generate(self, inp: GenerateInput, attempt: int) -> GenerateOutput:
         req = await self.store.requests.load(inp.turn_id)
         if req is None:
             raise ApplicationError(

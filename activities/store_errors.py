@@ -13,15 +13,22 @@ from typing import ParamSpec, TypeVar
 from temporalio.exceptions import ApplicationError
 
 from contracts.errors import ErrorType
-from store.errors import is_passing
+from store.errors import StoreError, StoreFull, is_passing
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 
+def store_failure(exc: StoreError, *, non_retryable: bool = False) -> ApplicationError:
+    """The typed ApplicationError of a passing store failure: STORAGE_FULL when the store refuses writes for lack of
+    room (memory or disk), else STORE_UNAVAILABLE. Its message carries the store's reason."""
+    kind = ErrorType.STORAGE_FULL if isinstance(exc, StoreFull) else ErrorType.STORE_UNAVAILABLE
+    return ApplicationError(str(exc), type=kind, non_retryable=non_retryable)
+
+
 def store_outage_is_retryable(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
-    """Raise a store outage (down, unreachable, loading, or full) inside `fn` as ApplicationError STORE_UNAVAILABLE
-    (retryable)."""
+    """Raise a store outage (down, unreachable, loading) inside `fn` as ApplicationError STORE_UNAVAILABLE, a full
+    store (memory or disk) as STORAGE_FULL; both retryable, and both waited out by workflows.store_outage."""
 
     @functools.wraps(fn)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -30,6 +37,6 @@ def store_outage_is_retryable(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awai
         except Exception as exc:
             if not is_passing(exc):
                 raise
-            raise ApplicationError(str(exc), type=ErrorType.STORE_UNAVAILABLE) from exc
+            raise store_failure(exc) from exc
 
     return wrapper

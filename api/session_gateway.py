@@ -58,7 +58,26 @@ _ERROR_STATUS = {
     ErrorType.INVALID_REQUEST: (400, "invalid_request"),
     ErrorType.REQUEST_MISSING: (503, "request_lost"),
     ErrorType.POLICY_UNAVAILABLE: (503, "policy_unavailable"),
+    ErrorType.STORE_UNAVAILABLE: (503, "store_unavailable"),
+    ErrorType.STORAGE_FULL: (503, "storage_full"),
 }
+_ADVICE = {
+    ErrorType.STORE_UNAVAILABLE: (
+        "the server's store (Redis) could not be reached, so the turn was not completed; retry shortly"
+    ),
+    ErrorType.STORAGE_FULL: (
+        "the server's storage is full, so the turn was not completed; retry later (if the disk is full, an operator "
+        "must free space on the data disk)"
+    ),
+}
+"""What the client is told besides the reason, for failures that are the server's and pass."""
+
+
+def turn_error(kind: str | None, message: str) -> ApiError:
+    """The HTTP error of a turn that failed with ApplicationError type `kind`; unknown types are a 500."""
+    status, code = _ERROR_STATUS.get(kind or "", (500, "turn_failed"))
+    advice = _ADVICE.get(kind or "")
+    return ApiError(status, f"{advice}. Reason: {message}" if advice else message, code=code)
 
 
 class SessionGateway:
@@ -94,8 +113,7 @@ class SessionGateway:
                         _RETRY_SLEEP_S
                     )  # the old run is finishing; the next try reaches or starts the new one
                     continue
-                status, code = _ERROR_STATUS.get(kind or "", (500, "turn_failed"))
-                raise ApiError(status, getattr(cause, "message", None) or str(exc), code=code) from exc
+                raise turn_error(kind, getattr(cause, "message", None) or str(exc)) from exc
             except (RPCError, WorkflowUpdateRPCTimeoutOrCancelledError, OSError, RuntimeError) as exc:
                 await _take_start_error(op)
                 if isinstance(exc, RPCError) and is_update_limit(exc):

@@ -22,7 +22,11 @@ class ErrorType(StrEnum):
     TURN_DATA_MISSING = "TurnDataMissing"
     JUDGE_CALL_FAILED = "JudgeCallFailed"
     STORE_UNAVAILABLE = "StoreUnavailable"
-    """Redis is down, unreachable or full: retried until it is back (a sample is never given up for it)."""
+    """Redis is down or unreachable: retried until it is back (a sample is never given up for it). The API answers
+    a turn that failed on it with 503 `store_unavailable`."""
+    STORAGE_FULL = "StorageFull"
+    """Redis refuses writes for lack of room (its memory limit, or a full disk under its append-only file): waited
+    out like an outage, since expiry, training and an operator free room. The API answers 503 `storage_full`."""
     # training
     SAMPLE_MISSING = "SampleMissing"
     WEIGHT_LOAD_FAILED = "WeightLoadFailed"
