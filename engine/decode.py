@@ -113,6 +113,27 @@ class DecodeBatch(Admission):
     def items(self) -> list[WorkItem]:
         return [r.item for r in self.rows] + [p.row.item for p in self.pending]
 
+    def kv_bytes(self) -> int:
+        """Bytes of KV this batch holds: each layer's buffer with its spare room (and keys or values not in it yet),
+        the shared prefix, prompts part-way through chunked prefill. Read from another thread while the engine
+        steps the batch: a snapshot, which a change under it may leave a step old or short."""
+        tensors: list[torch.Tensor] = []
+        try:
+            for cache in [self.cache, *(p.cache for p in list(self.pending))]:
+                for layer in list(getattr(cache, "layers", None) or ()):
+                    tensors += [*getattr(layer, "_buffers", {}).values(), layer.keys, layer.values]
+            shared = self.shared
+            if shared is not None:
+                tensors += [t for kv in shared.layers for t in kv]
+        except (RuntimeError, AttributeError):  # changed while read
+            pass
+        storages = {}
+        for t in tensors:
+            if isinstance(t, torch.Tensor) and t.numel():
+                storage = t.untyped_storage()
+                storages[storage.data_ptr()] = storage.nbytes()
+        return sum(storages.values())
+
     def _timed(self, kind: str, started: float, tokens: int) -> None:
         if self.on_timing is not None:
             self.on_timing(kind, time.perf_counter() - started, tokens)
