@@ -13,6 +13,10 @@ The group is made the way SGLang makes it (tcp:// rendezvous, a PrefixStore name
 after the group, torch's own group constructor), so a trainer can join it with
 real SGLang servers; it never initializes torch's default group, so nothing else
 in the process is touched.
+
+The same client also hands weights over from memory (`/update_weights_from_tensor`, the buckets of
+policy_client.weight_handoff) and releases and resumes a server's memory around a train step on its GPU
+(`/release_memory_occupation`, `/resume_memory_occupation`).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import os
 import threading
 from collections.abc import Iterator
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import httpx
 import structlog
@@ -136,6 +140,26 @@ class ContinueGenerationRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     torch_empty_cache: bool = True
+
+
+MemoryTag = Literal["kv_cache", "weights", "cuda_graph"]
+MEMORY_TAGS: tuple[MemoryTag, ...] = ("kv_cache", "weights", "cuda_graph")
+
+
+class ReleaseMemoryOccupationRequest(BaseModel):
+    """Body of POST /release_memory_occupation (SGLang's ReleaseMemoryOccupationReqInput)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    tags: list[MemoryTag] | None = None
+    """What to give back: kv_cache, weights, cuda_graph; None or empty: all of them."""
+
+    def tag_set(self) -> frozenset[str]:
+        return frozenset(self.tags or MEMORY_TAGS)
+
+
+class ResumeMemoryOccupationRequest(ReleaseMemoryOccupationRequest):
+    """Body of POST /resume_memory_occupation (SGLang's ResumeMemoryOccupationReqInput): what to take back."""
 
 
 class WeightSyncResult(BaseModel):
@@ -260,8 +284,10 @@ class WeightSyncError(Exception):
 
 
 class WeightSyncClient:
-    """The weight-sync routes on every policy server. Updates are never retried: each one is half of a collective,
-    and a repeated POST would wait for a broadcast that never comes."""
+    """The weight-sync routes on every policy server. Distributed updates are never retried: each one is half of a
+    collective, and a repeated POST would wait for a broadcast that never comes. A hand-off from memory is retried
+    (transport errors and 5xx): a server that applied it already answers the same version without reloading it.
+    Release and resume are idempotent and retried too; a 4xx fails at once with the server's reason."""
 
     def __init__(
         self,
@@ -330,6 +356,45 @@ class WeightSyncClient:
 
         return dict(zip(self.urls, await asyncio.gather(*(one(u) for u in self.urls))))
 
+    async def update_weights_from_tensor(self, url: str, req: Any) -> str:
+        """Hand `req` (a policy_client.weight_handoff.UpdateWeightsFromTensorRequest, its buffers alive until this
+        returns) to the server at `url`; its message. Raises WeightSyncError with the server's reason when it
+        refuses (the old weights serve on) or does not answer."""
+        return await self._post(url, "/update_weights_from_tensor", req, attempts=CONTROL_ATTEMPTS)
+
+    async def release_memory(self, tags: list[MemoryTag] | None = None) -> dict[str, str]:
+        """Every server gives back the memory of `tags` (None: all) once its running requests finish; new requests
+        wait meanwhile. Each server's message; raises if one refuses or does not answer (after trying every one)."""
+        body = ReleaseMemoryOccupationRequest(tags=tags)
+        return await self._post_everywhere("/release_memory_occupation", body)
+
+    async def resume_memory(self, tags: list[MemoryTag] | None = None) -> dict[str, str]:
+        """Every server takes back the memory of `tags` (None: all); waiting requests run once nothing is released.
+        Each server's message; raises if one fails (after trying every one)."""
+        body = ResumeMemoryOccupationRequest(tags=tags)
+        return await self._post_everywhere("/resume_memory_occupation", body)
+
+    async def server_memory(self) -> dict[str, dict]:
+        """Each server's memory report (`memory` of /get_server_info: weights, KV, prefix cache, CUDA, released)."""
+
+        async def one(url: str) -> dict:
+            info = await self._get(url, "/get_server_info", attempts=CONTROL_ATTEMPTS)
+            memory = info.get("memory")
+            if not isinstance(memory, dict):
+                raise WeightSyncError(url, "/get_server_info", "the answer has no memory report")
+            return memory
+
+        return dict(zip(self.urls, await asyncio.gather(*(one(u) for u in self.urls))))
+
+    async def _post_everywhere(self, path: str, body: BaseModel) -> dict[str, str]:
+        results = await asyncio.gather(
+            *(self._post(u, path, body, attempts=CONTROL_ATTEMPTS) for u in self.urls), return_exceptions=True
+        )
+        failed = [r for r in results if isinstance(r, BaseException)]
+        if failed:
+            raise failed[0]
+        return dict(zip(self.urls, cast(list[str], results)))
+
     async def pause(self, mode: Literal["abort", "retract", "in_place"] = "in_place") -> None:
         body = PauseGenerationRequest(mode=mode)
         await asyncio.gather(
@@ -357,6 +422,24 @@ class WeightSyncClient:
         failed = [r for r in results if isinstance(r, BaseException)]
         if failed:
             raise failed[0]
+
+    async def _get(self, url: str, path: str, *, attempts: int = 1) -> dict:
+        """GET `path`'s JSON object; transport errors and 5xx retried, a 4xx raised at once (WeightSyncError)."""
+        for attempt in range(1, attempts + 1):
+            try:
+                resp = await self._http.get(f"{url}{path}")
+            except httpx.TransportError as exc:
+                reason = f"no answer ({type(exc).__name__}: {exc})"
+            else:
+                if resp.status_code < 400:
+                    return resp.json()
+                reason = f"HTTP {resp.status_code}: {_reason(resp)}"
+                if resp.status_code < 500:
+                    break
+            if attempt < attempts:
+                log.warning("weight-sync call failed; retrying", url=url, path=path, attempt=attempt, error=reason)
+                await asyncio.sleep(self.backoff_s * 2 ** (attempt - 1))
+        raise WeightSyncError(url, path, reason)
 
     async def _post(
         self,
