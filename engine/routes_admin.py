@@ -1,5 +1,10 @@
 """Health, information, metrics and cache routes: /health (open without the key), /health_generate (a one-token
-probe), /get_model_info, /get_weight_version, /get_server_info, /metrics (Prometheus) and /flush_cache."""
+probe), /get_model_info, /get_weight_version, /get_server_info, /metrics (Prometheus) and /flush_cache.
+
+/get_server_info's `memory`: bytes held by the weights (tied weights once; `weights_device`: where they are now),
+by old weights still finishing rows after a swap, by the running batches' KV and by the prefix cache; on CUDA
+torch.cuda.memory_allocated and memory_reserved; what is released now (/release_memory_occupation) and the bytes
+each released tag gave back."""
 
 from __future__ import annotations
 
@@ -81,6 +86,7 @@ def add_admin_routes(app: FastAPI, scheduler: Scheduler, cfg: EngineSettings, we
             "weight_update_groups": weight_groups.names(),
             "dtype": str(next(lm.model.parameters()).dtype).removeprefix("torch."),
             "device_memory": device_memory(lm.device),
+            "memory": scheduler.memory(),
         }
 
     @app.get("/metrics")

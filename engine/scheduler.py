@@ -39,6 +39,17 @@ admitting from the queues; requests keep arriving and wait. In-place pause
 holds the running rows with their KV until `resume`; mode abort ends every
 running and waiting request with finish_reason abort. Weight swaps and commits
 still apply while paused, which is what pausing is for.
+
+Releasing memory (`release_memory`, SGLang's /release_memory_occupation), so a
+train step on the same GPU can have it: admission stops at once (new requests
+wait in their queues; none is refused), the running rows finish, then
+"kv_cache" empties the prefix cache and the batches' KV, and "weights" moves
+the weights to CPU memory (on a CPU engine they stay where they are). The model
+object stays the served one, so `resume_memory` moves the same weights back and
+admission opens again once nothing is released. Weight updates while the
+weights are released are written into the CPU copy (see engine.routes_weights).
+A release waits for running rows; rows held by an in-place pause cannot finish,
+so a release then fails with MemoryRefused instead of waiting forever.
 """
 
 from __future__ import annotations
@@ -58,7 +69,7 @@ from pydantic import BaseModel
 
 from engine.decode import DecodeBatch
 from engine.prefix_cache import PrefixCache
-from engine.weights import LoadedModel, apply_weights
+from engine.weights import DISTRIBUTED, LoadedModel, apply_weights, move_weights, weights_bytes
 from engine.work import WorkItem, WorkResult, aborted_before_start
 from openclaw_rl.prometheus import Registry
 
@@ -67,6 +78,15 @@ log = structlog.get_logger(__name__)
 RETRY_AFTER_S = 2
 """Seconds a refused tenant is told to wait (Retry-After): rows of a full queue leave at generation speed, so an
 immediate retry would only be refused again."""
+
+
+RELEASABLE = frozenset({"kv_cache", "weights"})
+"""The tags of /release_memory_occupation this engine acts on; SGLang's third, cuda_graph, does nothing here (no
+CUDA graphs are captured)."""
+
+
+class MemoryRefused(Exception):
+    """A memory release the engine cannot carry out now; the message says why (nothing was released)."""
 
 
 class QueueFull(Exception):
@@ -145,6 +165,11 @@ class Scheduler:
         self._owners: dict[int, _Ticket] = {}  # by id(item): client-given rids need not be unique
         self.requests_done = 0
         self.requests_cancelled = 0
+        self.released: frozenset[str] = frozenset()
+        """Tags whose memory is given back now ("kv_cache", "weights"); while any is, nothing is admitted."""
+        self.released_bytes: dict[str, int] = {}
+        """Per released tag, the bytes it gave back (weights: moved off the device; 0 on a CPU engine)."""
+        self._releases: list[tuple[frozenset[str], concurrent.futures.Future]] = []  # waiting for the running rows
 
     def _new_batch(self, model: LoadedModel) -> DecodeBatch:
         """A batch on `model`, reading and filling the prefix cache of the current weights."""
@@ -195,6 +220,12 @@ class Scheduler:
             "engine_prefix_cache_hits", "Requests that reused a cached prefix.", source=lambda: [((), pc.hit_requests)]
         )
         m.gauge("engine_prefix_cache_evicted_blocks", "Blocks evicted (LRU).", source=lambda: [((), pc.evicted_blocks)])
+        self.m_weight_updates = m.counter(
+            "engine_weight_updates_total",
+            "Weight versions put in service, by source (disk, tensor, distributed); an update naming the version "
+            "already served from the same source is not one.",
+            ["source"],
+        )
 
     def _observe_forward(self, kind: str, seconds: float, tokens: int) -> None:
         if kind == "prefill":
@@ -281,10 +312,51 @@ class Scheduler:
             self._arrived.notify()  # wake an idle loop
         await asyncio.wrap_future(done)
 
-    async def commit_weights(self, tensors: dict[str, torch.Tensor], weight_version: str) -> None:
-        """Copy `tensors` (checked, in the served dtype and device) into the served model between two forward passes
-        and label it `weight_version`; returns once they serve. Running rows go on on the new weights."""
-        await self._engine_thread("commit", (tensors, weight_version))
+    async def commit_weights(
+        self, tensors: dict[str, torch.Tensor], weight_version: str, origin: tuple[str, ...] = DISTRIBUTED
+    ) -> None:
+        """Copy `tensors` (checked, in the served dtype) into the served model between two forward passes and label
+        it `weight_version` from `origin`; returns once they serve. Running rows go on on the new weights. While the
+        weights are released they are written into the CPU copy (and serve after `resume_memory`)."""
+        await self._engine_thread("commit", (tensors, weight_version, origin))
+
+    async def release_memory(self, tags: frozenset[str]) -> str:
+        """Give back the memory of `tags` (RELEASABLE; others are ignored): admission stops at once, the running
+        rows finish, then the memory goes. Returns what was done; raises MemoryRefused when rows are held by a
+        pause (they cannot finish). Releasing what is released already does nothing."""
+        return await self._engine_thread("release", frozenset(tags) & RELEASABLE)
+
+    async def resume_memory(self, tags: frozenset[str]) -> str:
+        """Take back the memory of `tags` (weights move back to their device); once nothing is released the waiting
+        requests are admitted again. Returns what was done; resuming what is not released does nothing."""
+        return await self._engine_thread("resume_memory", frozenset(tags) & RELEASABLE)
+
+    @property
+    def weights_offloaded(self) -> bool:
+        """The weights are released to CPU memory: an update is written there (and a checkpoint loaded there)."""
+        return "weights" in self.released and self.model.device.type != "cpu"
+
+    def memory(self) -> dict:
+        """Bytes held now, read from the HTTP side (the engine thread may be a step further meanwhile)."""
+        lm, current, draining = self.model, self._current, self._draining
+        old = draining.lm if draining is not None and draining.lm is not lm else None
+        out = {
+            "weights_bytes": weights_bytes(lm),
+            "weights_device": str(next(lm.model.parameters()).device),
+            "draining_weights_bytes": weights_bytes(old) if old is not None else 0,
+            "kv_cache_bytes": sum(b.kv_bytes() for b in (current, draining) if b is not None),
+            "prefix_cache_bytes": self.prefix_cache.bytes,
+            "released": sorted(self.released),
+            "releasing": bool(self._releases),
+            "released_bytes": dict(self.released_bytes),
+            "cuda": None,
+        }
+        if lm.device.type == "cuda":
+            out["cuda"] = {
+                "memory_allocated": torch.cuda.memory_allocated(lm.device),
+                "memory_reserved": torch.cuda.memory_reserved(lm.device),
+            }
+        return out
 
     async def pause(self, mode: str) -> int:
         """Stop stepping and admitting (SGLang's /pause_generation); returns once no forward pass runs any more.
@@ -317,6 +389,9 @@ class Scheduler:
                 if not self._controls:
                     return
                 kind, arg, done = self._controls.popleft()
+            if kind == "release":  # admission stops now; `_settle_releases` answers once no row runs
+                self._releases.append((arg, done))  # type: ignore[arg-type]
+                continue
             try:
                 done.set_result(self._apply_control(kind, arg))
             except Exception as exc:  # the caller gets it; the engine thread goes on
@@ -325,8 +400,10 @@ class Scheduler:
 
     def _apply_control(self, kind: str, arg: object) -> object:
         if kind == "commit":
-            tensors, version = arg  # type: ignore[misc]
-            return self._commit(tensors, version)
+            tensors, version, origin = arg  # type: ignore[misc]
+            return self._commit(tensors, version, origin)
+        if kind == "resume_memory":
+            return self._resume_memory(arg)  # type: ignore[arg-type]
         if kind == "resume":
             self.paused = False
             log.info("generation continued", running=self._running_rows(), queued=self.queue_depth())
@@ -341,9 +418,10 @@ class Scheduler:
             return self._abort_everything()
         raise ValueError(f"unknown engine control {kind!r}")
 
-    def _commit(self, tensors: dict[str, torch.Tensor], version: str) -> None:
+    def _commit(self, tensors: dict[str, torch.Tensor], version: str, origin: tuple[str, ...]) -> None:
         old = self.model
-        new = apply_weights(old, tensors, version)
+        new = apply_weights(old, tensors, version, origin)
+        self.m_weight_updates.inc(source=origin[0])
         # The cache's KV came from the old weights. The current batch keeps its rows (their KV is theirs) but, made
         # for the old generation, no longer reads or fills the cache; a fresh batch replaces it once it empties.
         self.prefix_cache.invalidate()
@@ -401,6 +479,7 @@ class Scheduler:
         self.prefix_cache.invalidate()
         self._current = self._new_batch(new)
         self.model = new
+        self.m_weight_updates.inc(source=new.origin[0] if new.origin else "disk")
         log.info(
             "weights swapped",
             old_version=old.weight_version,
@@ -410,6 +489,70 @@ class Scheduler:
         )
         del old
         done.set_result(None)
+
+    # ---- memory release ------------------------------------------------------------------------------------------
+    def _admission_closed(self) -> bool:
+        return bool(self._releases or self.released)
+
+    def _settle_releases(self) -> None:
+        """Carry out the releases asked for once no row runs; refuse them when rows are held by a pause."""
+        if not self._releases:
+            return
+        if self._running_rows():
+            if self.paused:
+                refusal = MemoryRefused(
+                    f"{self._running_rows()} requests are held by /pause_generation and cannot finish: continue "
+                    "generation (or pause with mode abort) before releasing memory; nothing was released"
+                )
+                for _, done in self._releases:
+                    done.set_exception(refusal)
+                self._releases.clear()
+            return
+        releases, self._releases = self._releases, []
+        for tags, done in releases:
+            try:
+                done.set_result(self._release(tags))
+            except Exception as exc:  # the caller gets it; the engine thread goes on
+                log.exception("memory release failed", tags=sorted(tags))
+                done.set_exception(exc)
+
+    def _release(self, tags: frozenset[str]) -> str:
+        """No row runs: give back the memory of `tags` (engine thread)."""
+        self._release_drained()  # old weights whose last rows just finished go first
+        said = []
+        if "kv_cache" in tags and "kv_cache" not in self.released:
+            freed = self.prefix_cache.bytes + self._current.kv_bytes()
+            self.prefix_cache.clear()  # the weights are unchanged: no new generation
+            self._current.reset()
+            self.released_bytes["kv_cache"] = freed
+            said.append(f"kv_cache ({freed} bytes of prefix cache and KV freed)")
+        if "weights" in tags and "weights" not in self.released:
+            if self.model.device.type == "cpu":
+                self.released_bytes["weights"] = 0
+                said.append("weights (kept where they are: this engine serves on the CPU, no device memory to free)")
+            else:
+                moved = move_weights(self.model, torch.device("cpu"))
+                self.released_bytes["weights"] = moved
+                said.append(f"weights ({moved} bytes moved to CPU memory)")
+        self.released |= tags
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()  # the freed blocks go back to the driver, for the trainer's process
+        log.info("memory released", tags=sorted(tags), released=sorted(self.released), bytes=self.released_bytes)
+        done = f"Released {' and '.join(said)}" if said else "Nothing to release: already released"
+        return f"{done}; requests wait until /resume_memory_occupation."
+
+    def _resume_memory(self, tags: frozenset[str]) -> str:
+        back = tags & self.released
+        if "weights" in back:
+            move_weights(self.model, self.model.device)
+        self.released -= back
+        for tag in back:
+            self.released_bytes.pop(tag, None)
+        log.info("memory resumed", tags=sorted(back), released=sorted(self.released), queued=self.queue_depth())
+        done = f"Resumed {' and '.join(sorted(back))}" if back else "Nothing to resume: not released"
+        if self.released:
+            return f"{done}; still released: {', '.join(sorted(self.released))} (requests wait)."
+        return f"{done}; requests are admitted."
 
     def _release_drained(self) -> None:
         if self._draining is not None and not len(self._draining):
@@ -516,7 +659,8 @@ class Scheduler:
             self._current = self._new_batch(self.model)
 
     def _hold(self) -> None:
-        """Paused: only callers that leave are served (their rows dropped); wait for a control or a short while."""
+        """Paused, or nothing admitted while memory is released: only callers that leave are served (their rows
+        dropped); wait for a control, an arrival or a short while."""
         self._drop_cancelled(self._draining)
         self._drop_cancelled(self._current)
         with self._arrived:
@@ -527,20 +671,22 @@ class Scheduler:
         while not self._stop.is_set():
             self._apply_controls()
             self._apply_swap()
-            if self.paused:
+            self._settle_releases()
+            if self.paused or (self._admission_closed() and not self._running_rows()):
                 self._hold()
                 continue
             if not self._running_rows():
                 self._wait_for_arrivals()
                 self._apply_controls()
                 self._apply_swap()  # a swap that came while idle applies before anything is admitted
-                if self.paused:
+                if self.paused or self._admission_closed():
                     continue
             self._renew_stale_batch()
             self._drop_cancelled(self._draining)
             self._drop_cancelled(self._current)
             live: list[WorkItem] = []
-            for t in self._admit(self.max_batch_size - self._running_rows()):
+            room = 0 if self._admission_closed() else self.max_batch_size - self._running_rows()
+            for t in self._admit(room):
                 if t.future.done():  # cancelled between admission and prefill
                     self._finished(t.item.tenant, cancelled=True)
                 else:
