@@ -1,14 +1,14 @@
-"""Trainer-pool activities: claim a batch from the sample streams, train on it, publish, acknowledge.
+"""Trainer-pool activities: claim a batch from the sample streams, train on it, publish, checkpoint, acknowledge.
 
-The workflow carries only stream entry ids. Entries are acknowledged after the
-new weights are served, so a crash anywhere before that re-trains the same ids
-from the last checkpoint, never different ones and never twice: `train_step`
-finds a checkpoint already written for this batch and returns it as is.
+The workflow carries only stream entry ids. Workflows that publish from memory (TrainInput.durable_version set)
+train version after version in this process's memory and publish each one from there (activities.
+weight_publication); a durable checkpoint is written every so many versions or minutes, beside the next steps
+(activities.durable_checkpoints), and only once the workflow confirms it are its batches recorded as trained and
+acknowledged. A crash between two durable checkpoints loses the versions since the last one: the next step finds
+this trainer does not hold the version it trains from (TRAINER_LOST), the workflow goes back to that checkpoint,
+and the unacknowledged entries are claimed and trained again, never lost and never counted twice.
 
-Publication (`training.weight_sync.mode`): disk, every server loads the saved
-checkpoint; distributed, the trainer in this process broadcasts its weights to
-the servers over a process group kept across versions (trainers.weight_sync),
-generation paused in place meanwhile, and falls back to disk on any failure.
+Runs started before (durable_version None) write a checkpoint at every step and publish it, as they always did.
 """
 
 from __future__ import annotations
@@ -18,33 +18,43 @@ import errno
 import hashlib
 import json
 import math
-import os
 import shutil
 import threading
 import time
-import weakref
 from pathlib import Path
 
 import structlog
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities import durable_checkpoints
 from activities.heartbeat import heartbeating
+from activities.held_trainer import HeldTrainer
+from activities.weight_publication import TrainerLost, WeightPublisher
 from contracts.errors import ErrorType
 from contracts.training import (
     ACK_BATCH,
     CLAIM_BATCH,
+    CONFIRM_CHECKPOINT,
     EXPORT_CHECKPOINT,
     FIND_RESUME_POINT,
+    FINISH_CHECKPOINT,
+    PUBLISH_VERSION,
     PUBLISH_WEIGHTS,
+    START_CHECKPOINT,
     TRAIN_STEP,
     AckInput,
+    CheckpointStarted,
     ClaimInput,
     ClaimResult,
+    ConfirmInput,
+    DurableCheckpoint,
     ExportInput,
+    PublishedWeights,
     PublishWeightsInput,
     ResumeInput,
     ResumePoint,
+    SaveCheckpointInput,
     SavedCheckpoint,
     StepMetrics,
     StepSummary,
@@ -60,14 +70,10 @@ from openclaw_rl.checkpoints import (
     version_dir,
 )
 from openclaw_rl.settings import Settings
-from policy_client import PolicyClient
-from policy_client.weight_sync import WeightSyncClient, WeightSyncError
-from rlmath.loss import LossConfig
+from openclaw_rl.trained_log import record_step
 from store.client import Store
-from trainers import backend_class
-from trainers.base import CheckpointCorrupt, PolicyTrainer, TrainerConfig
-from trainers.lora import LoraConfig
-from trainers.weight_sync import GenerationStillPaused, WeightBroadcaster, hf_state_dict
+from store.samples import TrainingSample
+from trainers.base import CheckpointCorrupt, PolicyTrainer
 
 log = structlog.get_logger(__name__)
 
@@ -79,38 +85,33 @@ def batch_digest(ids: dict[str, list[str]]) -> str:
 
 
 class TrainingActivities:
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: Settings, worker_queue: str | None = None):
         self.settings = settings
+        self.worker_queue = worker_queue
+        """This worker's own task queue: workflows that publish from memory send every call about the trainer
+        there (the versions it holds live in this process only)."""
         self.store = Store.from_settings(settings)
-        self.trainer: PolicyTrainer | None = None
-        self.trainer_version: int | None = None
+        self.held = HeldTrainer(settings)
         # One step at a time per worker: an attempt Temporal gave up on (heartbeat timeout) may still be
-        # running in its thread; the retry waits for it, then finds its checkpoint.
+        # running in its thread; the retry waits for it, then finds its result.
         self._step_lock = asyncio.Lock()
-        self._load_lock = threading.Lock()
-        self._broadcaster: WeightBroadcaster | None = None  # distributed weight sync: its group outlives a version
-        self._sender_of: weakref.ref | None = None  # the trainer the broadcaster was made for (not kept alive)
+        self.publisher = WeightPublisher(settings, self.held, self._step_lock)
+        self._writes: dict[int, tuple[asyncio.Future, CheckpointStarted]] = {}
+        """Durable checkpoint writes under way (or done, not yet collected), by version."""
         # Load the trainer now, at the newest checkpoint (the version the next step trains from), so the first
         # step does not pay for it: while it loads, samples pile up and the oldest go stale before training.
         threading.Thread(target=self._preload, name="trainer-preload", daemon=True).start()
 
     def _preload(self) -> None:
         try:
-            self._trainer_at(newest_version(self.settings.checkpoints_dir))
+            self.held.at_checkpoint(newest_version(self.settings.checkpoints_dir))
         except Exception as exc:  # the first step loads it again and reports any error where it matters
             log.warning("trainer preload failed", error=str(exc))
 
     async def aclose(self) -> None:
-        if self._broadcaster is not None:
-            await self._broadcaster.close()
-            await self._broadcaster.client.aclose()
-        await asyncio.to_thread(self._drop_trainer)
+        await self.publisher.aclose()
+        await asyncio.to_thread(self.held.drop)
         await self.store.aclose()
-
-    def _drop_trainer(self) -> None:
-        if self.trainer is not None:
-            self.trainer.close()
-        self.trainer = None
 
     # ---- claim --------------------------------------------------------------
     @activity.defn(name=CLAIM_BATCH.name)
@@ -123,13 +124,15 @@ class TrainingActivities:
         def room() -> int:
             return inp.batch_size - sum(map(len, got.values()))
 
-        # Entries delivered to us before but never acknowledged come first (a claim or step that died). Every read
-        # names one stream with its own count: Redis applies COUNT per stream, so one read over several streams
-        # could return up to COUNT from each and overshoot the batch and its shares.
+        # Entries delivered to us before but never acknowledged come first (a claim or step that died), except
+        # those trained into versions awaiting a durable checkpoint. Every read names one stream with its own
+        # count: Redis applies COUNT per stream, so one read over several streams could overshoot the batch.
         for src in sources:
             if room() <= 0:
                 break
-            got[src] += await samples.read_pending(inp.consumer, src, room())
+            skip = set(inp.skip.get(src, ()))
+            pending = await samples.read_pending(inp.consumer, src, room() + len(skip))
+            got[src] += [eid for eid in pending if eid not in skip][: room()]
         total_w = sum(inp.source_weights.values()) or 1.0
         quota = {src: max(1, round(inp.batch_size * w / total_w)) for src, w in inp.source_weights.items()}
         deadline = asyncio.get_running_loop().time() + inp.wait_s
@@ -161,16 +164,12 @@ class TrainingActivities:
             heartbeating(HEARTBEAT_S),
             self._step_lock,
         ):  # beating while it waits for the lock too: loading the model can take a while
-            return await self._train_step(inp)
+            if inp.durable_version is None:
+                return await self._train_and_save(inp)
+            return await self._train_in_memory(inp)
 
-    async def _train_step(self, inp: TrainInput) -> StepSummary:
-        digest = batch_digest(inp.ids)
-        target = version_dir(self.settings.checkpoints_dir, inp.version + 1)
-        done = _read_summary(target)
-        if done is not None and done.batch == digest:
-            # this batch was already trained and saved by an attempt that died afterwards
-            await asyncio.to_thread(record_trained, self.settings.records_dir, done, inp.version)
-            return done
+    async def _batch(self, inp: TrainInput) -> tuple[list[TrainingSample], list[str]]:
+        """The batch's samples, and the ids of those too stale to learn from."""
         samples, stale = [], []
         for src, ids in inp.ids.items():
             for eid in ids:
@@ -188,20 +187,78 @@ class TrainingActivities:
                 samples.append(s)
         if stale:
             log.info("stale samples dropped", count=len(stale), version=inp.version, max_staleness=inp.max_staleness)
+        return samples, stale
+
+    async def _train_in_memory(self, inp: TrainInput) -> StepSummary:
+        digest = batch_digest(inp.ids)
+        last = self.held.last
+        if last is not None and last.batch == digest and self.held.version == last.version == inp.version + 1:
+            return last  # this batch was trained by an attempt whose result never reached Temporal
+        # From the durable checkpoint after a loss (whatever this process holds: the workflow trains the versions
+        # since it again); else the version held, or the durable one itself in a process that holds nothing yet.
+        reload = inp.from_durable or (self.held.version is None and inp.version == inp.durable_version)
+        if not reload and self.held.holding(inp.version) is None:
+            raise TrainerLost(inp.version, self.held.version)
+        samples, stale = await self._batch(inp)
         if not samples:  # nothing left to learn from: no step, no new version; the batch is still acknowledged
             return StepSummary(
                 version=inp.version, checkpoint="", batch=digest, trained=0, dropped_stale=len(stale), stale_ids=stale
             )
         try:
-            trainer = await asyncio.to_thread(self._trainer_at, inp.version)
-            metrics = await asyncio.to_thread(trainer.train_step, samples)
-            if not await asyncio.to_thread(_finite, trainer, metrics):
-                raise ApplicationError(
-                    f"the update of version {inp.version} is not finite (loss {metrics.loss}, gradient norm "
-                    f"{metrics.grad_norm}): nothing saved or published; the batch is dropped",
-                    type=ErrorType.NON_FINITE_UPDATE,
-                    non_retryable=True,
-                )
+            if reload:
+                trainer = await asyncio.to_thread(self.held.from_durable, inp.durable_version, inp.version)
+            else:
+                trainer = self.held.holding(inp.version)
+            metrics = await self._optimize(trainer, samples, inp.version)
+        except CheckpointCorrupt as exc:
+            await asyncio.to_thread(self.held.drop)
+            raise ApplicationError(str(exc), type=ErrorType.CHECKPOINT_CORRUPT, non_retryable=True) from exc
+        except BaseException:
+            await asyncio.to_thread(self.held.drop)  # its weights may be half-updated: load a checkpoint next time
+            raise
+        summary = StepSummary(
+            version=inp.version + 1,
+            checkpoint="",
+            batch=digest,
+            trained=len(samples),
+            dropped_stale=len(stale),
+            metrics=metrics,
+            sample_ids=[s.sample_id for s in samples],
+            stale_ids=stale,
+            in_memory=True,
+            memory=trainer.memory(),
+        )
+        self.held.advance(inp.version + 1, summary)
+        return summary
+
+    async def _optimize(self, trainer: PolicyTrainer, samples: list[TrainingSample], version: int) -> StepMetrics:
+        metrics = await asyncio.to_thread(trainer.train_step, samples)
+        if not await asyncio.to_thread(_finite, trainer, metrics):
+            raise ApplicationError(
+                f"the update of version {version} is not finite (loss {metrics.loss}, gradient norm "
+                f"{metrics.grad_norm}): nothing saved or published; the batch is dropped",
+                type=ErrorType.NON_FINITE_UPDATE,
+                non_retryable=True,
+            )
+        return metrics
+
+    async def _train_and_save(self, inp: TrainInput) -> StepSummary:
+        """Runs that write a checkpoint at every step (started before durable checkpoints had a cadence)."""
+        digest = batch_digest(inp.ids)
+        target = version_dir(self.settings.checkpoints_dir, inp.version + 1)
+        done = _read_summary(target)
+        if done is not None and done.batch == digest:
+            # this batch was already trained and saved by an attempt that died afterwards
+            await asyncio.to_thread(_record, self.settings, done, inp.version)
+            return done
+        samples, stale = await self._batch(inp)
+        if not samples:
+            return StepSummary(
+                version=inp.version, checkpoint="", batch=digest, trained=0, dropped_stale=len(stale), stale_ids=stale
+            )
+        try:
+            trainer = await asyncio.to_thread(self.held.at_checkpoint, inp.version)
+            metrics = await self._optimize(trainer, samples, inp.version)
             summary = StepSummary(
                 version=inp.version + 1,
                 checkpoint=str(target),
@@ -213,171 +270,132 @@ class TrainingActivities:
                 stale_ids=stale,
             )
             try:
-                await asyncio.to_thread(self._save, trainer, target, summary)
+                await asyncio.to_thread(trainer.save, target, str(summary.version), {"summary": summary.model_dump()})
             except Exception as exc:
                 if not _disk_full(exc):
                     raise
-                raise ApplicationError(
-                    f"no space left to write {target}: training pauses; free space, then `openclaw-rl train resume`",
-                    type=ErrorType.DISK_FULL,
-                    non_retryable=True,
+                raise durable_checkpoints.DiskFull(
+                    f"no space left to write {target}: training pauses; free space, then `openclaw-rl train resume`"
                 ) from exc
         except CheckpointCorrupt as exc:
-            self._drop_trainer()
+            await asyncio.to_thread(self.held.drop)
             raise ApplicationError(str(exc), type=ErrorType.CHECKPOINT_CORRUPT, non_retryable=True) from exc
         except BaseException:
-            self._drop_trainer()  # its weights may be half-updated: reload from the checkpoint next time
+            await asyncio.to_thread(self.held.drop)
             raise
-        self.trainer_version = inp.version + 1
-        await asyncio.to_thread(record_trained, self.settings.records_dir, summary, inp.version)
-        prune_versions(self.settings.checkpoints_dir, inp.version + 1, self.settings.training.keep_versions)
+        self.held.advance(inp.version + 1, summary)
+        await asyncio.to_thread(_record, self.settings, summary, inp.version)
+        prune_versions(self.settings.checkpoints_dir, inp.version + 1, self.settings.training.checkpoint.keep)
         return summary
 
-    def _trainer_at(self, version: int) -> PolicyTrainer:
-        with self._load_lock:
-            return self._load_trainer(version)
-
-    def _load_trainer(self, version: int) -> PolicyTrainer:
-        if self.trainer is not None and self.trainer_version == version:
-            return self.trainer
-        t = self.settings.training
-        cfg = TrainerConfig(
-            lr=t.lr,
-            micro_batch_tokens=t.micro_batch_tokens,
-            precision=t.precision,
-            loss=LossConfig(
-                clip_low=t.clip_low,
-                clip_high=t.clip_high,
-                kl_coef=t.kl_coef,
-                entropy_coef=t.entropy_coef,
-                tis_cap=t.tis_cap,
-            ),
-            lora=LoraConfig(
-                rank=t.lora.rank,
-                alpha=t.lora.alpha,
-                dropout=t.lora.dropout,
-                target_modules=tuple(t.lora.target_modules),
-            )
-            if t.lora.enabled
-            else None,
-        )
-        trainer_cls = backend_class(t.backend, t.megatron)
-        folder = version_dir(self.settings.checkpoints_dir, version)
-        self._drop_trainer()  # a megatron job holds its devices: end it before the next one starts
-        self.trainer = (
-            trainer_cls.resume(folder, cfg) if folder.is_dir() else trainer_cls(self.settings.served_model_path(), cfg)
-        )
-        self.trainer_version = version
+    # ---- publish ------------------------------------------------------------------------------------------------
+    @activity.defn(name=PUBLISH_VERSION.name)
+    async def publish_version(self, inp: PublishWeightsInput) -> PublishedWeights:
+        """Every server serves the version the trainer holds in memory (those that do already are skipped); then
+        the serving side's signal. Raises TRAINER_LOST when this process no longer holds it."""
+        async with heartbeating(HEARTBEAT_S):
+            published = await self.publisher.from_memory(inp.version, inp.durable_version)
+            await self.store.policy.announce(inp.version, inp.checkpoint or f"memory:v{inp.version}")
         log.info(
-            "trainer loaded",
-            backend=t.backend,
-            version=version,
-            source=str(folder if folder.is_dir() else self.settings.served_model_path()),
+            "version published",
+            version=inp.version,
+            route=published.route,
+            servers=len(published.servers),
+            seconds=round(published.seconds, 3),
         )
-        return self.trainer
+        return published
 
-    @staticmethod
-    def _save(trainer, target: Path, summary: StepSummary) -> None:
-        trainer.save(target, version=str(summary.version), extra={"summary": summary.model_dump()})
-
-    # ---- publish and acknowledge ------------------------------------------------
     @activity.defn(name=PUBLISH_WEIGHTS.name)
     async def publish_weights(self, inp: PublishWeightsInput) -> list[str]:
-        """Every policy server loads the checkpoint; one that refuses keeps its old weights and the activity retries.
-
-        It heartbeats: an attempt whose result never reaches Temporal (a server restart) is retried after the
-        heartbeat timeout, not after the whole start-to-close timeout. Loading the same version twice is harmless.
-        """
+        """Every policy server loads the checkpoint (runs that write one per step, and resuming from one); one that
+        refuses keeps its old weights and the activity retries. It heartbeats: an attempt whose result never reaches
+        Temporal is retried after the heartbeat timeout. Loading the same version twice is harmless."""
         async with heartbeating(HEARTBEAT_S):
-            return await self._publish(inp)
+            messages = await self.publisher.checkpoint(inp)
+            await self.store.policy.announce(inp.version, inp.checkpoint)  # the serving side's signal
+            return messages
 
-    async def _publish(self, inp: PublishWeightsInput) -> list[str]:
-        messages = None
-        if self.settings.training.weight_sync.mode == "distributed":
-            messages = await self._publish_distributed(inp)
-        if messages is None:
-            messages = await self._publish_from_disk(inp)
-        await self.store.policy.announce(inp.version, inp.checkpoint)  # the serving side's signal
-        return messages
-
-    async def _publish_from_disk(self, inp: PublishWeightsInput) -> list[str]:
-        async with PolicyClient.from_settings(self.settings) as client:
-            results = await client.update_weights_from_disk(inp.checkpoint, weight_version=str(inp.version))
-        failed = [r.message for r in results if not r.success]
-        if failed:
-            raise ApplicationError(
-                f"a policy server refused version {inp.version}: {failed}", type=ErrorType.WEIGHT_LOAD_FAILED
+    # ---- durable checkpoints --------------------------------------------------------------------------------------
+    @activity.defn(name=START_CHECKPOINT.name)
+    async def start_checkpoint(self, inp: SaveCheckpointInput) -> CheckpointStarted:
+        """Room made, the state of the version held copied aside, and its write started in the background (a backend
+        that cannot copy its state writes it here, under the step lock). The next step waits only for this."""
+        async with heartbeating(HEARTBEAT_S), self._step_lock:
+            if inp.version in self._writes:
+                return self._writes[inp.version][1]  # a retried attempt: started already
+            trainer = self.held.holding(inp.version)
+            if trainer is None:
+                raise TrainerLost(inp.version, self.held.version)
+            need, pruned = await asyncio.to_thread(durable_checkpoints.make_room, self.settings, inp.version)
+            started = time.perf_counter()
+            snapshot = await asyncio.to_thread(trainer.snapshot)
+            step = trainer.step
+            write = asyncio.ensure_future(self._write(snapshot, inp, step))
+            if not snapshot.detached:
+                await asyncio.shield(write)
+            result = CheckpointStarted(
+                version=inp.version, snapshot_s=round(time.perf_counter() - started, 3), need_bytes=need, pruned=pruned
             )
-        return [r.message for r in results]
+            self._writes[inp.version] = (write, result)
+        return result
 
-    async def _publish_distributed(self, inp: PublishWeightsInput) -> list[str] | None:
-        """Broadcast the in-memory trainer's weights as `inp.version`; None when the checkpoint must be loaded from
-        disk instead (the trainer here is not at that version, or the sync failed: logged, generation continued)."""
-        async with self._step_lock:  # the weights must not move while they are on the wire
-            trainer = self.trainer
-            if trainer is None or self.trainer_version != inp.version:
-                log.info(
-                    "distributed weight sync: this process does not hold the version; the servers load it from disk",
-                    version=inp.version,
-                    trainer_version=self.trainer_version,
-                )
-                return None
-            broadcaster = await self._broadcaster_for(trainer)
+    async def _write(self, snapshot, inp: SaveCheckpointInput, step: int) -> tuple[Path, float]:
+        try:
+            return await asyncio.to_thread(
+                durable_checkpoints.write, self.settings, snapshot, inp.version, inp.since, step
+            )
+        except Exception as exc:
+            if not _disk_full(exc):
+                raise
+            raise durable_checkpoints.DiskFull(
+                f"the disk filled while writing the durable checkpoint of version {inp.version}: training pauses; "
+                "free space, then `openclaw-rl train resume`"
+            ) from exc
+
+    @activity.defn(name=FINISH_CHECKPOINT.name)
+    async def finish_checkpoint(self, inp: SaveCheckpointInput) -> DurableCheckpoint:
+        """Until the durable checkpoint's write is on disk; TRAINER_LOST when this process never started it (it
+        restarted since)."""
+        entry = self._writes.get(inp.version)
+        if entry is None:
+            raise TrainerLost(inp.version, self.held.version)
+        write, started = entry
+        async with heartbeating(HEARTBEAT_S):
             try:
-                own = broadcaster.rank0.sends_own_weights  # a megatron job's rank 0 gathers and sends them itself
-                state = None if own else await asyncio.to_thread(hf_state_dict, trainer)
-                await broadcaster.publish(state, str(inp.version))
-            except GenerationStillPaused as exc:
-                # Falling back to disk would not help: a server may be holding its requests. Retrying sends the
-                # version again and continues generation again.
-                raise ApplicationError(
-                    f"version {inp.version}: a policy server could not be told to continue generation: {exc}",
-                    type=ErrorType.WEIGHT_LOAD_FAILED,
-                ) from exc
-            except (WeightSyncError, TypeError) as exc:
-                log.warning(
-                    "distributed weight sync failed; the servers load the checkpoint from disk",
-                    version=inp.version,
-                    error=str(exc),
-                )
-                return None
-        sender = " from the megatron job's rank 0" if broadcaster.rank0.sends_own_weights else ""
-        return [
-            f"version {inp.version} broadcast to {len(broadcaster.client.urls)} servers ({broadcaster.group_name})"
-            + sender
-        ]
+                folder, write_s = await asyncio.shield(write)
+            finally:
+                if write.done():
+                    self._writes.pop(inp.version, None)
+        log.info(
+            "durable checkpoint written",
+            version=inp.version,
+            snapshot_s=started.snapshot_s,
+            write_s=round(write_s, 3),
+            estimated_gb=round(started.need_bytes / 1024**3, 3),
+        )
+        return durable_checkpoints.checkpoint_result(folder, inp.version, started.snapshot_s, write_s, started.pruned)
 
-    async def _broadcaster_for(self, trainer: PolicyTrainer) -> WeightBroadcaster:
-        """One broadcaster, its group kept across versions; a megatron job's group ends with its job, so another
-        trainer gets another broadcaster (the old group is dropped on the servers too)."""
-        job_rank0 = getattr(trainer, "weight_rank_zero", None)  # a megatron job: its rank 0 sends
-        old = self._broadcaster
-        made_for = self._sender_of() if self._sender_of is not None else None
-        if old is not None and made_for is not trainer and (old.rank0.sends_own_weights or job_rank0):
-            await old.close()
-            await old.client.aclose()
-            self._broadcaster = None
-        if self._broadcaster is None:
-            rank0 = job_rank0() if job_rank0 is not None else None
-            self._broadcaster = WeightBroadcaster(
-                self.settings.training.weight_sync,
-                WeightSyncClient.from_settings(self.settings),
-                rank0.device if rank0 is not None else trainer.device,
-                bf16_on_cuda=trainer.bf16_on_cuda,
-                rank0=rank0,
-            )
-            self._sender_of = weakref.ref(trainer)
-        return self._broadcaster
+    @activity.defn(name=CONFIRM_CHECKPOINT.name)
+    async def confirm_checkpoint(self, inp: ConfirmInput) -> int:
+        """The checkpoint's batches are recorded as trained and it is marked confirmed, then their entries are
+        acknowledged and deleted (a retry repeats none of it twice)."""
+        await asyncio.to_thread(durable_checkpoints.confirm_checkpoint, self.settings, inp)
+        acked = 0
+        for batch in inp.batches:
+            for src, ids in batch.ids.items():
+                acked += await self.store.samples.acknowledge(src, ids)
+        return acked
 
     @activity.defn(name=EXPORT_CHECKPOINT.name)
     async def export_checkpoint(self, inp: ExportInput) -> SavedCheckpoint:
-        """Keep a copy of a version under `checkpoints/saved/<label>`, out of reach of pruning."""
+        """Keep a copy of a version under `checkpoints/saved/<label>`, out of reach of pruning: written from this
+        trainer's memory when it holds the version, else copied from the version's checkpoint folder."""
         async with heartbeating(HEARTBEAT_S):
-            return await asyncio.to_thread(self._export, inp)
+            async with self._step_lock:
+                return await asyncio.to_thread(self._export, inp)
 
     def _export(self, inp: ExportInput) -> SavedCheckpoint:
         root = self.settings.checkpoints_dir
-        source = version_dir(root, inp.version) if inp.version else self.settings.served_model_path()
         target = saved_dir(root, inp.label)
         saved = SavedCheckpoint(label=inp.label, version=inp.version, path=str(target))
         manifest = target / SAVED_MANIFEST
@@ -389,69 +407,45 @@ class TrainingActivities:
                 type=ErrorType.LABEL_TAKEN,
                 non_retryable=True,
             )
-        if not source.is_dir():
+        trainer = self.held.holding(inp.version) if inp.version else None
+        source = version_dir(root, inp.version) if inp.version else self.settings.served_model_path()
+        if trainer is not None:
+            trainer.save(target, str(inp.version), {"saved": inp.label})
+            (target / SAVED_MANIFEST).write_text(saved.model_dump_json())
+        elif source.is_dir():
+            with atomic_dir(target) as tmp:
+                shutil.copytree(source, tmp, dirs_exist_ok=True)
+                (tmp / SAVED_MANIFEST).write_text(saved.model_dump_json())
+        else:
             raise ApplicationError(
-                f"version {inp.version} has no checkpoint at {source}",
+                f"version {inp.version} has no checkpoint at {source}, and this trainer does not hold it",
                 type=ErrorType.CHECKPOINT_MISSING,
                 non_retryable=True,
             )
-        with atomic_dir(target) as tmp:
-            shutil.copytree(source, tmp, dirs_exist_ok=True)
-            (tmp / SAVED_MANIFEST).write_text(saved.model_dump_json())
         log.info("checkpoint saved", label=inp.label, version=inp.version, path=str(target))
         return saved
 
     @activity.defn(name=FIND_RESUME_POINT.name)
     async def find_resume_point(self, inp: ResumeInput) -> ResumePoint:
-        """The newest checkpoint folder is complete by construction (written whole, then renamed into place)."""
+        """The newest confirmed checkpoint (complete by construction: written whole, then renamed into place), and
+        this worker's own queue for the calls that need the trainer it holds."""
         version = newest_version(self.settings.checkpoints_dir)
         folder = version_dir(self.settings.checkpoints_dir, version)
-        return ResumePoint(version=version, checkpoint=str(folder) if version else None)
+        return ResumePoint(
+            version=version, checkpoint=str(folder) if version else None, trainer_queue=self.worker_queue
+        )
 
     @activity.defn(name=ACK_BATCH.name)
     async def ack_batch(self, inp: AckInput) -> int:
-        """Acknowledge, then delete: a trained entry's checkpoint is already served, and the sample stream must not
-        grow with every sample ever trained (the record streams and the JSONL files keep what was judged)."""
+        """Acknowledge, then delete: the sample stream must not grow with every sample ever trained (the record
+        streams and the JSONL files keep what was judged)."""
         return sum([await self.store.samples.acknowledge(src, ids) for src, ids in inp.ids.items()])
 
 
-TRAINED_LOG = "trained.jsonl"
-"""records/trained.jsonl: one line per saved train step (the version it made, its batch digest, the sample ids it
-trained on), appended and fsynced once its checkpoint is in place. Checkpoints are pruned; this log is not, so which
-sample went into which version stays answerable (and a sample trained twice shows)."""
-
-
-def record_trained(records_dir: Path, summary: StepSummary, from_version: int) -> None:
-    """Append the step's line once: a retried step whose checkpoint was already saved finds its line there."""
-    path = Path(records_dir) / TRAINED_LOG
-    path.parent.mkdir(parents=True, exist_ok=True)
-    line = json.dumps(
-        {
-            "version": summary.version,
-            "from_version": from_version,
-            "batch": summary.batch,
-            "sample_ids": summary.sample_ids,
-            "stale_ids": summary.stale_ids,
-            "at": round(time.time(), 3),
-        }
+def _record(settings: Settings, summary: StepSummary, from_version: int) -> None:
+    record_step(
+        settings.records_dir, summary.version, from_version, summary.batch, summary.sample_ids, summary.stale_ids
     )
-    try:
-        with open(path, "rb") as f:  # only a retry can find its line, and only near the end
-            start = f.seek(max(0, f.seek(0, 2) - 64 * 1024))
-            tail = f.read().decode("utf-8", errors="replace").splitlines()[1 if start else 0 :]
-    except FileNotFoundError:
-        tail = []
-    for prev in tail:
-        try:
-            rec = json.loads(prev)
-        except ValueError:
-            continue
-        if rec.get("version") == summary.version and rec.get("batch") == summary.batch:
-            return
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(line + "\n")
-        f.flush()
-        os.fsync(f.fileno())
 
 
 def _finite(trainer: PolicyTrainer, metrics: StepMetrics) -> bool:

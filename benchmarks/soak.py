@@ -23,9 +23,15 @@ counted). Once the time is up the load stops and judging is given
     prompt ids, generating exactly as many tokens as the turn did (ignore_eos), under the soak user's engine
     tenant, so it waits for a slot behind that user's turns as they do (the engine shares slots by tenant);
   - Redis memory (INFO memory used_memory) at the start, after the load and
-    after draining.
+    after draining;
+  - the training loop, per version (from the TrainingWorkflow's histories): the train step, its compute, the time
+    from the end of its compute until every server serves the version, durable checkpoint writes; trained against
+    judged samples/s; bytes the trainer process wrote per version; GPU memory per process (with a GPU).
 
-    .venv/bin/python benchmarks/soak.py [--sessions 50] [--minutes 5] [--tokens 16]
+--model / --shape run it on another model than the tiny one (a checkpoint, or a random model of a Qwen3 shape,
+benchmarks/qwen3_shapes.py), e.g. on one GPU with the 1.7B shape.
+
+    .venv/bin/python benchmarks/soak.py [--sessions 50] [--minutes 5] [--tokens 16] [--shape qwen3-1.7b]
 """
 
 from __future__ import annotations
@@ -46,6 +52,14 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.loop_figures import (  # noqa: E402
+    gpu_memory_by_pid,
+    loop_figures,
+    median,
+    training_activities,
+    written_bytes,
+)
+from benchmarks.qwen3_shapes import SHAPES, bench_model  # noqa: E402
 from contracts.chat import tenant_of  # noqa: E402
 from store.client import Store, StoreAddress  # noqa: E402
 from store.keys import DATA_TTL_S  # noqa: E402
@@ -220,6 +234,20 @@ def train_status(stack: RunningStack) -> dict:
     return json.loads(out.stdout) if out.returncode == 0 else {}
 
 
+async def read_loop(stack: RunningStack):
+    from temporalio.client import Client
+    from temporalio.contrib.pydantic import pydantic_data_converter
+
+    client = await Client.connect(stack.temporal, data_converter=pydantic_data_converter)
+    return loop_figures(await training_activities(client))
+
+
+def seconds(values: list[float | None]) -> str:
+    m = median([v for v in values if v is not None])
+    known = [v for v in values if v is not None]
+    return "-" if m is None else f"median {m:.2f} s (min {min(known):.2f}, max {max(known):.2f})"
+
+
 def mib(n: int) -> str:
     return f"{n / 2**20:.1f} MiB"
 
@@ -233,11 +261,11 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=16, help="samples per train step (training.batch_size)")
     ap.add_argument("--probe-every", type=int, default=4, help="time the engine directly after every n-th turn")
     ap.add_argument("--drain-s", type=float, default=180.0, help="longest wait for judging to catch up afterwards")
+    ap.add_argument("--model", type=Path, help="a local Hugging Face checkpoint to serve and train")
+    ap.add_argument("--shape", choices=sorted(SHAPES), help="a random model of a Qwen3 shape (default: the tiny one)")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="soak-"))
-    from engine.tiny_qwen3 import ensure_tiny_model
-
-    model = ensure_tiny_model(work / "tiny-qwen3")
+    model = bench_model(args.model, args.shape, work)
     env = stack_env(work / "data", model_path=model) | {
         "OPENCLAW_RL_TRAINING__AUTO_START": "true",
         "OPENCLAW_RL_TRAINING__BATCH_SIZE": str(args.batch_size),
@@ -255,6 +283,8 @@ def main() -> None:
             check=True,
         ).stdout.split()[0]
         mem_start = used_memory(stack)
+        trainer_pid = stack.service_pid("worker-trainer")
+        written_start = written_bytes(trainer_pid) or 0
         start_status = train_status(stack)
         load_start = os.getloadavg()[0]  # the machine's other work weighs on every figure
         soak = Soak(stack, key, model, args)
@@ -262,6 +292,7 @@ def main() -> None:
         asyncio.run(soak.run())
         load_s = time.monotonic() - t0
         mem_load = used_memory(stack)
+        gpu = {name: gpu_memory_by_pid().get(svc["pid"]) for name, svc in stack.state()["services"].items()}
         # Drain: judging catches up with every paired turn and training with every full batch (or the wait ends).
         deadline = time.monotonic() + args.drain_s
         while time.monotonic() < deadline and (
@@ -274,6 +305,10 @@ def main() -> None:
         mem_end = used_memory(stack)
         status = train_status(stack)
         steps = trained_steps(stack)
+        pid_now = stack.service_pid("worker-trainer")
+        now = written_bytes(pid_now) if pid_now == trainer_pid else None  # a restarted trainer: unknown
+        written = None if now is None else now - written_start
+        loop = asyncio.run(read_loop(stack))
         judge_line = next((ln for ln in stack.output().splitlines() if "learning" in ln and "judge" in ln), "").strip()
     finally:
         stack.stop()
@@ -320,6 +355,29 @@ def main() -> None:
         f"redis used_memory   start {mib(mem_start)}, after the load {mib(mem_load)}, "
         f"after draining ({drain_s:.0f}s) {mib(mem_end)}"
     )
+    v = loop.versions
+    print(f"versions            {len(v)} made ({', '.join(str(x.version) for x in v) or 'none'})")
+    print(f"  train step        {seconds([x.train_s for x in v])}")
+    print(f"  of which compute  {seconds([x.compute_s for x in v])}")
+    served = [
+        x.train_s - x.compute_s + x.served_after_s
+        for x in v
+        if x.compute_s is not None and x.served_after_s is not None
+    ]
+    print(f"  served after the step's compute: {seconds(served)}")
+    print(f"  published through {loop.routes or 'checkpoint folders (one per version)'}")
+    print(f"  durable checkpoints {len(loop.checkpoints)}: written in {seconds(loop.checkpoints)}")
+    print(f"    steps held up by each: {seconds(loop.snapshots)}")
+    per_version = f"{mib(written / len(v))} per version" if written is not None and v else "unknown"
+    print(f"  trainer wrote     {mib(written) if written is not None else 'unknown'} in all, {per_version}")
+    print(f"  failed attempts   {loop.failed or 'none'}")
+    span = load_s + drain_s
+    print(
+        f"samples/s           judged {len(recs) / span:.2f}, trained {len(trained) / span:.2f} "
+        f"(over the load and the drain, {span:.0f}s)"
+    )
+    if any(gpu.values()):
+        print("gpu memory (MiB)    " + ", ".join(f"{k} {m}" for k, m in gpu.items() if m))
 
 
 if __name__ == "__main__":

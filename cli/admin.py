@@ -177,6 +177,14 @@ async def train_command(args: argparse.Namespace, settings: Settings) -> int:
                     f"mean advantage {m.mean_advantage:+.3f}, "
                     f"log-prob gap {m.logprob_gap:.2e}, grad norm {m.grad_norm:.3f}, {m.tokens_per_s:.0f} tokens/s"
                 )
+            if s.durable_version is not None:
+                cp = s.last_checkpoint
+                written = f" (last written in {cp.write_s:.1f}s, {cp.bytes / 2**30:.2f} GiB)" if cp else ""
+                print(
+                    f"durable checkpoint: version {s.durable_version}{written}; {s.versions_since_durable} versions "
+                    f"since live in the trainer's memory only; trainer lost them {s.trainer_lost} times"
+                )
+            print("memory: " + await _memory_line(settings, s.trainer_memory))
         elif args.train_command == "pause":
             await handle.signal(TrainingWorkflow.pause)
             print("pausing after the current step")
@@ -240,3 +248,34 @@ async def _watch(handle, wf_id: str, until_version: int | None) -> int:
 def _bar(done: int, total: int, width: int = 24) -> str:
     filled = min(width, int(width * done / max(total, 1)))
     return "[" + "#" * filled + "." * (width - filled) + "]"
+
+
+def _gib(n: int | None) -> str:
+    return "-" if n is None else f"{n / 2**30:.2f} GiB"
+
+
+async def _memory_line(settings: Settings, trainer: dict[str, int]) -> str:
+    """What each side holds: the trainer (as of its last step) and every policy server (asked now)."""
+    parts = []
+    if trainer:
+        t = f"trainer weights {_gib(trainer.get('weights_bytes'))}, optimizer {_gib(trainer.get('optimizer_bytes'))}"
+        if "cuda_reserved_bytes" in trainer:
+            t += f", GPU reserved {_gib(trainer['cuda_reserved_bytes'])}"
+        parts.append(t)
+    from policy_client.weight_sync import WeightSyncClient
+
+    try:
+        async with WeightSyncClient.from_settings(settings) as client:
+            servers = await client.server_memory()
+    except Exception as exc:  # a status line must not fail for a server that is away
+        servers = {}
+        parts.append(f"servers unreachable ({type(exc).__name__})")
+    for url, mem in servers.items():
+        if not mem:
+            parts.append(f"{url}: unknown")
+            continue
+        line = f"{url}: weights {_gib(mem.get('weights_bytes'))}, KV cache {_gib(mem.get('kv_cache_bytes'))}"
+        if mem.get("cuda_reserved_bytes") is not None:
+            line += f", GPU reserved {_gib(mem.get('cuda_reserved_bytes'))}"
+        parts.append(line)
+    return "; ".join(parts) or "unknown"

@@ -38,6 +38,9 @@ class ErrorType(StrEnum):
     """A train step produced NaN/Inf (loss, gradient or weights): nothing saved or published; the batch is dropped."""
     DISK_FULL = "DiskFull"
     """A checkpoint could not be written for lack of space: training pauses until an operator resumes it."""
+    TRAINER_LOST = "TrainerLost"
+    """The trainer does not hold the version the workflow trains from (its process restarted since): the workflow
+    goes back to its last durable checkpoint and trains the samples since then again."""
     # general-agent episodes
     UNKNOWN_TASK = "UnknownTask"
     TASK_SETUP_FAILED = "TaskSetupFailed"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -39,6 +39,8 @@ class StepMetrics(BaseModel):
     tis_weight: float = 1.0
     """Mean truncated-importance weight (1 when TIS is off)."""
     tis_truncated: float = 0.0
+    step_s: float | None = None
+    """Wall time of the optimizer step alone (forward, backward, update); None in steps recorded before it was."""
 
 
 class ClaimInput(BaseModel):
@@ -46,6 +48,9 @@ class ClaimInput(BaseModel):
     batch_size: int
     source_weights: dict[str, float]
     wait_s: float
+    skip: dict[str, list[str]] = Field(default_factory=dict)
+    """Entries trained into versions no durable checkpoint holds yet: still pending (unacknowledged), never claimed
+    again unless the trainer loses them."""
 
 
 class ClaimResult(BaseModel):
@@ -64,6 +69,12 @@ class TrainInput(BaseModel):
     version: int
     """The policy version being trained from (its checkpoint, or the served model for 0)."""
     max_staleness: int
+    durable_version: int | None = None
+    """Set by workflows that publish from memory: the newest durable checkpoint they know of (0: the base model).
+    The step then writes nothing to disk; None (older runs): every step writes a checkpoint of its version."""
+    from_durable: bool = False
+    """The trainer lost the versions since `durable_version` (TrainerLost): start again from that checkpoint,
+    labelled `version`, so version numbers keep growing."""
 
 
 class StepSummary(BaseModel):
@@ -80,6 +91,10 @@ class StepSummary(BaseModel):
     """The trained samples' ids (`<session>#<turn>`): the audit trail of exactly-once training."""
     stale_ids: list[str] = Field(default_factory=list)
     """Samples dropped because their policy version lagged more than `max_staleness` behind."""
+    in_memory: bool = False
+    """The version lives in the trainer's memory only (no checkpoint folder): it is published from there."""
+    memory: dict[str, int] = Field(default_factory=dict)
+    """Bytes the trainer holds after the step (weights, optimizer state; on CUDA the allocator's figures)."""
 
     @field_validator("metrics", mode="before")
     @classmethod
@@ -90,6 +105,72 @@ class StepSummary(BaseModel):
 class PublishWeightsInput(BaseModel):
     checkpoint: str
     version: int
+    from_memory: bool = False
+    """Hand the trainer's in-memory weights of `version` over (raises TrainerLost if it no longer holds them);
+    False: every server loads `checkpoint` from disk."""
+    durable_version: int | None = None
+    """From memory: the newest durable checkpoint; a trainer holding nothing yet loads it when it is `version`."""
+
+
+class PublishedWeights(BaseModel):
+    """What `publish_weights` did (workflows that publish from memory; older ones get the servers' messages)."""
+
+    version: int
+    route: str
+    """memory (shared memory or CUDA IPC), distributed (a process group), disk (a weights-only folder), or none
+    (every server already served it)."""
+    servers: list[str]
+    """The servers that loaded it (the others served it already)."""
+    seconds: float
+    bytes: int = 0
+    """Bytes of weights handed over or written."""
+
+
+class DurableBatch(BaseModel):
+    """A trained batch waiting for a durable checkpoint: acknowledged, and recorded as trained, with one."""
+
+    version: int
+    """The version it was trained into."""
+    ids: dict[str, list[str]]
+    batch: str
+    sample_ids: list[str]
+    stale_ids: list[str] = Field(default_factory=list)
+
+
+class SaveCheckpointInput(BaseModel):
+    version: int
+    """The version the trainer holds now; the checkpoint is of exactly it."""
+    since: int
+    """The previous durable checkpoint's version (0: the base model)."""
+
+
+class CheckpointStarted(BaseModel):
+    version: int
+    snapshot_s: float
+    """Time the steps waited for: the state copied aside (or, for a backend that cannot copy it, the whole write)."""
+    need_bytes: int
+    pruned: list[int] = Field(default_factory=list)
+    """Older durable checkpoints removed to keep within the count and the byte budget."""
+
+
+class DurableCheckpoint(BaseModel):
+    version: int
+    path: str
+    bytes: int
+    snapshot_s: float
+    """Time the train steps waited for (copying the state aside)."""
+    write_s: float
+    """Time writing it took, beside the steps."""
+    pruned: list[int] = Field(default_factory=list)
+    """Older durable checkpoints removed to keep within the count and the byte budget."""
+
+
+class ConfirmInput(BaseModel):
+    """The workflow confirms a durable checkpoint: its batches are recorded as trained and acknowledged."""
+
+    checkpoint: DurableCheckpoint
+    since: int
+    batches: list[DurableBatch]
 
 
 class ExportInput(BaseModel):
@@ -116,6 +197,8 @@ class TrainingConfig(BaseModel):
     wait_s: float
     step_timeout_s: float = 3600.0
     heartbeat_timeout_s: float = 30.0
+    checkpoint_every_versions: int = 20
+    checkpoint_every_s: float = 900.0
 
 
 class TrainingState(BaseModel):
@@ -136,6 +219,22 @@ class TrainingState(BaseModel):
     recent_losses: list[float] = Field(default_factory=list)
     """The last steps' losses, oldest first."""
     backlog: int = 0
+    durable_version: int = 0
+    """The newest durable checkpoint the workflow confirmed (0: the base model). Workflows that publish from
+    memory only; older runs checkpoint every version."""
+    durable_checkpoint: str | None = None
+    checkpoint_clock: datetime | None = None
+    """Where the cadence in seconds counts from: the newest durable checkpoint's confirmation, or the first version
+    trained after a start."""
+    undurable: list[DurableBatch] = Field(default_factory=list)
+    """Batches trained since the last durable checkpoint, oldest first: unacknowledged until one holds them."""
+    trainer_queue: str | None = None
+    """The task queue of the trainer worker that holds the versions since the last durable checkpoint."""
+    from_durable: bool = False
+    """The trainer lost those versions: the next step starts again from the durable checkpoint."""
+    lost: int = 0
+    """Times the trainer's in-memory versions were lost (its process restarted between durable checkpoints)."""
+    last_checkpoint: DurableCheckpoint | None = None
 
 
 class TrainingInput(BaseModel):
@@ -155,6 +254,8 @@ class ResumePoint(BaseModel):
     version: int
     checkpoint: str | None
     """None: no checkpoint yet (version 0, the served base model)."""
+    trainer_queue: str | None = None
+    """The task queue of the trainer worker that answered (it holds the trainer in memory): later calls go there."""
 
 
 class TrainingStatus(BaseModel):
@@ -174,6 +275,14 @@ class TrainingStatus(BaseModel):
     recent_losses: list[float]
     last_metrics: StepMetrics | None = None
     saved_checkpoints: list[SavedCheckpoint] = Field(default_factory=list)
+    durable_version: int | None = None
+    """The newest confirmed durable checkpoint (None: runs that checkpoint every version)."""
+    versions_since_durable: int = 0
+    """Versions only the trainer's memory holds: trained again if its process dies."""
+    trainer_lost: int = 0
+    last_checkpoint: DurableCheckpoint | None = None
+    trainer_memory: dict[str, int] = Field(default_factory=dict)
+    """Bytes the trainer held after its last step."""
 
 
 class BatchSize(BaseModel):
@@ -202,6 +311,7 @@ TRAIN_STEP = ActivityDef(
             ErrorType.NON_FINITE_UPDATE,
             ErrorType.DISK_FULL,
             ErrorType.CHECKPOINT_CORRUPT,
+            ErrorType.TRAINER_LOST,
         ),
     ),
 )
@@ -209,6 +319,14 @@ PUBLISH_WEIGHTS = ActivityDef(
     "publish_weights", PublishWeightsInput, list[str], start_to_close=timedelta(minutes=10), retry=_KEEP_TRYING
 )
 """Every policy server loads the checkpoint; returns the servers' messages."""
+PUBLISH_VERSION = ActivityDef(
+    "publish_version",
+    PublishWeightsInput,
+    PublishedWeights,
+    start_to_close=timedelta(minutes=10),
+    retry=Retry(maximum_interval=timedelta(seconds=30), non_retryable=(ErrorType.TRAINER_LOST,)),
+)
+"""Every policy server serves the version the trainer holds in memory (workflows that publish from memory)."""
 EXPORT_CHECKPOINT = ActivityDef(
     "export_checkpoint",
     ExportInput,
@@ -219,6 +337,34 @@ EXPORT_CHECKPOINT = ActivityDef(
     ),
 )
 ACK_BATCH = ActivityDef("ack_batch", AckInput, int, start_to_close=timedelta(seconds=60))
+START_CHECKPOINT = ActivityDef(
+    "start_checkpoint",
+    SaveCheckpointInput,
+    CheckpointStarted,
+    start_to_close=timedelta(hours=1),
+    retry=Retry(
+        maximum_interval=timedelta(seconds=30),
+        non_retryable=(ErrorType.TRAINER_LOST, ErrorType.DISK_FULL),
+    ),
+)
+"""Room made, then the state of the version the trainer holds copied aside and its write started (the next step
+waits only for this)."""
+FINISH_CHECKPOINT = ActivityDef(
+    "finish_checkpoint",
+    SaveCheckpointInput,
+    DurableCheckpoint,
+    start_to_close=timedelta(hours=2),
+    retry=Retry(
+        maximum_interval=timedelta(seconds=30),
+        non_retryable=(ErrorType.TRAINER_LOST, ErrorType.DISK_FULL),
+    ),
+)
+"""Until the started write of the durable checkpoint is on disk (beside the next steps)."""
+CONFIRM_CHECKPOINT = ActivityDef(
+    "confirm_checkpoint", ConfirmInput, int, start_to_close=timedelta(seconds=120), retry=_KEEP_TRYING
+)
+"""Record the checkpoint's batches as trained (records/trained.jsonl), mark it confirmed, acknowledge the batches;
+returns how many entries were acknowledged."""
 FIND_RESUME_POINT = ActivityDef("find_resume_point", ResumeInput, ResumePoint, start_to_close=timedelta(seconds=60))
 """The newest complete checkpoint on the trainer's disk."""
 """Returns how many entries were acknowledged."""

@@ -23,6 +23,8 @@ def training_input(settings: Settings) -> TrainingInput:
             steps_per_run=t.steps_per_run,
             wait_s=t.wait_s,
             heartbeat_timeout_s=t.heartbeat_timeout_s,
+            checkpoint_every_versions=t.checkpoint.every_versions,
+            checkpoint_every_s=t.checkpoint.every_s,
         ),
         resume=True,  # a fresh start (the previous run failed or was terminated) continues from the newest checkpoint
     )
@@ -41,3 +43,12 @@ async def start_training(client: Client, settings: Settings) -> str:
         static_summary=f"training {inp.policy}",
     )
     return wf_id
+
+
+async def request_republish(client: Client, settings: Settings) -> None:
+    """Ask the policy's TrainingWorkflow to give every server the current version again (a server restarted and
+    serves an older one that no checkpoint folder can bring up to date)."""
+    from workflows.training import TrainingWorkflow
+
+    handle = client.get_workflow_handle(training_workflow_id(settings.api.model_name))
+    await handle.signal(TrainingWorkflow.republish)

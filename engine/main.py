@@ -37,7 +37,7 @@ def newest_trained(settings: Settings, base: Path) -> Path:
     folder on disk: a checkpoint is written before it is published, and may never be (its publication failed).
     Without Redis (an engine run on its own), the newest complete checkpoint.
     """
-    from openclaw_rl.checkpoints import newest_version, read_version_label, version_dir
+    from openclaw_rl.checkpoints import newest_version, read_version_label, served_dir, version_dir
 
     def servable(folder: Path) -> bool:
         return (folder / "config.json").is_file() and read_version_label(folder) is not None
@@ -52,9 +52,19 @@ def newest_trained(settings: Settings, base: Path) -> Path:
             log.warning("published version unknown (Redis unreachable): serving the newest checkpoint", version=newest)
             return folder
         return base
-    folder = version_dir(settings.checkpoints_dir, published)
+    for folder in (version_dir(settings.checkpoints_dir, published), served_dir(settings.checkpoints_dir, published)):
+        if published and servable(folder):
+            log.info("serving the published version", version=published, path=str(folder), base=str(base))
+            return folder
+    # Published from the trainer's memory (no folder holds it): the newest durable checkpoint until the trainer
+    # hands the version over again (the supervisor asks it to, stack.router.catch_up).
+    folder = version_dir(settings.checkpoints_dir, newest)
     if published and servable(folder):
-        log.info("serving the published version", version=published, path=str(folder), base=str(base))
+        log.info(
+            "the published version lives in the trainer's memory; serving the newest durable checkpoint meanwhile",
+            published=published,
+            version=newest,
+        )
         return folder
     if published:
         log.warning("the published version has no servable checkpoint; serving the base model", version=published)

@@ -1,7 +1,10 @@
 """The checkpoint layout on disk, in one place: folder names, the version label file, atomic writes, pruning.
 
-checkpoints/policy-<v>/            a servable Hugging Face checkpoint per trained version
-    openclaw-rl-version.json       its weight version, step, backend and step summary
+checkpoints/policy-<v>/            a durable checkpoint: servable Hugging Face weights, optimizer and trainer state
+    openclaw-rl-version.json       its weight version, step, backend (and, before durable cadences, a step summary)
+    openclaw-rl-confirmed          the training workflow recorded its samples as trained (durable checkpoints
+                                   written on a cadence); one without it was never confirmed and is not resumed from
+checkpoints/serve/v<v>/            weights only, in the served dtype: a version published through disk
 checkpoints/saved/<label>/         a copy kept on request, never pruned
     openclaw-rl-saved.json         which version it is
 """
@@ -18,7 +21,12 @@ from typing import Any
 
 VERSION_FILE = "openclaw-rl-version.json"
 SAVED_MANIFEST = "openclaw-rl-saved.json"
+CONFIRMED = "openclaw-rl-confirmed"
 _PREFIX = "policy-"
+SERVE_DIR = "serve"
+KEEP_SERVED = 2
+"""Weights-only folders of disk publications kept: the version served and the one before (a server restarting
+mid-publication may still load it)."""
 
 
 def version_dir(root: Path, version: int) -> Path:
@@ -70,24 +78,74 @@ def atomic_dir(target: Path) -> Iterator[Path]:
         raise
 
 
+def served_dir(root: Path, version: int) -> Path:
+    return Path(root) / SERVE_DIR / f"v{version}"
+
+
+def _versions(root: Path) -> dict[int, Path]:
+    out = {}
+    for p in Path(root).glob(f"{_PREFIX}*"):
+        tail = p.name[len(_PREFIX) :]
+        if tail.isdigit() and p.is_dir():
+            out[int(tail)] = p
+    return out
+
+
+def is_confirmed(folder: Path) -> bool:
+    """A checkpoint to resume from: confirmed by the training workflow, or written before confirmations existed
+    (every step wrote and recorded its own checkpoint then)."""
+    info = read_version_info(folder)
+    if info is None:
+        return False
+    return not info.get("durable") or (Path(folder) / CONFIRMED).is_file()
+
+
+def confirm(folder: Path) -> None:
+    """Mark a durable checkpoint confirmed (after its samples were recorded as trained)."""
+    marker = Path(folder) / CONFIRMED
+    marker.write_text("")
+    _fsync(marker)
+    _fsync(Path(folder))
+
+
 def newest_version(root: Path) -> int:
-    """The highest version with a checkpoint folder under `root` (0: only the served base model)."""
-    versions = [int(p.name[len(_PREFIX) :]) for p in Path(root).glob(f"{_PREFIX}*") if p.name[len(_PREFIX) :].isdigit()]
-    return max(versions, default=0)
+    """The highest confirmed version with a checkpoint folder under `root` (0: only the served base model)."""
+    return max((v for v, p in _versions(root).items() if is_confirmed(p)), default=0)
 
 
-def prune_versions(root: Path, newest: int, keep: int) -> list[Path]:
-    """Delete version folders more than `keep` behind `newest`; saved checkpoints are elsewhere and never touched."""
+def folder_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in Path(folder).rglob("*") if p.is_file())
+
+
+def prune_versions(
+    root: Path, newest: int, keep: int, budget_bytes: int | None = None, room_for: int = 0
+) -> list[Path]:
+    """Keep the newest `keep` confirmed checkpoints up to `newest`, and fewer while they and `room_for` more bytes
+    would exceed `budget_bytes`; the newest confirmed one always stays. Unconfirmed ones older than `newest` are
+    orphans (their versions were trained again) and go; newer ones may still be confirmed and stay. Saved
+    checkpoints are elsewhere and never touched."""
+    found = _versions(root)
+    confirmed = sorted((v for v, p in found.items() if v <= newest and is_confirmed(p)), reverse=True)
+    kept = confirmed[:keep]
+    if budget_bytes is not None:
+        sizes = {v: folder_bytes(found[v]) for v in kept}
+        while len(kept) > 1 and sum(sizes[v] for v in kept) + room_for > budget_bytes:
+            kept.pop()
     removed = []
-    for folder in Path(root).glob(f"{_PREFIX}*"):
-        try:
-            v = int(folder.name[len(_PREFIX) :])
-        except ValueError:
+    for v, folder in found.items():
+        if v in kept or v > newest:
             continue
-        if v <= newest - keep:
-            shutil.rmtree(folder, ignore_errors=True)
-            removed.append(folder)
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
     return removed
+
+
+def prune_served(root: Path, newest: int) -> None:
+    """Weights-only folders of disk publications older than the last KEEP_SERVED."""
+    for folder in (Path(root) / SERVE_DIR).glob("v*"):
+        tail = folder.name[1:]
+        if tail.isdigit() and int(tail) <= newest - KEEP_SERVED:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _fsync_tree(folder: Path) -> None:
@@ -103,3 +161,32 @@ def _fsync(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def parameter_count(model_dir: Path) -> int:
+    """Parameters of a Hugging Face checkpoint, from its safetensors headers (no tensor is read)."""
+    total = 0
+    for path in sorted(Path(model_dir).glob("*.safetensors")):
+        with open(path, "rb") as f:
+            size = int.from_bytes(f.read(8), "little")
+            header = json.loads(f.read(size))
+        for name, meta in header.items():
+            if name == "__metadata__":
+                continue
+            count = 1
+            for dim in meta["shape"]:
+                count *= int(dim)
+            total += count
+    return total
+
+
+FULL_STATE_BYTES_PER_PARAM = 12
+"""fp32 weights (4) and AdamW's two moments (8) per parameter: what a durable checkpoint of full fine-tuning holds."""
+MERGED_BYTES_PER_PARAM = 4
+"""LoRA: the merged fp32 weights the servers load; the adapter and its optimizer state are small beside them."""
+
+
+def checkpoint_bytes(model_dir: Path, lora: bool = False) -> int:
+    """About what one durable checkpoint of the model at `model_dir` takes on disk."""
+    per = MERGED_BYTES_PER_PARAM if lora else FULL_STATE_BYTES_PER_PARAM
+    return parameter_count(model_dir) * per

@@ -325,10 +325,14 @@ class LoraSettings(BaseModel):
 class WeightSyncSettings(BaseModel):
     """How a new policy version reaches the servers (SGLang's weight-update routes)."""
 
-    mode: Literal["disk", "distributed"] = "disk"
-    """disk: every server loads the published safetensors (`/update_weights_from_disk`). distributed: the trainer
-    broadcasts the tensors to the servers over a process group (`/init_weights_update_group` +
-    `/update_weights_from_distributed`), no disk read on the serving side; any failure falls back to disk."""
+    mode: Literal["auto", "memory", "disk", "distributed"] = "auto"
+    """How a version reaches the servers (never waiting for a durable checkpoint). memory: handed over from the
+    trainer's memory in the served dtype (`/update_weights_from_tensor`: shared memory from a CPU trainer, CUDA IPC
+    handles on one GPU), for servers on the trainer's machine (the embedded engines). distributed: broadcast over a
+    process group (`/init_weights_update_group` + `/update_weights_from_distributed`), for servers elsewhere. disk:
+    the weights alone, in the served dtype, written to `checkpoints/serve/v<version>` and loaded by every server
+    (`/update_weights_from_disk`). auto: memory for the embedded engines, else disk. memory and distributed fall
+    back to disk on any failure."""
     backend: Literal["auto", "nccl", "gloo"] = "auto"
     """Process-group backend: auto is nccl when the trainer and servers have CUDA, gloo on CPU."""
     bucket_mb: float = Field(256.0, gt=0)
@@ -382,6 +386,30 @@ class MegatronSettings(BaseModel):
         return self
 
 
+class CheckpointSettings(BaseModel):
+    """When durable checkpoints are written and how much disk they may take.
+
+    A version is published from the trainer's memory; a durable checkpoint holds everything a restarted trainer
+    resumes from. A sample counts as trained once a durable checkpoint that contains it exists: after a crash the
+    samples trained since the last one are trained again (never lost, never counted twice)."""
+
+    every_versions: int = Field(20, ge=1)
+    """A durable checkpoint at least every this many versions..."""
+    every_s: float = Field(900.0, gt=0)
+    """...and once this many seconds have passed since the last one (whichever comes first). A checkpoint of a 1.7B
+    model with AdamW state is ~20 GB: every 15 minutes is a small share of a disk's bandwidth, and a crash re-trains
+    at most that much."""
+    keep: int = Field(2, ge=1)
+    """Durable checkpoints kept (the newest ones; a checkpoint saved on request is kept for good). `keep_versions`
+    is read as this."""
+    budget_gb: float | None = Field(None, gt=0)
+    """Most disk the durable checkpoints may take together; older ones are pruned to fit the next. None: what the
+    data disk has, less `disk_reserve_gb`."""
+    disk_reserve_gb: float = Field(2.0, ge=0)
+    """Disk left free for everything else on the data disk (the store's append-only file, Temporal's database,
+    logs): a checkpoint that would eat into it is not written, and training pauses with the reason."""
+
+
 class TrainingSettings(BaseModel):
     """The training workflow: batches from the sample streams, train steps, weight publication."""
 
@@ -404,13 +432,19 @@ class TrainingSettings(BaseModel):
     trainer's own log-probs. None (the reference's default): the rollout log-probs are the old policy."""
     micro_batch_tokens: int = Field(8192, ge=16)
     """Tokens per forward/backward; larger batches are accumulated."""
+    activation_checkpointing: bool = False
+    """Recompute each layer's activations in the backward instead of keeping them (torch backend): long samples and
+    larger models fit (a 4B model beside its engine on one 80 GB GPU), for about a third more compute per step."""
+    optimizer_offload: bool = False
+    """Keep AdamW's state in CPU memory between steps, on the GPU only for the update itself (torch backend): the
+    trainer then holds only its weights on the GPU while the engine serves."""
     precision: Literal["auto", "fp32", "bf16"] = "auto"
     """bf16: mixed precision (bf16 autocast over fp32 weights and optimizer state). auto: bf16 on CUDA, fp32 on
     CPU."""
     max_staleness: int = Field(4, ge=0)
     """Samples generated more than this many versions ago are dropped (and counted)."""
-    keep_versions: int = Field(3, ge=1)
-    """Checkpoints kept on disk; older ones are pruned."""
+    checkpoint: CheckpointSettings = Field(default_factory=CheckpointSettings)
+    """Durable checkpoints (weights, optimizer and trainer state): a new version never waits for one."""
     steps_per_run: int = Field(50, ge=1)
     """Train steps per workflow run before it continues as new."""
     wait_s: float = Field(20.0, gt=0)
@@ -426,6 +460,20 @@ class TrainingSettings(BaseModel):
     """Parallel layout of the megatron backend."""
     lora: LoraSettings = Field(default_factory=LoraSettings)
     """Each version then holds the merged weights (what the servers load) and the adapter (`adapter/`)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _keep_versions_is_checkpoint_keep(cls, data: Any) -> Any:
+        """Settings written before durable checkpoints had a cadence name `keep_versions`."""
+        if not isinstance(data, dict) or "keep_versions" not in data:
+            return data
+        data = dict(data)
+        keep = data.pop("keep_versions")
+        checkpoint = dict(data.get("checkpoint") or {})
+        if "keep" in checkpoint:
+            raise ValueError("set training.checkpoint.keep or the older training.keep_versions, not both")
+        data["checkpoint"] = {**checkpoint, "keep": keep}
+        return data
 
     @model_validator(mode="after")
     def _lora_needs_torch(self) -> "TrainingSettings":

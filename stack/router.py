@@ -16,7 +16,7 @@ import httpx
 import structlog
 from pydantic import BaseModel
 
-from openclaw_rl.checkpoints import read_version_label, version_dir
+from openclaw_rl.checkpoints import read_version_label, served_dir, version_dir
 from openclaw_rl.settings import Settings
 from store.client import Store
 
@@ -143,9 +143,12 @@ async def catch_up(settings: Settings, engine_url: str, api_key: str) -> str:
         serving = str(resp.json().get("weight_version") or "0")
         if not published or not serving.isdigit() or int(serving) >= published:
             return serving
-        folder = version_dir(settings.checkpoints_dir, published)
-        if read_version_label(folder) is None:
-            log.warning("published version has no checkpoint to catch up with", version=published, engine=engine_url)
+        folder = _servable_folder(settings, published)
+        if folder is None:
+            # Published from the trainer's memory: only the trainer holds it. It gives every server that lacks it
+            # the version again (a server serving it already reloads nothing).
+            log.info("asking the trainer to publish the version again", version=published, engine=engine_url)
+            await _ask_for_republication(settings)
             return serving
         log.info("engine catching up", engine=engine_url, serving=serving, published=published)
         resp = await http.post(
@@ -157,6 +160,27 @@ async def catch_up(settings: Settings, engine_url: str, api_key: str) -> str:
         if not resp.json().get("success"):
             raise RuntimeError(f"{engine_url} refused version {published}: {resp.text[:300]}")
         return str(published)
+
+
+def _servable_folder(settings: Settings, version: int):
+    """A folder holding `version`'s weights: its durable checkpoint, or the weights-only folder of a disk
+    publication; None when only the trainer's memory holds it."""
+    for folder in (version_dir(settings.checkpoints_dir, version), served_dir(settings.checkpoints_dir, version)):
+        if read_version_label(folder) is not None:
+            return folder
+    return None
+
+
+async def _ask_for_republication(settings: Settings) -> None:
+    from temporalio.service import RPCError
+
+    from control.training import request_republish
+    from openclaw_rl.temporal_client import connect
+
+    try:
+        await request_republish(await connect(settings.temporal), settings)
+    except (RPCError, RuntimeError) as exc:  # no training workflow (training off), or Temporal away: next round
+        log.warning("could not ask for the version again", error=str(exc))
 
 
 async def _published_version(settings: Settings) -> int:

@@ -14,6 +14,7 @@ import pickle
 import shutil
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,6 +74,12 @@ class TrainerConfig:
     precision: str = "auto"
     """fp32, or bf16: the forward and backward under bf16 autocast, the weights, gradients and optimizer state
     staying fp32 (mixed precision; bf16 needs no loss scaling). auto: bf16 on CUDA, fp32 on CPU."""
+    activation_checkpointing: bool = False
+    """Recompute each layer's activations in the backward instead of keeping them (torch backend): far less memory
+    for long samples, about a third more compute."""
+    optimizer_offload: bool = False
+    """Keep AdamW's state in CPU memory between steps (moved to the device for the step itself): the trainer then
+    holds only its weights on the GPU while the engine serves beside it."""
 
     def __post_init__(self) -> None:
         if self.precision not in ("auto", "fp32", "bf16"):
@@ -207,6 +214,12 @@ class PolicyTrainer(ABC):
     def write_weights(self, folder: Path) -> None:
         """Write the current weights into `folder` as a Hugging Face checkpoint (weights and config.json)."""
 
+    def snapshot(self) -> Snapshot:
+        """The state a durable checkpoint holds, as of now. The default writes from the live trainer (the caller
+        keeps steps out until it is written); a backend that can copies its state aside instead, so steps go on
+        while the copy is written."""
+        return Snapshot(write=lambda folder, version, extra: self.save(folder, version, extra), detached=False)
+
     backend: str = "?"
     source: Path
 
@@ -214,11 +227,7 @@ class PolicyTrainer(ABC):
         """A Hugging Face checkpoint the policy servers can load, labelled with its version, plus optimizer state."""
         with atomic_dir(Path(folder)) as tmp:
             self.write_weights(tmp)
-            for (
-                name
-            ) in TOKENIZER_FILES:  # each checkpoint is servable alone: tokenizer and chat template travel with it
-                if (self.source / name).is_file() and not (tmp / name).exists():
-                    shutil.copy2(self.source / name, tmp / name)
+            copy_tokenizer(self.source, tmp)
             torch.save(self.optimizer_state(), tmp / STATE_FILE)
             write_version_info(
                 tmp, {"weight_version": version, "step": self.step, "backend": self.backend, **(extra or {})}
@@ -239,12 +248,42 @@ class PolicyTrainer(ABC):
         totals = self.accumulate(samples, len(samples))
         params = [p for p in self.model.parameters() if p.requires_grad]
         grad_norm = float(torch.nn.utils.clip_grad_norm_(params, self.cfg.grad_clip))
-        self.opt.step()
+        with self.optimizer_on_device():
+            self.opt.step()
+        self.opt.zero_grad(set_to_none=True)  # gradients are not kept between steps: their memory goes back
         self.step += 1
         took = time.perf_counter() - started
-        return totals.metrics(
+        metrics = totals.metrics(
             self.step, len(samples), grad_norm, sum(len(s.prompt_ids) + len(s.response_ids) for s in samples) / took
         )
+        return metrics.model_copy(update={"step_s": took})
+
+    @contextlib.contextmanager
+    def optimizer_on_device(self):
+        """With `optimizer_offload`, AdamW's state is brought to the device for the update and sent back after."""
+        if not self.cfg.optimizer_offload or self.device.type == "cpu":
+            yield
+            return
+        _move_optimizer_state(self.opt, self.device)
+        try:
+            yield
+        finally:
+            _move_optimizer_state(self.opt, torch.device("cpu"))
+
+    def memory(self) -> dict[str, int]:
+        """Bytes this trainer holds: weights, optimizer state (and where), and the device allocator's view."""
+        weights = sum(p.numel() * p.element_size() for p in self.model.parameters())
+        state = sum(
+            t.numel() * t.element_size()
+            for st in self.opt.state.values()
+            for t in st.values()
+            if isinstance(t, torch.Tensor)
+        )
+        out = {"weights_bytes": weights, "optimizer_bytes": state}
+        if self.device.type == "cuda":
+            out["cuda_allocated_bytes"] = torch.cuda.memory_allocated(self.device)
+            out["cuda_reserved_bytes"] = torch.cuda.memory_reserved(self.device)
+        return out
 
     def accumulate(self, samples: list[TrainingSample], batch_size: int) -> LossTotals:
         """Forward and backward of `samples` in micro-batches (gradients accumulate), each weighted by its share of
@@ -319,6 +358,42 @@ class PolicyTrainer(ABC):
         except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
             raise CheckpointCorrupt(state_file, f"its optimizer state does not fit this model ({exc})") from exc
         self.step = state["step"]
+
+
+def copy_tokenizer(source: Path, folder: Path) -> None:
+    """Each checkpoint is servable alone: the tokenizer and chat template travel with it."""
+    for name in TOKENIZER_FILES:
+        if (Path(source) / name).is_file() and not (Path(folder) / name).exists():
+            shutil.copy2(Path(source) / name, Path(folder) / name)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A durable checkpoint's content as of one moment: `write(folder, version, extra)` writes it (atomically)."""
+
+    write: Callable[[Path, str, dict | None], Path]
+    detached: bool
+    """True: a copy, independent of the live trainer (steps may go on while it is written)."""
+
+
+def _move_optimizer_state(opt: torch.optim.Optimizer, device: torch.device) -> None:
+    for st in opt.state.values():
+        for key, value in st.items():
+            if isinstance(value, torch.Tensor) and value.device != device and value.dim() > 0:
+                st[key] = value.to(device, non_blocking=device.type == "cpu")
+    if device.type == "cpu" and torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def to_cpu_copy(value):
+    """Tensors anywhere in `value` (dicts, lists) copied to CPU memory; everything else as it is."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu", copy=True)
+    if isinstance(value, dict):
+        return {k: to_cpu_copy(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(to_cpu_copy(v) for v in value)
+    return value
 
 
 def _load_failure(exc: Exception) -> str:

@@ -15,9 +15,19 @@ import structlog
 import torch
 
 from contracts.training import StepMetrics
+from openclaw_rl.checkpoints import atomic_dir, write_version_info
 from openclaw_rl.device import pick_device
 from store.samples import TrainingSample
-from trainers.base import PolicyTrainer, TrainerConfig, padded_ids, response_rows
+from trainers.base import (
+    STATE_FILE,
+    PolicyTrainer,
+    Snapshot,
+    TrainerConfig,
+    copy_tokenizer,
+    padded_ids,
+    response_rows,
+    to_cpu_copy,
+)
 from trainers.lora import base_of, with_lora, write_lora_checkpoint
 
 __all__ = ["TorchTrainer", "TrainerConfig", "StepMetrics"]
@@ -42,6 +52,10 @@ class TorchTrainer(PolicyTrainer):
         if cfg.lora:
             model = with_lora(model, self.source, base, cfg.lora)
         self.model = model.to(self.device)
+        if cfg.activation_checkpointing:
+            # Non-reentrant: works with the frozen embeddings of LoRA and with inputs that need no gradient.
+            self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            self.model.config.use_cache = False
         self.model.train()
         self.ref = ref.to(self.device) if ref is not None else None
         self.opt = self.make_optimizer()
@@ -65,3 +79,24 @@ class TorchTrainer(PolicyTrainer):
             write_lora_checkpoint(self.model, folder)
         else:
             self.model.save_pretrained(folder, safe_serialization=True)
+
+    def snapshot(self) -> Snapshot:
+        """Full fine-tuning: weights and optimizer state copied to CPU memory now (what the next step waits for),
+        written afterwards beside the steps. LoRA writes from the live model (small, and merged on the way)."""
+        if self.cfg.lora:
+            return super().snapshot()
+        weights = {name: t.detach().to("cpu", copy=True) for name, t in self.model.state_dict().items()}
+        state = to_cpu_copy(self.optimizer_state())
+        model, source = self.model, self.source
+
+        def write(folder: Path, version: str, extra: dict | None) -> Path:
+            with atomic_dir(Path(folder)) as tmp:
+                model.save_pretrained(tmp, state_dict=weights, safe_serialization=True)
+                copy_tokenizer(source, tmp)
+                torch.save(state, tmp / STATE_FILE)
+                write_version_info(
+                    tmp, {"weight_version": version, "step": state["step"], "backend": self.backend, **(extra or {})}
+                )
+            return Path(folder)
+
+        return Snapshot(write=write, detached=True)

@@ -81,11 +81,18 @@ def components_for(pool: Pool, settings: Settings) -> PoolComponents:
     elif pool is Pool.TRAINER:
         from activities.training import TrainingActivities
 
-        training = TrainingActivities(settings)
+        # Its own queue too: the versions since the last durable checkpoint live in this process only, so the
+        # training workflow sends every call about them here (and notices when this process is gone).
+        parts.own_queue = own_worker_queue(settings, Pool.TRAINER)
+        training = TrainingActivities(settings, parts.own_queue)
         parts.activities += [
             training.claim_batch,
             training.train_step,
             training.publish_weights,
+            training.publish_version,
+            training.start_checkpoint,
+            training.finish_checkpoint,
+            training.confirm_checkpoint,
             training.export_checkpoint,
             training.ack_batch,
             training.find_resume_point,
@@ -95,7 +102,7 @@ def components_for(pool: Pool, settings: Settings) -> PoolComponents:
         from activities.env_step import EnvActivities
         from workers.env_capacity import EnvCapacity
 
-        parts.own_queue = env_worker_queue(settings)
+        parts.own_queue = own_worker_queue(settings, Pool.ENV)
         envs = EnvActivities(settings, parts.own_queue)
         capacity = settings.envs.envs_per_worker
         parts.shared_tuner = WorkerTuner.create_composite(
@@ -110,6 +117,7 @@ def components_for(pool: Pool, settings: Settings) -> PoolComponents:
     return parts
 
 
-def env_worker_queue(settings: Settings) -> str:
-    """Unique per worker process: a restarted worker never receives calls meant for environments it no longer holds."""
-    return f"{settings.temporal.task_queue(Pool.ENV)}-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+def own_worker_queue(settings: Settings, pool: Pool) -> str:
+    """Unique per worker process: a restarted worker never receives calls meant for what it no longer holds
+    (environments, a trainer's in-memory versions)."""
+    return f"{settings.temporal.task_queue(pool)}-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"

@@ -1,12 +1,21 @@
 """TrainingWorkflow: one per trained policy, running for as long as the policy learns.
 
-Each step: claim a batch of sample-stream entries (ids only), train on it,
-have every policy server load the new checkpoint, bump the version, and only
-then acknowledge the entries. A crash anywhere before the acknowledgement
-retrains the same ids from the last checkpoint; nothing is lost or trained
-twice. Signals pause and resume it and change the batch size; a query reports
-status; an update saves a labelled checkpoint; it continues as new every
-`steps_per_run` steps.
+Each step: claim a batch of sample-stream entries (ids only), train on it in the
+trainer worker's memory, hand the new version to every policy server from there,
+bump the version. A durable checkpoint is written every so many versions or
+minutes, beside the next steps; once it is written the workflow confirms it: its
+batches are recorded as trained and only then acknowledged. If the trainer
+worker dies between two durable checkpoints, the versions since the last one are
+gone with it: the workflow goes back to that checkpoint, and the unacknowledged
+entries are claimed and trained again (the version numbers keep growing). A
+sample is never lost and never counted twice.
+
+Runs started before this (no PUBLISH_FROM_MEMORY marker) wrote and published a
+checkpoint at every step, acknowledging each batch once it was served; they
+replay on that branch. Signals pause and resume it, change the batch size and
+ask for the current version to be published again; a query reports status; an
+update saves a labelled checkpoint; it continues as new every `steps_per_run`
+steps.
 """
 
 from __future__ import annotations
@@ -15,7 +24,7 @@ import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
 
 with workflow.unsafe.imports_passed_through():
     from contracts.errors import ErrorType
@@ -24,9 +33,13 @@ with workflow.unsafe.imports_passed_through():
         CHECKPOINT_LABEL,
         CLAIM_BATCH,
         CLAIM_SLACK,
+        CONFIRM_CHECKPOINT,
         EXPORT_CHECKPOINT,
         FIND_RESUME_POINT,
+        FINISH_CHECKPOINT,
+        PUBLISH_VERSION,
         PUBLISH_WEIGHTS,
+        START_CHECKPOINT,
         TRAIN_STEP,
         TRAINING_WORKFLOW,
         AckInput,
@@ -34,10 +47,14 @@ with workflow.unsafe.imports_passed_through():
         CheckpointRequest,
         ClaimInput,
         ClaimResult,
+        ConfirmInput,
+        DurableBatch,
+        DurableCheckpoint,
         ExportInput,
         PublishWeightsInput,
         ResumeInput,
         ResumePoint,
+        SaveCheckpointInput,
         SavedCheckpoint,
         StepSummary,
         TrainingInput,
@@ -51,6 +68,8 @@ with workflow.unsafe.imports_passed_through():
 REPUBLISH_ON_ALL_STALE = "republish-current-version-on-all-stale-batch"
 """Patch marker: an all-stale batch means the servers generate with older weights (an engine restarted on the base
 model): have them load the current version again, or no sample is ever fresh enough to train on."""
+PUBLISH_FROM_MEMORY = "publish-from-memory-durable-checkpoints-on-a-cadence"
+"""Patch marker: versions trained and published in the trainer's memory, durable checkpoints on a cadence."""
 CLAIMS_PER_RUN = 500
 """Idle claims also add history; continue as new after this many."""
 KEEP_SAVED_IN_STATUS = 20
@@ -67,15 +86,32 @@ class TrainingWorkflow:
         self.waiting = 0
         # A step and a checkpoint export never overlap: the export copies the version the workflow reports.
         self._busy = asyncio.Lock()
+        self._memory = False
+        """Versions live in the trainer's memory, durable checkpoints on a cadence (PUBLISH_FROM_MEMORY)."""
+        self._checkpointing: asyncio.Task | None = None
+        self._confirming: list[DurableBatch] = []
+        """The batches of the durable checkpoint being confirmed (taken out of `undurable` by a loss meanwhile)."""
+        self._republish = False
 
     @workflow.run
     async def run(self, inp: TrainingInput) -> TrainingState:
         q = self.config.trainer_task_queue
+        self._memory = workflow.patched(PUBLISH_FROM_MEMORY)
+        if self._memory and self.state.checkpoint and self.state.durable_version < self.state.version:
+            # Continued from a run that wrote a checkpoint at every version (no marker): that checkpoint is durable
+            # and its batches acknowledged. Left at 0, a loss before the first confirmed durable checkpoint would go
+            # back to the base model and drop everything trained so far.
+            self.state.durable_version, self.state.durable_checkpoint = self.state.version, self.state.checkpoint
         if inp.resume:
             await self._resume()
         steps_this_run = claims = 0
         while True:
             await workflow.wait_condition(lambda: not self.state.paused)
+            if self._memory and self.state.trainer_queue is None:
+                await self._attach()
+            if self._memory and self._republish:
+                self._republish = False
+                await self._publish_held("republish")
             consumer = f"trainer-{self.policy}"
             claim: ClaimResult = await execute(
                 CLAIM_BATCH,
@@ -84,6 +120,7 @@ class TrainingWorkflow:
                     batch_size=self.config.batch_size,
                     source_weights=self.config.source_weights,
                     wait_s=self.config.wait_s,
+                    skip=self._undurable_ids() if self._memory else {},
                 ),
                 task_queue=q,
                 start_to_close=timedelta(seconds=self.config.wait_s) + CLAIM_SLACK,
@@ -94,24 +131,199 @@ class TrainingWorkflow:
             self._show_progress()
             if claim.count >= self.config.batch_size:
                 async with self._busy:
-                    await self._step(claim)
+                    await (self._step_in_memory(claim) if self._memory else self._step(claim))
                 steps_this_run += 1
+            if self._memory:
+                await self._maybe_checkpoint()
             if (
                 steps_this_run >= self.config.steps_per_run
                 or claims >= CLAIMS_PER_RUN
                 or workflow.info().is_continue_as_new_suggested()
             ):
+                if self._checkpointing is not None:  # an activity in flight does not survive continue-as-new
+                    await self._checkpointing
                 await workflow.wait_condition(workflow.all_handlers_finished)
+                while self._memory and self._republish:  # a flag the next run would not see: the signal was lost
+                    self._republish = False
+                    await self._publish_held("republish")
                 workflow.continue_as_new(TrainingInput(policy=self.policy, config=self.config, state=self.state))
 
     async def _resume(self) -> None:
         q = self.config.trainer_task_queue
         point: ResumePoint = await execute(FIND_RESUME_POINT, ResumeInput(policy=self.policy), task_queue=q)
+        if self._memory:
+            self.state.trainer_queue = point.trainer_queue or q
         if point.version > self.state.version and point.checkpoint:
             self.state.version, self.state.checkpoint = point.version, point.checkpoint
+            if self._memory:
+                self.state.durable_version, self.state.durable_checkpoint = point.version, point.checkpoint
             await self._publish(point.checkpoint, point.version)
             workflow.upsert_search_attributes([POLICY_VERSION.value_set(point.version)])
         self._show_progress()
+
+    # ---- versions in the trainer's memory, durable checkpoints on a cadence ----------------------------------------
+    async def _attach(self) -> None:
+        """Find a trainer worker (the shared queue reaches any): later calls go to its own queue."""
+        point: ResumePoint = await execute(
+            FIND_RESUME_POINT, ResumeInput(policy=self.policy), task_queue=self.config.trainer_task_queue
+        )
+        self.state.trainer_queue = point.trainer_queue or self.config.trainer_task_queue
+
+    async def _on_trainer(self, defn, arg, **timeouts):
+        """A call to the trainer worker holding the versions; its silence means the worker is gone."""
+        lost = timedelta(seconds=max(60.0, 2 * self.config.heartbeat_timeout_s))
+        return await execute(
+            defn,
+            arg,
+            task_queue=self.state.trainer_queue or self.config.trainer_task_queue,
+            heartbeat=timedelta(seconds=self.config.heartbeat_timeout_s),
+            schedule_to_start=lost,
+            **timeouts,
+        )
+
+    def _trainer_lost(self, why: str) -> None:
+        """The versions since the last durable checkpoint are gone: their batches (unacknowledged) are claimed and
+        trained again, from that checkpoint, and version numbers go on growing."""
+        self.state.lost += 1
+        self.state.undurable = []
+        self.state.from_durable = True
+        self.state.trainer_queue = None
+        workflow.logger.warning(
+            "the trainer lost its versions since the last durable checkpoint; training them again",
+            extra={"durable_version": self.state.durable_version, "version": self.state.version, "why": why},
+        )
+
+    def _undurable_ids(self) -> dict[str, list[str]]:
+        ids: dict[str, list[str]] = {}
+        # The batches of a checkpoint being confirmed too: a loss meanwhile clears `undurable`, but the confirmation
+        # goes on and acknowledges them; claimed and trained again meanwhile, they would be trained twice.
+        confirming = [b for b in self._confirming if b not in self.state.undurable]
+        for b in self.state.undurable + confirming:
+            for src, entries in b.ids.items():
+                ids.setdefault(src, []).extend(entries)
+        return ids
+
+    async def _step_in_memory(self, claim: ClaimResult) -> None:
+        if self.state.from_durable and self._confirming and self._checkpointing is not None:
+            # Back to the durable checkpoint after a loss while one is being confirmed: wait for it, or this step
+            # would start from the one before and drop the batches the confirmation records as trained.
+            await self._checkpointing
+        try:
+            summary: StepSummary = await self._on_trainer(
+                TRAIN_STEP,
+                TrainInput(
+                    ids=claim.ids,
+                    version=self.state.version,
+                    max_staleness=self.config.max_staleness,
+                    durable_version=self.state.durable_version,
+                    from_durable=self.state.from_durable,
+                ),
+                start_to_close=timedelta(seconds=self.config.step_timeout_s),
+            )
+        except ActivityError as exc:
+            if _lost(exc):
+                self._trainer_lost(str(exc.cause or exc))
+                return
+            await self._step_failed(exc, claim)
+            return
+        if not summary.trained:  # the whole batch was stale: acknowledged and counted, no new version
+            await self._publish_held("all stale")  # the servers may be behind (an engine restarted)
+            await execute(ACK_BATCH, AckInput(ids=claim.ids), task_queue=self.config.trainer_task_queue)
+            self.waiting = 0
+            self.state.samples_dropped_stale += summary.dropped_stale
+            return
+        self.state.from_durable = False
+        if not await self._publish_held("new version", summary.version):
+            # The publication may have reached some servers before the trainer went (cut off, then its queue went
+            # silent): they serve this number now and would skip the version trained again under it. Spend it.
+            self.state.version = summary.version
+            return
+        self.waiting = 0
+        self.state.undurable.append(
+            DurableBatch(
+                version=summary.version,
+                ids=claim.ids,
+                batch=summary.batch,
+                sample_ids=summary.sample_ids,
+                stale_ids=summary.stale_ids,
+            )
+        )
+        if self.state.checkpoint_clock is None:
+            self.state.checkpoint_clock = workflow.now()
+        self._advance(summary, checkpoint=None)
+
+    async def _publish_held(self, why: str, version: int | None = None) -> bool:
+        """Every server serves `version` (default: the current one) from the trainer's memory; False when the trainer
+        lost it."""
+        version = self.state.version if version is None else version
+        if version == 0 and self.state.durable_version == 0:
+            return True  # the base model: every server serves it
+        try:
+            await self._on_trainer(
+                PUBLISH_VERSION,
+                PublishWeightsInput(
+                    checkpoint="", version=version, from_memory=True, durable_version=self.state.durable_version
+                ),
+            )
+        except ActivityError as exc:
+            if _lost(exc):
+                self._trainer_lost(f"{why}: {exc.cause or exc}")
+                return False
+            raise
+        return True
+
+    async def _maybe_checkpoint(self) -> None:
+        """When due, a durable checkpoint of the current version: its state copied aside now (the next step waits
+        for that only), written and confirmed beside the next steps."""
+        s = self.state
+        if self._checkpointing is not None or not s.undurable or s.paused or s.trainer_queue is None:
+            return
+        versions = s.version - s.durable_version
+        waited = (workflow.now() - s.checkpoint_clock).total_seconds() if s.checkpoint_clock else 0.0
+        if versions < self.config.checkpoint_every_versions and waited < self.config.checkpoint_every_s:
+            return
+        req = SaveCheckpointInput(version=s.version, since=s.durable_version)
+        try:
+            await self._on_trainer(START_CHECKPOINT, req)
+        except ActivityError as exc:
+            self._checkpoint_failed(exc, s.lost)
+            return
+        self._checkpointing = asyncio.ensure_future(self._finish_checkpoint(req, s.lost))
+
+    async def _finish_checkpoint(self, req: SaveCheckpointInput, epoch: int) -> None:
+        """The durable checkpoint on disk, then confirmed: its batches recorded as trained and acknowledged. A loss
+        meanwhile (`epoch` changed) leaves it unconfirmed: its batches are trained again."""
+        try:
+            cp: DurableCheckpoint = await self._on_trainer(FINISH_CHECKPOINT, req)
+            if epoch != self.state.lost:
+                return
+            batches = [b for b in self.state.undurable if b.version <= req.version]
+            self._confirming = batches
+            await self._on_trainer(CONFIRM_CHECKPOINT, ConfirmInput(checkpoint=cp, since=req.since, batches=batches))
+        except ActivityError as exc:
+            self._checkpoint_failed(exc, epoch)
+            return
+        finally:
+            self._checkpointing, self._confirming = None, []
+        s = self.state
+        s.durable_version, s.durable_checkpoint, s.last_checkpoint = req.version, cp.path, cp
+        s.undurable = [b for b in s.undurable if b.version > req.version]
+        s.checkpoint_clock = workflow.now()
+        self._show_progress()
+
+    def _checkpoint_failed(self, exc: ActivityError, epoch: int) -> None:
+        if _lost(exc):
+            if epoch == self.state.lost:
+                self._trainer_lost(f"checkpoint: {exc.cause or exc}")
+        elif _error_type(exc) in (ErrorType.DISK_FULL, ErrorType.CHECKPOINT_MISSING):
+            self.state.paused, self.state.pause_reason = True, getattr(exc.cause, "message", str(exc))
+            self._show_progress()
+        else:
+            workflow.logger.warning(
+                "durable checkpoint failed; tried again at the next cadence", extra={"error": str(exc)}
+            )
+
+    # ---- a checkpoint at every step (runs started before PUBLISH_FROM_MEMORY) ----------------------------------------
 
     async def _publish(self, checkpoint: str, version: int) -> None:
         beat = timedelta(seconds=self.config.heartbeat_timeout_s)
@@ -121,6 +333,30 @@ class TrainingWorkflow:
             task_queue=self.config.trainer_task_queue,
             heartbeat=beat,
         )
+
+    async def _step_failed(self, exc: ActivityError, claim: ClaimResult) -> None:
+        """A train step that failed for good: a poisoned batch is dropped and counted; what an operator must fix
+        pauses training with the reason; anything else fails the workflow."""
+        q = self.config.trainer_task_queue
+        cause = exc.cause if isinstance(exc.cause, ApplicationError) else None
+        if cause is not None and cause.type == ErrorType.NON_FINITE_UPDATE:
+            # A poisoned batch: nothing was saved; acknowledge it so it is never retried, and count it.
+            await execute(ACK_BATCH, AckInput(ids=claim.ids), task_queue=q)
+            self.waiting = 0
+            self.state.samples_dropped_bad += claim.count
+            workflow.logger.warning("batch dropped: its update was not finite", extra={"error": cause.message})
+            return
+        if cause is not None and cause.type in (
+            ErrorType.DISK_FULL,
+            ErrorType.CHECKPOINT_CORRUPT,
+            ErrorType.CHECKPOINT_MISSING,
+        ):
+            # An operator must act (free space, restore the checkpoint); the batch stays claimed
+            # (unacknowledged), so the first claim after `resume` takes it again.
+            self.state.paused, self.state.pause_reason = True, cause.message
+            self._show_progress()
+            return
+        raise exc
 
     async def _step(self, claim: ClaimResult) -> None:
         q = self.config.trainer_task_queue
@@ -134,21 +370,8 @@ class TrainingWorkflow:
                 heartbeat=beat,
             )
         except ActivityError as exc:
-            cause = exc.cause if isinstance(exc.cause, ApplicationError) else None
-            if cause is not None and cause.type == ErrorType.NON_FINITE_UPDATE:
-                # A poisoned batch: nothing was saved; acknowledge it so it is never retried, and count it.
-                await execute(ACK_BATCH, AckInput(ids=claim.ids), task_queue=q)
-                self.waiting = 0
-                self.state.samples_dropped_bad += claim.count
-                workflow.logger.warning("batch dropped: its update was not finite", extra={"error": cause.message})
-                return
-            if cause is not None and cause.type in (ErrorType.DISK_FULL, ErrorType.CHECKPOINT_CORRUPT):
-                # An operator must act (free space, restore the checkpoint); the batch stays claimed
-                # (unacknowledged), so the first claim after `resume` takes it again.
-                self.state.paused, self.state.pause_reason = True, cause.message
-                self._show_progress()
-                return
-            raise
+            await self._step_failed(exc, claim)
+            return
         # Runs started before all-stale batches were skipped published them; replaying those must still do so.
         if summary.trained or not workflow.patched("skip-publish-of-all-stale-batch"):
             await self._publish(summary.checkpoint, summary.version)
@@ -159,13 +382,16 @@ class TrainingWorkflow:
         self.state.samples_dropped_stale += summary.dropped_stale
         if not summary.trained:  # the whole batch was stale: acknowledged and counted, no new version
             return
-        self.state.version, self.state.checkpoint = summary.version, summary.checkpoint
-        self.state.steps += 1
-        self.state.samples_trained += summary.trained
-        self.state.last = summary
-        self.state.recent_losses = (self.state.recent_losses + [summary.metrics.loss if summary.metrics else 0.0])[
-            -KEEP_LOSSES:
-        ]
+        self._advance(summary, checkpoint=summary.checkpoint)
+
+    def _advance(self, summary: StepSummary, checkpoint: str | None) -> None:
+        s = self.state
+        s.version, s.checkpoint = summary.version, checkpoint
+        s.steps += 1
+        s.samples_trained += summary.trained
+        s.samples_dropped_stale += summary.dropped_stale if self._memory else 0
+        s.last = summary
+        s.recent_losses = (s.recent_losses + [summary.metrics.loss if summary.metrics else 0.0])[-KEEP_LOSSES:]
         workflow.upsert_search_attributes([POLICY_VERSION.value_set(summary.version)])
         self._show_progress()
 
@@ -192,17 +418,27 @@ class TrainingWorkflow:
     def set_batch_size(self, req: BatchSize) -> None:
         self.config.batch_size = req.batch_size
 
+    @workflow.signal
+    def republish(self) -> None:
+        """A server serves an older version than the trainer holds (it restarted): every server is given the current
+        version again from the trainer's memory (those serving it already reload nothing)."""
+        self._republish = True
+
     @workflow.update
     async def checkpoint(self, req: CheckpointRequest) -> SavedCheckpoint:
         """Save the current version under a label, kept whatever `keep_versions` prunes."""
         async with self._busy:
             label = req.label or f"policy-{self.state.version}"
-            saved: SavedCheckpoint = await execute(
-                EXPORT_CHECKPOINT,
-                ExportInput(version=self.state.version, label=label),
-                task_queue=self.config.trainer_task_queue,
-                heartbeat=timedelta(seconds=self.config.heartbeat_timeout_s),
-            )
+            export = ExportInput(version=self.state.version, label=label)
+            if self._memory:  # the current version may live in the trainer's memory only
+                saved: SavedCheckpoint = await self._on_trainer(EXPORT_CHECKPOINT, export)
+            else:
+                saved = await execute(
+                    EXPORT_CHECKPOINT,
+                    export,
+                    task_queue=self.config.trainer_task_queue,
+                    heartbeat=timedelta(seconds=self.config.heartbeat_timeout_s),
+                )
         self.state.saved = (self.state.saved + [saved])[-KEEP_SAVED_IN_STATUS:]
         return saved
 
@@ -231,4 +467,20 @@ class TrainingWorkflow:
             recent_losses=self.state.recent_losses,
             last_metrics=self.state.last.metrics if self.state.last else None,
             saved_checkpoints=self.state.saved,
+            durable_version=self.state.durable_version if self._memory else None,
+            versions_since_durable=self.state.version - self.state.durable_version if self._memory else 0,
+            trainer_lost=self.state.lost,
+            last_checkpoint=self.state.last_checkpoint,
+            trainer_memory=self.state.last.memory if self.state.last else {},
         )
+
+
+def _error_type(exc: ActivityError) -> str | None:
+    cause = exc.cause
+    return cause.type if isinstance(cause, ApplicationError) else None
+
+
+def _lost(exc: ActivityError) -> bool:
+    """The trainer worker no longer holds the versions: it says so (restarted since), or its queue went silent (it
+    died: a call not picked up, or a step that stopped heartbeating)."""
+    return _error_type(exc) == ErrorType.TRAINER_LOST or isinstance(exc.cause, TimeoutError)

@@ -58,8 +58,14 @@ def test_gradient_accumulation_matches_one_big_batch(engine_url, tiny_model):
     assert m1.loss == pytest.approx(m2.loss, abs=1e-6)
     assert m1.grad_norm == pytest.approx(m2.grad_norm, rel=1e-4)
     # Compare gradients, not Adam's update: its first step is ~lr * sign(g), which float noise can flip where g ~ 0.
+    # A step frees its gradients; accumulating the same batch again (from the same updated weights) shows them.
+    split.model.load_state_dict(one.model.state_dict())
+    t1, t2 = one.accumulate(batch, len(batch)), split.accumulate(batch, len(batch))
+    assert t1.loss == pytest.approx(t2.loss, abs=1e-6)
     for p1, p2 in zip(one.model.parameters(), split.model.parameters()):
         assert torch.allclose(p1.grad, p2.grad, rtol=1e-3, atol=1e-7)
+    one.train_step(batch)
+    assert all(p.grad is None for p in one.model.parameters())  # a step leaves no gradients behind
 
 
 def test_save_is_a_loadable_labelled_checkpoint_and_resume_restores_the_optimizer(engine_url, tiny_model, tmp_path):

@@ -1,0 +1,236 @@
+"""Publishing a policy version to every server: from the trainer's memory, over a process group, or from disk.
+
+A version published from memory never waits for a durable checkpoint (`training.weight_sync.mode`):
+- memory: the weights, in the dtype the servers serve, are handed to the servers on this machine through shared
+  memory (a CPU trainer) or CUDA IPC handles (one GPU), `/update_weights_from_tensor`;
+- distributed: broadcast over a process group kept across versions (trainers.weight_sync), for servers elsewhere;
+- disk: the weights alone, in the served dtype, in `checkpoints/serve/v<version>`, loaded by every server.
+memory and distributed fall back to disk on any failure. A server that already serves the version is skipped, so a
+retried publication reloads nothing. Runs that write a checkpoint at every step publish that checkpoint (disk, or
+distributed when asked).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import time
+import weakref
+from pathlib import Path
+
+import structlog
+import torch
+from temporalio.exceptions import ApplicationError
+
+from activities.held_trainer import HeldTrainer
+from contracts.errors import ErrorType
+from contracts.training import PublishedWeights, PublishWeightsInput
+from openclaw_rl.checkpoints import atomic_dir, prune_served, served_dir, write_version_info
+from openclaw_rl.settings import Settings
+from policy_client import PolicyClient
+from policy_client.weight_handoff import UpdateWeightsFromTensorRequest, handoff_possible, pack
+from policy_client.weight_sync import WeightSyncClient, WeightSyncError
+from trainers.base import PolicyTrainer, copy_tokenizer
+from trainers.weight_sync import (
+    GenerationStillPaused,
+    WeightBroadcaster,
+    buckets,
+    distinct,
+    hf_state_dict,
+    resolve_wire_dtype,
+)
+
+log = structlog.get_logger(__name__)
+
+MIB = 1024 * 1024
+
+
+class TrainerLost(ApplicationError):
+    """This process does not hold the version asked for (it restarted since): the workflow goes back to its last
+    durable checkpoint."""
+
+    def __init__(self, wanted: int, held: int | None):
+        super().__init__(
+            f"this trainer holds version {held}, not {wanted} (it restarted since); the versions since the last "
+            "durable checkpoint are trained again",
+            type=ErrorType.TRAINER_LOST,
+            non_retryable=True,
+        )
+
+
+def served_dtype(settings: Settings, trainer: PolicyTrainer) -> torch.dtype:
+    """The dtype the servers serve: the embedded engine's (engine.dtype; auto: bf16 on CUDA, fp32 on a CPU), or what
+    `weight_sync.wire_dtype` says for other servers (auto: bf16 when the trainer trains in bf16 on a GPU)."""
+    if settings.embedded_engine:
+        if settings.engine.dtype != "auto":
+            return getattr(torch, settings.engine.dtype)
+        on_cuda = settings.engine.device == "cuda" or (settings.engine.device == "auto" and torch.cuda.is_available())
+        return torch.bfloat16 if on_cuda else torch.float32
+    return resolve_wire_dtype(settings.training.weight_sync.wire_dtype, trainer.bf16_on_cuda) or torch.float32
+
+
+class WeightPublisher:
+    def __init__(self, settings: Settings, held: HeldTrainer, step_lock: asyncio.Lock):
+        self.settings = settings
+        self.held = held
+        self._step_lock = step_lock  # the weights must not move while they are on the wire
+        self._broadcaster: WeightBroadcaster | None = None  # distributed weight sync: its group outlives a version
+        self._sender_of: weakref.ref | None = None  # the trainer the broadcaster was made for (not kept alive)
+
+    async def aclose(self) -> None:
+        if self._broadcaster is not None:
+            await self._broadcaster.close()
+            await self._broadcaster.client.aclose()
+
+    # ---- from memory (workflows that publish from memory) ----------------------------------------------------------
+    async def from_memory(self, version: int, durable: int | None = None) -> PublishedWeights:
+        """`durable`: the newest durable checkpoint; a process that holds nothing yet loads it if it is `version`."""
+        started = time.perf_counter()
+        async with self._step_lock:
+            trainer = self.held.holding(version)
+            if trainer is None and self.held.version is None and version == durable:
+                trainer = await asyncio.to_thread(self.held.from_durable, durable, version)
+            if trainer is None:
+                raise TrainerLost(version, self.held.version)
+            async with WeightSyncClient.from_settings(self.settings) as client:
+                behind = [url for url, v in (await client.weight_versions()).items() if v != str(version)]
+            if not behind:
+                return PublishedWeights(version=version, route="none", servers=[], seconds=0.0)
+            mode = self.settings.training.weight_sync.mode
+            route, nbytes = "disk", 0
+            if mode in ("auto", "memory") and self.settings.embedded_engine:
+                nbytes = await self._hand_over(trainer, version, behind)
+                route = "memory" if nbytes else "disk"
+            elif mode == "distributed" and await self._broadcast(trainer, version):
+                route = "distributed"
+            if route == "disk":
+                nbytes = await self._weights_to_disk(trainer, version)
+        return PublishedWeights(
+            version=version, route=route, servers=behind, seconds=time.perf_counter() - started, bytes=nbytes
+        )
+
+    async def _hand_over(self, trainer: PolicyTrainer, version: int, urls: list[str]) -> int:
+        """Shared memory / CUDA IPC to every server in `urls`; the bytes handed over, 0 when it could not be done
+        (logged: the caller falls back to disk)."""
+        why = handoff_possible(trainer.device)
+        if why is not None:
+            log.warning("weights cannot be handed over from memory; publishing through disk", reason=why)
+            return 0
+        dtype = served_dtype(self.settings, trainer)
+        bucket_bytes = int(self.settings.training.weight_sync.bucket_mb * MIB)
+
+        def packed():
+            named = distinct(hf_state_dict(trainer))
+            return pack(buckets(named, bucket_bytes, dtype), dtype, trainer.device)
+
+        parts = await asyncio.to_thread(packed)
+        try:
+            req = UpdateWeightsFromTensorRequest(buckets=parts.buckets, weight_version=str(version))
+            async with WeightSyncClient.from_settings(self.settings) as client:
+                await asyncio.gather(*(client.update_weights_from_tensor(url, req) for url in urls))
+        except (WeightSyncError, OSError) as exc:
+            log.warning("handing the weights over failed; publishing through disk", version=version, error=str(exc))
+            return 0
+        finally:
+            await asyncio.to_thread(parts.close)
+        log.info("weights handed over", version=version, servers=len(urls), mib=round(parts.nbytes / MIB, 1))
+        return parts.nbytes
+
+    async def _weights_to_disk(self, trainer: PolicyTrainer, version: int) -> int:
+        """The weights alone, in the served dtype, as a servable folder every server in `urls` loads."""
+        folder = served_dir(self.settings.checkpoints_dir, version)
+        dtype = served_dtype(self.settings, trainer)
+
+        def write() -> int:
+            from safetensors.torch import save_file
+
+            state = {
+                name: (t.to(dtype) if t.is_floating_point() else t).detach().to("cpu").contiguous()
+                for name, t in distinct(hf_state_dict(trainer))
+            }
+            with atomic_dir(folder) as tmp:
+                save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+                config = getattr(getattr(trainer, "model", None), "config", None)
+                if config is not None:
+                    config.save_pretrained(tmp)
+                elif (Path(trainer.source) / "config.json").is_file():  # a backend without a Hugging Face model
+                    shutil.copy2(Path(trainer.source) / "config.json", tmp / "config.json")
+                copy_tokenizer(trainer.source, tmp)
+                write_version_info(tmp, {"weight_version": str(version), "served_dtype": str(dtype)})
+            return sum(t.numel() * t.element_size() for t in state.values())
+
+        nbytes = await asyncio.to_thread(write)
+        await self._load_from_disk(str(folder), version)  # a server that serves it already reloads nothing
+        prune_served(self.settings.checkpoints_dir, version)
+        return nbytes
+
+    async def _load_from_disk(self, checkpoint: str, version: int) -> list[str]:
+        async with PolicyClient.from_settings(self.settings) as client:
+            results = await client.update_weights_from_disk(checkpoint, weight_version=str(version))
+        failed = [r.message for r in results if not r.success]
+        if failed:
+            raise ApplicationError(
+                f"a policy server refused version {version}: {failed}", type=ErrorType.WEIGHT_LOAD_FAILED
+            )
+        return [r.message for r in results]
+
+    # ---- a checkpoint folder (runs that write a checkpoint at every step) ------------------------------------------
+    async def checkpoint(self, inp: PublishWeightsInput) -> list[str]:
+        if self.settings.training.weight_sync.mode == "distributed":
+            async with self._step_lock:
+                trainer = self.held.holding(inp.version)
+                if trainer is not None and await self._broadcast(trainer, inp.version):
+                    b = self._broadcaster
+                    sender = " from the megatron job's rank 0" if b.rank0.sends_own_weights else ""
+                    return [
+                        f"version {inp.version} broadcast to {len(b.client.urls)} servers ({b.group_name})" + sender
+                    ]
+            log.info("the servers load the checkpoint from disk", version=inp.version)
+        return await self._load_from_disk(inp.checkpoint, inp.version)
+
+    # ---- over a process group ----------------------------------------------------------------------------------------
+    async def _broadcast(self, trainer: PolicyTrainer, version: int) -> bool:
+        """Broadcast the trainer's weights as `version`; False when the servers must load them from disk instead
+        (the sync failed: logged, generation continued). Call with the step lock held."""
+        broadcaster = await self._broadcaster_for(trainer)
+        try:
+            own = broadcaster.rank0.sends_own_weights  # a megatron job's rank 0 gathers and sends them itself
+            state = None if own else await asyncio.to_thread(hf_state_dict, trainer)
+            await broadcaster.publish(state, str(version))
+        except GenerationStillPaused as exc:
+            # Falling back to disk would not help: a server may be holding its requests. Retrying sends the
+            # version again and continues generation again.
+            raise ApplicationError(
+                f"version {version}: a policy server could not be told to continue generation: {exc}",
+                type=ErrorType.WEIGHT_LOAD_FAILED,
+            ) from exc
+        except (WeightSyncError, TypeError) as exc:
+            log.warning(
+                "distributed weight sync failed; the servers load the weights from disk",
+                version=version,
+                error=str(exc),
+            )
+            return False
+        return True
+
+    async def _broadcaster_for(self, trainer: PolicyTrainer) -> WeightBroadcaster:
+        """One broadcaster, its group kept across versions; a megatron job's group ends with its job, so another
+        trainer gets another broadcaster (the old group is dropped on the servers too)."""
+        job_rank0 = getattr(trainer, "weight_rank_zero", None)  # a megatron job: its rank 0 sends
+        old = self._broadcaster
+        made_for = self._sender_of() if self._sender_of is not None else None
+        if old is not None and made_for is not trainer and (old.rank0.sends_own_weights or job_rank0):
+            await old.close()
+            await old.client.aclose()
+            self._broadcaster = None
+        if self._broadcaster is None:
+            rank0 = job_rank0() if job_rank0 is not None else None
+            self._broadcaster = WeightBroadcaster(
+                self.settings.training.weight_sync,
+                WeightSyncClient.from_settings(self.settings),
+                rank0.device if rank0 is not None else trainer.device,
+                bf16_on_cuda=trainer.bf16_on_cuda,
+                rank0=rank0,
+            )
+            self._sender_of = weakref.ref(trainer)
+        return self._broadcaster

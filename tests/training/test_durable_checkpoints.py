@@ -1,0 +1,168 @@
+"""Versions in the trainer's memory and durable checkpoints on a cadence: the trainer pool's activities against a
+real valkey server and the real torch trainer (the training workflow's side is tests/workflows)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+
+import pytest
+import torch
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
+from activities import durable_checkpoints
+from activities.training import TrainingActivities
+from contracts.errors import ErrorType
+from contracts.training import (
+    ClaimInput,
+    ConfirmInput,
+    DurableBatch,
+    ExportInput,
+    SaveCheckpointInput,
+    TrainInput,
+)
+from openclaw_rl.checkpoints import CONFIRMED, is_confirmed, newest_version, version_dir
+from openclaw_rl.trained_log import TRAINED_LOG
+from tests.training.test_train_step_activity import publish, settings_for, valkey  # noqa: F401 (fixture)
+
+
+async def _step(acts: TrainingActivities, version: int, durable: int, n: int = 4, skip=(), **kw):
+    """A claim (skipping the entries of `skip`, claims trained but not durable yet, as the workflow does) and a step."""
+    env = ActivityEnvironment()
+    skipped = {"personal": [i for c in skip for i in c.ids.get("personal", [])]}
+    claim = await env.run(
+        acts.claim_batch,
+        ClaimInput(consumer="t", batch_size=n, source_weights={"personal": 1.0}, wait_s=1.0, skip=skipped),
+    )
+    summary = await env.run(
+        acts.train_step, TrainInput(ids=claim.ids, version=version, max_staleness=8, durable_version=durable, **kw)
+    )
+    return claim, summary
+
+
+def _weights(acts: TrainingActivities) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in acts.held.trainer.model.state_dict().items()}
+
+
+async def _checkpoint(acts: TrainingActivities, version: int, since: int):
+    env = ActivityEnvironment()
+    req = SaveCheckpointInput(version=version, since=since)
+    started = await env.run(acts.start_checkpoint, req)
+    return started, await env.run(acts.finish_checkpoint, req)
+
+
+async def test_steps_stay_in_memory_and_a_durable_checkpoint_is_confirmed_then_recorded(tmp_path, valkey, tiny_model):  # noqa: F811
+    settings = settings_for(tmp_path, valkey, tiny_model)
+    publish(valkey, 0, 8)
+    acts = TrainingActivities(settings)
+    c1, s1 = await _step(acts, version=0, durable=0)
+    c2, s2 = await _step(acts, version=1, durable=0, skip=[c1])
+    assert not set(c1.ids["personal"]) & set(c2.ids["personal"])  # the claim skips what awaits a checkpoint
+    assert (s1.version, s2.version) == (1, 2) and s1.in_memory and s2.in_memory
+    assert s2.metrics.step_s is not None and s2.memory["weights_bytes"] > 0
+    assert not any(settings.checkpoints_dir.glob("policy-*"))  # nothing written per version
+    started, cp = await _checkpoint(acts, version=2, since=0)
+    folder = version_dir(settings.checkpoints_dir, 2)
+    assert cp.path == str(folder) and cp.bytes > 0 and started.snapshot_s >= 0
+    assert not is_confirmed(folder) and newest_version(settings.checkpoints_dir) == 0  # not resumed from yet
+    batches = [
+        DurableBatch(version=s.version, ids=c.ids, batch=s.batch, sample_ids=s.sample_ids)
+        for c, s in ((c1, s1), (c2, s2))
+    ]
+    inp = ConfirmInput(checkpoint=cp, since=0, batches=batches)
+    assert await ActivityEnvironment().run(acts.confirm_checkpoint, inp) == 8
+    assert await ActivityEnvironment().run(acts.confirm_checkpoint, inp) == 0  # a retry acknowledges nothing twice
+    assert (folder / CONFIRMED).is_file() and newest_version(settings.checkpoints_dir) == 2
+    lines = [json.loads(x) for x in (settings.records_dir / TRAINED_LOG).read_text().splitlines()]
+    assert len(lines) == 1  # the retry wrote no second line
+    assert lines[0]["durable"] and lines[0]["version"] == 2 and lines[0]["from_version"] == 0
+    assert sorted(lines[0]["sample_ids"]) == sorted(s1.sample_ids + s2.sample_ids) and len(lines[0]["sample_ids"]) == 8
+    # the checkpoint holds version 2's weights: a trainer resumed from it has the same weights
+    held = _weights(acts)
+    fresh = TrainingActivities(settings)
+    trainer = fresh.held.from_durable(2, 2)
+    for name, t in trainer.model.state_dict().items():
+        assert torch.equal(t, held[name]), name
+    await acts.aclose()
+    await fresh.aclose()
+
+
+async def test_a_restarted_trainer_says_it_lost_the_versions_and_starts_again_from_the_durable_one(
+    tmp_path,
+    valkey,  # noqa: F811
+    tiny_model,
+):
+    settings = settings_for(tmp_path, valkey, tiny_model)
+    publish(valkey, 0, 12)
+    acts = TrainingActivities(settings)
+    c1, _ = await _step(acts, version=0, durable=0)
+    await _step(acts, version=1, durable=0, skip=[c1])
+    dead = _weights(acts)  # version 2, in this process's memory only
+    await acts.aclose()
+    restarted = TrainingActivities(settings)  # the process died
+    with pytest.raises(ApplicationError) as lost:
+        await _step(restarted, version=2, durable=0)
+    assert lost.value.type == ErrorType.TRAINER_LOST and lost.value.non_retryable
+    # starting again from the durable checkpoint (0: the base model), labelled with the version it replaces
+    trainer = await asyncio.to_thread(restarted.held.from_durable, 0, 2)
+    base = TrainingActivities(settings)
+    base_weights = (await asyncio.to_thread(base.held.at_checkpoint, 0)).model.state_dict()
+    assert all(torch.equal(t, base_weights[k]) for k, t in trainer.model.state_dict().items())
+    assert any(not torch.equal(t, dead[k]) for k, t in trainer.model.state_dict().items())
+    claim, summary = await _step(restarted, version=2, durable=0, from_durable=True)
+    assert summary.version == 3 and restarted.held.version == 3  # version numbers keep growing
+    await restarted.aclose()
+    await base.aclose()
+
+
+async def test_a_checkpoint_is_not_written_when_the_disk_cannot_take_it_and_the_reserve(
+    tmp_path,
+    valkey,  # noqa: F811
+    tiny_model,
+):
+    free_gb = os.statvfs(tmp_path).f_bavail * os.statvfs(tmp_path).f_frsize / 1024**3
+    settings = settings_for(tmp_path, valkey, tiny_model)
+    settings.training.checkpoint.disk_reserve_gb = free_gb + 1  # more than the disk has
+    publish(valkey, 0, 4)
+    acts = TrainingActivities(settings)
+    await _step(acts, version=0, durable=0)
+    with pytest.raises(ApplicationError, match="no room for the durable checkpoint") as full:
+        await ActivityEnvironment().run(acts.start_checkpoint, SaveCheckpointInput(version=1, since=0))
+    assert full.value.type == ErrorType.DISK_FULL
+    assert not any(settings.checkpoints_dir.glob("policy-*"))
+    await acts.aclose()
+
+
+async def test_checkpoints_are_kept_within_their_count_and_byte_budget(tmp_path, valkey, tiny_model):  # noqa: F811
+    settings = settings_for(tmp_path, valkey, tiny_model)
+    settings.training.checkpoint.keep = 3
+    publish(valkey, 0, 16)
+    acts = TrainingActivities(settings)
+    env = ActivityEnvironment()
+    for v in range(4):
+        claim, s = await _step(acts, version=v, durable=v)
+        _, cp = await _checkpoint(acts, version=v + 1, since=v)
+        batch = DurableBatch(version=s.version, ids=claim.ids, batch=s.batch, sample_ids=s.sample_ids)
+        await env.run(acts.confirm_checkpoint, ConfirmInput(checkpoint=cp, since=v, batches=[batch]))
+    kept = sorted(int(p.name.split("-")[1]) for p in settings.checkpoints_dir.glob("policy-*"))
+    assert kept == [2, 3, 4]  # the count
+    one = cp.bytes
+    settings.training.checkpoint.budget_gb = (2.5 * one) / 1024**3  # room for two, not three
+    need, pruned = durable_checkpoints.make_room(settings, 5)
+    assert sorted(pruned) == [2, 3] and need == one  # the newest stays; room for the one to come
+    assert sorted(int(p.name.split("-")[1]) for p in settings.checkpoints_dir.glob("policy-*")) == [4]
+    await acts.aclose()
+
+
+async def test_export_writes_a_version_held_only_in_memory(tmp_path, valkey, tiny_model):  # noqa: F811
+    settings = settings_for(tmp_path, valkey, tiny_model)
+    publish(valkey, 0, 4)
+    acts = TrainingActivities(settings)
+    await _step(acts, version=0, durable=0)
+    saved = await ActivityEnvironment().run(acts.export_checkpoint, ExportInput(version=1, label="keep-me"))
+    folder = settings.checkpoints_dir / "saved" / "keep-me"
+    assert saved.version == 1 and (folder / "model.safetensors").is_file()
+    assert json.loads((folder / "openclaw-rl-version.json").read_text())["weight_version"] == "1"
+    await acts.aclose()
