@@ -9,6 +9,7 @@ whether or not the client stays.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import time
@@ -25,7 +26,7 @@ from temporalio.service import RPCError
 
 from api import idempotency, prefix_links
 from api.auth import Caller, authenticate
-from api.errors import ApiError, error_body
+from api.errors import ApiError, store_error
 from api.idempotency import IdempotencyRecord
 from api.openai_schema import (
     AssistantMessage,
@@ -227,9 +228,25 @@ async def _run(app: FastAPI, t: _Turn, turn: TurnRequest) -> TurnResult:
         except ApiError as exc:
             if exc.status in _REFUSED:
                 await _forget_refused(app, t, turn, admitted=exc.status != 429)
-            elif exc.code == "policy_unavailable" and t.record is not None:  # the turn ran and failed: a fresh one next
+            elif exc.code in _PASSING and t.record is not None:  # the turn ran and failed: a fresh one next
                 await _move_on(app, t)
             raise
+        await _remember(app, t, result)
+        return result
+    finally:
+        app.state.admission.release(t.user_id, t.workflow_id, t.turn_id)
+
+
+_PASSING = ("policy_unavailable", "store_unavailable", "storage_full")
+"""Codes of a turn that ran and failed on a passing outage: a keyed retry runs a fresh turn."""
+
+
+async def _remember(app: FastAPI, t: _Turn, result: TurnResult) -> None:
+    """Keep the finished turn's answer under its idempotency key and its prefix link. Both are shortcuts: a store
+    that fails them (full, or down) costs a retried request a lookup of the turn and the next request its session
+    hint; the client still gets the answer, which Temporal holds."""
+    store = app.state.store
+    try:
         if t.record is not None:
             await idempotency.save_result(store.idempotency, t.key_turn_id, t.record, result)
         if t.identity.turn_type is TurnType.MAIN:
@@ -243,9 +260,12 @@ async def _run(app: FastAPI, t: _Turn, turn: TurnRequest) -> TurnResult:
                 t.marker,
                 app.state.settings.session.prefix_link_ttl_s,
             )
-        return result
-    finally:
-        app.state.admission.release(t.user_id, t.workflow_id, t.turn_id)
+    except StoreError as exc:
+        log.warning(
+            "could not keep the finished turn's key record or prefix link",
+            turn_id=t.turn_id,
+            error=f"{type(exc).__name__}: {exc}",
+        )
 
 
 async def _forget_refused(app: FastAPI, t: _Turn, turn: TurnRequest, admitted: bool) -> None:
@@ -305,9 +325,9 @@ async def _ran_in_an_earlier_run(app: FastAPI, t: _Turn) -> TurnResult | None:
 
 
 async def _move_on(app: FastAPI, t: _Turn) -> None:
-    """A keyed turn failed on a passing outage (the policy servers away past the generate retries): the client's
-    next copy with the same key runs a fresh turn. Unrecorded (the store away too), the next copy gets this failure
-    again."""
+    """A keyed turn failed on a passing outage (the policy servers away past the generate retries, the store down or
+    full): the client's next copy with the same key runs a fresh turn. Unrecorded (the store away or full too), the
+    next copy gets this failure again, and records it then."""
     try:
         await idempotency.move_on(app.state.store.idempotency, t.key_turn_id, t.record)
     except StoreError as exc:
@@ -420,6 +440,27 @@ async def _sse(
         yield chunk(Delta(), finish=out.finish_reason)
         if include_usage:
             yield chunk(Delta(), usage=_usage(result), choices=False)
-    except ApiError as exc:
-        yield f"data: {json.dumps(error_body(exc.status, exc.message, code=exc.code))}\n\n"
+    except Exception as exc:  # the response has started: never cut it, end it with an error event (OpenAI's shape)
+        failure: Exception | None = exc
+        yield f"data: {json.dumps(_stream_error(exc).body())}\n\n"
+    else:
+        failure = None
     yield "data: [DONE]\n\n"
+    if failure is not None:
+        # Said after the stream has ended: a log line that cannot be written (its disk full) must not cut it.
+        with contextlib.suppress(Exception):
+            log.warning(
+                "a streamed turn ended with an error event",
+                turn_id=t.turn_id,
+                error=f"{type(failure).__name__}: {failure}",
+                exc_info=None if isinstance(failure, (ApiError, StoreError)) else failure,
+            )
+
+
+def _stream_error(exc: Exception) -> ApiError:
+    """The error event that ends a stream the turn (or the relay) failed after the response had started."""
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, StoreError):
+        return store_error(exc)
+    return ApiError(500, f"internal error ({type(exc).__name__}); the answer is incomplete. See the API log.")
