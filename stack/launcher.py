@@ -14,6 +14,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import shutil
 import signal
 import sys
 import time
@@ -27,7 +28,14 @@ from contracts.health import ProbeInput
 from engine.tiny_qwen3 import tiny_model_built
 from openclaw_rl.settings import LOOPBACK, Pool, Settings
 from openclaw_rl.temporal_client import connect, ensure_search_attributes
-from stack.preflight import StackError, check_data_dir, check_port_free
+from stack.preflight import (
+    GB,
+    StackError,
+    check_data_dir,
+    check_port_free,
+    disk_room_problem,
+    persistence_problem,
+)
 from stack.process import ManagedProcess, ServiceFailed, ServiceSpec
 from stack.router import RouterCallError, RouterFront, catch_up
 from stack.services import (
@@ -60,6 +68,8 @@ class Stack:
         self.state_path = settings.data_dir / "stack.json"
         self._stopping = asyncio.Event()
         self.failure: str | None = None
+        self.warnings: list[str] = []
+        """What is unsafe about the data disk or the store's set-up: logged at start and repeated in the banner."""
         self.router = RouterFront.embedded(settings) if settings.embedded_router else None
         self._engine_urls = (
             dict(zip(engine_names(settings), settings.engine_urls())) if settings.embedded_engine else {}
@@ -162,6 +172,7 @@ class Stack:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await engines_ready
         await self.probe(client)
+        self.warn_about_storage()  # now: on a first run the served model exists only once the engine has built it
         if self.settings.training.auto_start:
             from control.training import start_training
 
@@ -169,6 +180,28 @@ class Stack:
             log.info("training workflow running", workflow_id=wf_id)
         self._write_state("up")
         self._announce()
+
+    def warn_about_storage(self) -> None:
+        """Log what would make a full data disk hurt: too little room for training's checkpoints, or a store that
+        exits on a failed write."""
+        s = self.settings
+        self.warnings = [
+            w for w in (persistence_problem(s.redis.embedded, s.redis.appendfsync), self._disk_problem()) if w
+        ]
+        for warning in self.warnings:
+            log.warning(warning)
+
+    def _disk_problem(self) -> str | None:
+        from openclaw_rl.checkpoints import checkpoint_bytes
+
+        s = self.settings
+        try:
+            free = shutil.disk_usage(s.data_dir).free
+            one = checkpoint_bytes(s.served_model_path(), lora=s.training.lora.enabled)
+        except (OSError, ValueError, KeyError) as exc:  # an unreadable model: the engine says so on its own
+            log.warning("cannot size a checkpoint of the served model", error=f"{type(exc).__name__}: {exc}")
+            return None
+        return disk_room_problem(free, one, int(s.training.checkpoint.disk_reserve_gb * GB))
 
     def _engine_builds_the_model(self) -> bool:
         s = self.settings
@@ -356,6 +389,7 @@ class Stack:
                 "secret. Set OPENCLAW_RL_API_KEY_PEPPER to a long random string before creating keys for real users; "
                 "changing it later invalidates every key"
             )
+        lines += [f"  {'storage':<12} WARNING: {w}" for w in self.warnings]
         lines.append("Press Ctrl-C to stop.")
         return "\n".join(lines)
 

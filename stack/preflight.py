@@ -114,3 +114,33 @@ def find_valkey_binary() -> Path:
         raise StackError(
             f"no embedded valkey server for this platform ({exc}); point REDIS_URL at an existing server"
         ) from exc
+
+
+GB = 1024**3
+"""The unit of the `*_gb` settings, as training reads `training.checkpoint.disk_reserve_gb` (a GiB)."""
+
+
+def disk_room_problem(free_bytes: int, checkpoint_bytes: int, reserve_bytes: int, checkpoints: int = 2) -> str | None:
+    """Why a data disk with `free_bytes` free is too small for training, or None: it must hold `checkpoints` durable
+    checkpoints of `checkpoint_bytes` each and still keep `reserve_bytes` free for the store, Temporal and logs."""
+    need = checkpoints * checkpoint_bytes + reserve_bytes
+    if free_bytes >= need:
+        return None
+    return (
+        f"the data disk has {free_bytes / GB:.2f} GB free, less than {checkpoints} durable checkpoints of the served "
+        f"model ({checkpoints} x {checkpoint_bytes / GB:.2f} GB) plus training.checkpoint.disk_reserve_gb "
+        f"({reserve_bytes / GB:.2f} GB) = {need / GB:.2f} GB: training will pause once a checkpoint does not fit, "
+        "and a disk that fills makes the store refuse writes (chat turns then get 503 storage_full). Free space or "
+        "set OPENCLAW_RL_DATA_DIR to a larger disk"
+    )
+
+
+def persistence_problem(embedded_store: bool, appendfsync: str) -> str | None:
+    """Why the store's persistence setting puts the stack at risk, or None."""
+    if embedded_store and appendfsync == "always":
+        return (
+            "redis.appendfsync=always: valkey exits on the first failed write of its append-only file, so a full "
+            "data disk ends the store (every turn fails until it is restarted with room); `everysec`, the default, "
+            "refuses writes instead and recovers by itself"
+        )
+    return None
