@@ -40,6 +40,8 @@ class StoreFull(StoreError):
 def as_store_error(exc: RedisError) -> StoreError:
     """The StoreError a redis-py exception stands for."""
     text = str(exc)
+    if " of pipeline caused error: " in text:  # redis-py wraps a pipeline command's error: the server's reply is after
+        text = text.split(" of pipeline caused error: ", 1)[1].strip("()',\" ")
     if isinstance(exc, OutOfMemoryError) or (isinstance(exc, ResponseError) and text.startswith("OOM")):
         return StoreFull(f"the store is full (its memory limit): {text}", disk=False)
     if isinstance(exc, ResponseError) and text.startswith("MISCONF"):
