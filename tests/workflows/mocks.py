@@ -31,6 +31,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes, Workfl
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
 
 from api.session_gateway import session_workflow_id
 from contracts.chat import ChatSampling, GenerateInput, GenerateOutput, TurnType
@@ -49,12 +50,17 @@ from contracts.learning import (
 from contracts.session import ArchiveTurnsInput, SessionConfig, SessionInput, TurnRequest, TurnResult
 from contracts.training import (
     AckInput,
+    CheckpointStarted,
     ClaimInput,
     ClaimResult,
+    ConfirmInput,
+    DurableCheckpoint,
     ExportInput,
+    PublishedWeights,
     PublishWeightsInput,
     ResumeInput,
     ResumePoint,
+    SaveCheckpointInput,
     SavedCheckpoint,
     StepSummary,
     TrainingConfig,
@@ -64,6 +70,7 @@ from contracts.training import (
 from openclaw_rl.search_attributes import SEARCH_ATTRIBUTES, SESSION_ID, USER_ID
 from store import keys as store_keys
 from workflows.session import SessionWorkflow
+from workflows.training import TrainingWorkflow
 
 
 def step_metrics(step: int, loss: float) -> dict:
@@ -355,7 +362,14 @@ class JudgeActivities:
 # ---- training -------------------------------------------------------------------
 
 
-def training_input(queue: str, *, batch_size: int = 2, steps_per_run: int = 100) -> TrainingInput:
+def training_input(
+    queue: str,
+    *,
+    batch_size: int = 2,
+    steps_per_run: int = 100,
+    checkpoint_every_versions: int = 20,
+    checkpoint_every_s: float = 900.0,
+) -> TrainingInput:
     config = TrainingConfig(
         trainer_task_queue=queue,
         batch_size=batch_size,
@@ -363,6 +377,8 @@ def training_input(queue: str, *, batch_size: int = 2, steps_per_run: int = 100)
         max_staleness=2,
         steps_per_run=steps_per_run,
         wait_s=5.0,
+        checkpoint_every_versions=checkpoint_every_versions,
+        checkpoint_every_s=checkpoint_every_s,
     )
     return TrainingInput(policy="test-policy", config=config)
 
@@ -371,9 +387,25 @@ def batch(*entry_ids: str, backlog: int = 0) -> ClaimResult:
     return ClaimResult(ids={"test": list(entry_ids)}, backlog=backlog)
 
 
+def typed_error(error: ErrorType, what: str = "") -> ApplicationError:
+    """A typed, non-retryable error as the trainer pool raises it (the message says what happened)."""
+    messages = {
+        ErrorType.TRAINER_LOST: "this trainer holds version None (it restarted since)",
+        ErrorType.DISK_FULL: "no space left for the durable checkpoint",
+        ErrorType.NON_FINITE_UPDATE: "the update is not finite",
+    }
+    return ApplicationError(f"{messages.get(error, 'failed')} {what}".strip(), type=error, non_retryable=True)
+
+
 class TrainerActivities:
     """The trainer pool. `claim_batch` hands out the batches the test feeds, one per claim, and waits (heartbeating)
-    for one otherwise."""
+    for one otherwise.
+
+    Workflows that publish from memory send the calls about the trainer to the worker's own queue, which
+    `find_resume_point` names (`trainer_queue`, or the next of `trainer_queues`): run the same activities there
+    (`trainer_workers`). `inject` makes a call raise a typed error (TrainerLost, DISK_FULL, ...), and `hold` keeps
+    the calls of an activity (finish_checkpoint, say) from returning until `release`: the workflow goes on meanwhile.
+    """
 
     def __init__(self, stale: set[str] | None = None):
         self.stale = stale or set()
@@ -381,22 +413,69 @@ class TrainerActivities:
         self.batches: asyncio.Queue[ClaimResult] = asyncio.Queue()
         self.calls: list[str] = []
         """Activity names in the order they ran."""
+        self.queues: list[tuple[str, str]] = []
+        """(activity name, task queue it ran on), in the order they ran."""
         self.claims: list[ClaimInput] = []
         self.steps: list[TrainInput] = []
         self.published: list[PublishWeightsInput] = []
+        """publish_weights: every server loads a checkpoint from disk."""
+        self.versions_published: list[PublishWeightsInput] = []
+        """publish_version: every server serves a version the trainer holds in memory."""
         self.acked: list[AckInput] = []
         self.exports: list[ExportInput] = []
+        self.resumes: list[ResumeInput] = []
+        self.checkpoints_started: list[SaveCheckpointInput] = []
+        self.checkpoints_finished: list[SaveCheckpointInput] = []
+        """finish_checkpoint inputs, recorded when the call starts (it may be held)."""
+        self.confirmed: list[ConfirmInput] = []
         self.resume_version = 0
+        """The newest checkpoint find_resume_point reports (0: none)."""
+        self.trainer_queue: str | None = None
+        """The trainer worker's own queue find_resume_point names (None: the workflow stays on the shared one)."""
+        self.trainer_queues: list[str] = []
+        """Queues find_resume_point names first, one per call (then `trainer_queue`): a worker that is gone."""
         self.fail_with: dict[str, ErrorType] = {}
         """Entry id -> the typed error train_step raises for a batch holding it."""
-        """The newest checkpoint find_resume_point reports (0: none)."""
+        self.injected: dict[tuple[str, int], ErrorType] = {}
+        """(activity name, its n-th call from 1) -> the typed error that call raises."""
+        self._gates: dict[str, asyncio.Event] = {}
+        """Activity name -> set when its calls may return (held: cleared)."""
 
     def feed(self, claim: ClaimResult) -> None:
         self.batches.put_nowait(claim)
 
+    def count(self, name: str) -> int:
+        return self.calls.count(name)
+
+    def inject(self, name: str, error: ErrorType, *, call: int | None = None) -> None:
+        """The `call`-th call of activity `name` (default: its next one) raises `error`, typed and non-retryable."""
+        self.injected[(name, call if call is not None else self.count(name) + 1)] = error
+
+    def hold(self, name: str) -> None:
+        """Calls of activity `name` (recorded when they start) do not return until `release(name)`."""
+        self._gates.setdefault(name, asyncio.Event()).clear()
+
+    def release(self, name: str) -> None:
+        self._gates.setdefault(name, asyncio.Event()).set()
+
+    def _called(self, name: str) -> ErrorType | None:
+        """Record the call; the error injected for it, if any."""
+        self.calls.append(name)
+        self.queues.append((name, activity.info().task_queue))
+        return self.injected.get((name, self.count(name)))
+
+    async def _held(self, name: str) -> None:
+        """Wait (heartbeating) while the test holds this activity."""
+        gate = self._gates.get(name)
+        while gate is not None and not gate.is_set():
+            try:
+                await asyncio.wait_for(gate.wait(), timeout=0.5)
+            except asyncio.TimeoutError:
+                activity.heartbeat()
+
     @activity.defn(name="claim_batch")
     async def claim_batch(self, inp: ClaimInput) -> ClaimResult:
-        self.calls.append("claim_batch")
+        self._called("claim_batch")
         self.claims.append(inp)
         while True:
             try:
@@ -406,8 +485,11 @@ class TrainerActivities:
 
     @activity.defn(name="train_step")
     async def train_step(self, inp: TrainInput) -> StepSummary:
-        self.calls.append("train_step")
+        injected = self._called("train_step")
         self.steps.append(inp)
+        await self._held("train_step")
+        if injected is not None:
+            raise typed_error(injected, f"(train_step from version {inp.version})")
         ids = [i for group in inp.ids.values() for i in group]
         for i in ids:
             if i in self.fail_with:
@@ -427,40 +509,85 @@ class TrainerActivities:
                 stale_ids=stale,
             )
         version = inp.version + 1
+        in_memory = inp.durable_version is not None  # publishing from memory: no checkpoint folder per version
         return StepSummary(
             version=version,
-            checkpoint=f"/ckpt/policy-{version}",
+            checkpoint="" if in_memory else f"/ckpt/policy-{version}",
             batch="digest",
             trained=trained,
             dropped_stale=len(stale),
             metrics=step_metrics(version, loss=0.5 / version),
             sample_ids=[i for i in ids if i not in self.stale],
             stale_ids=stale,
+            in_memory=in_memory,
         )
 
     @activity.defn(name="publish_weights")
     async def publish_weights(self, inp: PublishWeightsInput) -> list[str]:
-        self.calls.append("publish_weights")
+        self._called("publish_weights")
         self.published.append(inp)
         return [f"loaded version {inp.version}"]
 
+    @activity.defn(name="publish_version")
+    async def publish_version(self, inp: PublishWeightsInput) -> PublishedWeights:
+        injected = self._called("publish_version")
+        self.versions_published.append(inp)
+        await self._held("publish_version")
+        if injected is not None:
+            raise typed_error(injected, f"(publish_version {inp.version})")
+        return PublishedWeights(version=inp.version, route="memory", servers=["http://policy-0"], seconds=0.01)
+
+    @activity.defn(name="start_checkpoint")
+    async def start_checkpoint(self, inp: SaveCheckpointInput) -> CheckpointStarted:
+        injected = self._called("start_checkpoint")
+        self.checkpoints_started.append(inp)
+        await self._held("start_checkpoint")
+        if injected is not None:
+            raise typed_error(injected, f"(checkpoint of version {inp.version})")
+        return CheckpointStarted(version=inp.version, snapshot_s=0.01, need_bytes=1024)
+
+    @activity.defn(name="finish_checkpoint")
+    async def finish_checkpoint(self, inp: SaveCheckpointInput) -> DurableCheckpoint:
+        injected = self._called("finish_checkpoint")
+        self.checkpoints_finished.append(inp)
+        await self._held("finish_checkpoint")  # held: the write goes on beside the next steps
+        if injected is not None:
+            raise typed_error(injected, f"(checkpoint of version {inp.version})")
+        return DurableCheckpoint(
+            version=inp.version, path=f"/ckpt/policy-{inp.version}", bytes=1024, snapshot_s=0.01, write_s=0.02
+        )
+
+    @activity.defn(name="confirm_checkpoint")
+    async def confirm_checkpoint(self, inp: ConfirmInput) -> int:
+        injected = self._called("confirm_checkpoint")
+        self.confirmed.append(inp)
+        await self._held("confirm_checkpoint")
+        if injected is not None:
+            raise typed_error(injected, f"(confirming version {inp.checkpoint.version})")
+        return sum(len(v) for b in inp.batches for v in b.ids.values())
+
     @activity.defn(name="ack_batch")
     async def ack_batch(self, inp: AckInput) -> int:
-        self.calls.append("ack_batch")
+        self._called("ack_batch")
         self.acked.append(inp)
         return sum(len(v) for v in inp.ids.values())
 
     @activity.defn(name="export_checkpoint")
     async def export_checkpoint(self, inp: ExportInput) -> SavedCheckpoint:
-        self.calls.append("export_checkpoint")
+        self._called("export_checkpoint")
         self.exports.append(inp)
         return SavedCheckpoint(label=inp.label, version=inp.version, path=f"/ckpt/saved/{inp.label}")
 
     @activity.defn(name="find_resume_point")
     async def find_resume_point(self, inp: ResumeInput) -> ResumePoint:
-        self.calls.append("find_resume_point")
+        self._called("find_resume_point")
+        self.resumes.append(inp)
         v = self.resume_version
-        return ResumePoint(version=v, checkpoint=f"/ckpt/policy-{v}" if v else None)
+        queue = self.trainer_queues.pop(0) if self.trainer_queues else self.trainer_queue
+        return ResumePoint(version=v, checkpoint=f"/ckpt/policy-{v}" if v else None, trainer_queue=queue)
+
+    def confirmed_versions(self) -> list[int]:
+        return [c.checkpoint.version for c in self.confirmed]
 
     def all(self) -> list:
         return [
@@ -470,4 +597,23 @@ class TrainerActivities:
             self.ack_batch,
             self.export_checkpoint,
             self.find_resume_point,
+            self.publish_version,
+            self.start_checkpoint,
+            self.finish_checkpoint,
+            self.confirm_checkpoint,
         ]
+
+
+@asynccontextmanager
+async def trainer_workers(
+    env: WorkflowEnvironment, q: str, trainer: TrainerActivities, workflows: tuple = (TrainingWorkflow,)
+) -> AsyncIterator[str]:
+    """The workflows and the trainer pool on the shared queue `q`, and the trainer worker's own queue (the same mock
+    activities), which find_resume_point names; yields that queue."""
+    own = f"{q}-trainer"
+    trainer.trainer_queue = own
+    async with (
+        Worker(env.client, task_queue=q, workflows=list(workflows), activities=trainer.all()),
+        Worker(env.client, task_queue=own, activities=trainer.all()),
+    ):
+        yield own

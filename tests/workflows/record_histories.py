@@ -13,7 +13,10 @@ afd0721 (`pending` was a set and workflow.wait returns lists, so `pending.add`
 failed the workflow task on the first refill), so they were recorded after that
 fix to pending-as-list: on afd0721's workflows, with the move of
 openclaw_rl.redis_keys to store.keys (bd4a488) in the working tree, which changes
-no workflow's commands. Rerunning overwrites them, so name the scenarios to run
+no workflow's commands. training_from_memory was recorded on the branch that
+publishes from memory (PUBLISH_FROM_MEMORY, 3db328a, with the samples_trained
+bookkeeping of a loss in the working tree, which changes no command).
+Rerunning overwrites them, so name the scenarios to run
 (`python -m tests.workflows.record_histories episode_steps rollout_tasks`; none
 named: all of them), record a new scenario under a new name, and keep the old
 files while runs like them may still be open in production; a deliberate change
@@ -50,6 +53,7 @@ from contracts.episodes import (
     TaskList,
     episode_workflow_id,
 )
+from contracts.errors import ErrorType
 from contracts.learning import JudgeTurnInput, Method, NextState, judge_workflow_id
 from contracts.session import EndSession
 from contracts.training import (
@@ -80,6 +84,7 @@ from tests.workflows.mocks import (
     send_turn,
     session_input,
     side_turn,
+    trainer_workers,
     training_input,
 )
 from workflows.episode import EpisodeWorkflow
@@ -302,6 +307,43 @@ async def training_all_stale_before_patch() -> None:
             await save(env.client, "training_all_stale_before_patch", wf_id)
 
 
+async def training_from_memory() -> None:
+    """Publishing from memory (the PUBLISH_FROM_MEMORY branch), a durable checkpoint every 2 versions: versions 1
+    and 2 published from the trainer's memory on its own queue, the checkpoint of version 2 started, finished and
+    confirmed (its batches acknowledged there), version 3, then a TrainerLost at the next step: back to checkpoint
+    2 (attached again, the lost batch claimed again, trained from it as version 4), and the checkpoint of 4."""
+    async with fresh_env() as env:
+        q = new_queue()
+        trainer = TrainerActivities()
+        wf_id = training_workflow_id(f"{TRAINING_POLICY}-from-memory")
+        async with trainer_workers(env, q, trainer):
+            handle: WorkflowHandle = await env.client.start_workflow(
+                TrainingWorkflow.run, training_input(q, checkpoint_every_versions=2), id=wf_id, task_queue=q
+            )
+
+            async def durable_at(version: int) -> bool:
+                return (await handle.query(TrainingWorkflow.status)).durable_version == version
+
+            b1, b2, b3, b4 = (batch(f"{n}-0", f"{n}-1") for n in (1, 2, 3, 4))
+            trainer.feed(b1)
+            trainer.feed(b2)
+            await eventually(lambda: durable_at(2), what="the durable checkpoint of version 2")
+            trainer.feed(b3)
+            await eventually(lambda: len(trainer.claims) == 4, what="the claim after version 3")
+            trainer.inject("train_step", ErrorType.TRAINER_LOST)
+            trainer.feed(b4)
+            await eventually(lambda: len(trainer.claims) == 5, what="the claim after the loss")
+            trainer.feed(b3)
+            await eventually(lambda: durable_at(4), what="the durable checkpoint of version 4")
+            await eventually(lambda: len(trainer.claims) == 6, what="the claim after it")
+            status = await handle.query(TrainingWorkflow.status)
+            assert (status.version, status.trainer_lost, status.durable_version) == (4, 1, 4), status
+            assert trainer.count("find_resume_point") == 2 and trainer.acked == [], trainer.calls
+            assert [c.checkpoint.version for c in trainer.confirmed] == [2, 4], trainer.confirmed
+            await handle.terminate("recorded")
+            await save(env.client, "training_from_memory", wf_id)
+
+
 # ---- general-agent episodes: EpisodeWorkflow, TaskGroupWorkflow, RolloutWorkflow ------------------------------
 
 
@@ -516,6 +558,7 @@ SCENARIOS = (
     judge_turn_opd,
     training_steps,
     training_all_stale_before_patch,
+    training_from_memory,
     episode_steps,
     episode_env_lost,
     task_group_published,

@@ -24,7 +24,7 @@ from workflows.judge_turn import JudgeTurnWorkflow
 from workflows.rollout import RolloutWorkflow
 from workflows.session import SessionWorkflow
 from workflows.task_group import TaskGroupWorkflow
-from workflows.training import TrainingWorkflow
+from workflows.training import PUBLISH_FROM_MEMORY, TrainingWorkflow
 
 PATCH = "skip-publish-of-all-stale-batch"
 RECORDED = {
@@ -36,6 +36,7 @@ RECORDED = {
     "judge_turn_opd.json",
     "training_steps.json",
     "training_all_stale_before_patch.json",
+    "training_from_memory.json",
     "episode_steps.json",
     "episode_env_lost.json",
     "task_group_published.json",
@@ -182,6 +183,56 @@ async def test_old_code_cannot_replay_the_patched_history():
     """Proves training_steps.json takes the patched branch: the code before the patch diverges from it."""
     with pytest.raises(workflow.NondeterminismError, match=PATCH):
         await replayer(TrainingWorkflowBeforePatch).replay_workflow(load(HISTORIES / "training_steps.json"))
+
+
+def test_history_from_memory_publishes_versions_and_confirms_durable_checkpoints():
+    """Versions published from the trainer's memory, a durable checkpoint every 2 versions confirmed (its batches
+    acknowledged there, never by ack_batch), a TrainerLost at a step and the way back to the last checkpoint."""
+    history = load(HISTORIES / "training_from_memory.json")
+    seq = steps(history)
+    assert seq[:2] == [f"patch:{PUBLISH_FROM_MEMORY}", "find_resume_point"]
+    assert PUBLISH_FROM_MEMORY == "publish-from-memory-durable-checkpoints-on-a-cadence"  # the recorded marker
+    assert seq[2:12] == [
+        "claim_batch",
+        "train_step",
+        "publish_version",
+        "claim_batch",
+        "train_step",
+        "publish_version",
+        "start_checkpoint",  # after version 2, then written and confirmed beside the next claim
+        "finish_checkpoint",
+        "claim_batch",
+        "confirm_checkpoint",
+    ]
+    assert "ack_batch" not in seq and "publish_weights" not in seq
+    assert seq.count("find_resume_point") == 2  # attached again after the loss
+    assert [(s["version"], s["since"]) for s in scheduled(history, "start_checkpoint")] == [(2, 0), (4, 2)]
+    confirms = scheduled(history, "confirm_checkpoint")
+    assert [(c["checkpoint"]["version"], [b["version"] for b in c["batches"]]) for c in confirms] == [
+        (2, [1, 2]),
+        (4, [4]),  # version 3 was lost: its batch, trained again from checkpoint 2, is in version 4
+    ]
+    assert [(t["version"], t["durable_version"], t["from_durable"]) for t in scheduled(history, "train_step")] == [
+        (0, 0, False),
+        (1, 0, False),
+        (2, 2, False),
+        (3, 2, False),  # TrainerLost
+        (3, 2, True),
+    ]
+    assert [c["skip"] for c in scheduled(history, "claim_batch")] == [
+        {},
+        {"test": ["1-0", "1-1"]},
+        {"test": ["1-0", "1-1", "2-0", "2-1"]},
+        {"test": ["3-0", "3-1"]},
+        {},  # after the loss: version 3's batch is claimed again
+        {"test": ["3-0", "3-1"]},
+    ]
+    failed = [
+        e.activity_task_failed_event_attributes.failure.application_failure_info.type
+        for e in history.events
+        if e.HasField("activity_task_failed_event_attributes")
+    ]
+    assert failed == ["TrainerLost"]
 
 
 def test_episode_history_runs_its_steps_then_the_outcome():
