@@ -14,6 +14,7 @@ Runs started before (durable_version None) write a checkpoint at every step and 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import hashlib
 import json
@@ -71,6 +72,7 @@ from openclaw_rl.checkpoints import (
 )
 from openclaw_rl.settings import Settings
 from openclaw_rl.trained_log import record_step
+from policy_client.weight_sync import WeightSyncClient, WeightSyncError
 from store.client import Store
 from store.samples import TrainingSample
 from trainers.base import CheckpointCorrupt, PolicyTrainer
@@ -200,16 +202,27 @@ class TrainingActivities:
         if not reload and self.held.holding(inp.version) is None:
             raise TrainerLost(inp.version, self.held.version)
         samples, stale = await self._batch(inp)
-        if not samples:  # nothing left to learn from: no step, no new version; the batch is still acknowledged
+        if not samples:  # nothing left to learn from: no step; the batch is still acknowledged
+            version = inp.version
+            if inp.from_durable:  # but the durable checkpoint is taken again, as a new version the servers get
+                version = inp.version + 1
+                await asyncio.to_thread(self.held.from_durable, inp.durable_version, version)
             return StepSummary(
-                version=inp.version, checkpoint="", batch=digest, trained=0, dropped_stale=len(stale), stale_ids=stale
+                version=version,
+                checkpoint="",
+                batch=digest,
+                trained=0,
+                dropped_stale=len(stale),
+                stale_ids=stale,
+                in_memory=version != inp.version,
             )
         try:
             if reload:
                 trainer = await asyncio.to_thread(self.held.from_durable, inp.durable_version, inp.version)
             else:
                 trainer = self.held.holding(inp.version)
-            metrics = await self._optimize(trainer, samples, inp.version)
+            async with self._engine_memory_released():
+                metrics = await self._optimize(trainer, samples, inp.version)
         except CheckpointCorrupt as exc:
             await asyncio.to_thread(self.held.drop)
             raise ApplicationError(str(exc), type=ErrorType.CHECKPOINT_CORRUPT, non_retryable=True) from exc
@@ -230,6 +243,25 @@ class TrainingActivities:
         )
         self.held.advance(inp.version + 1, summary)
         return summary
+
+    @contextlib.asynccontextmanager
+    async def _engine_memory_released(self):
+        """`training.engine_memory_during_step`: the embedded engines give their memory back for the step and take it
+        again after (whatever the step did). A server that cannot release is logged and the step goes on."""
+        mode = self.settings.training.engine_memory_during_step
+        if mode == "keep" or not self.settings.embedded_engine:
+            yield
+            return
+        tags = ["kv_cache"] if mode == "kv_cache" else ["kv_cache", "weights"]
+        async with WeightSyncClient.from_settings(self.settings) as client:
+            try:
+                await client.release_memory(tags)
+            except WeightSyncError as exc:
+                log.warning("the engine could not give its memory back for the step", error=str(exc))
+            try:
+                yield
+            finally:
+                await client.resume_memory(tags)
 
     async def _optimize(self, trainer: PolicyTrainer, samples: list[TrainingSample], version: int) -> StepMetrics:
         metrics = await asyncio.to_thread(trainer.train_step, samples)

@@ -279,6 +279,8 @@ class TrainingStatus(BaseModel):
     """The newest confirmed durable checkpoint (None: runs that checkpoint every version)."""
     versions_since_durable: int = 0
     """Versions only the trainer's memory holds: trained again if its process dies."""
+    samples_since_durable: int = 0
+    """Samples trained into those versions: counted as trained, not yet recorded as such."""
     trainer_lost: int = 0
     last_checkpoint: DurableCheckpoint | None = None
     trainer_memory: dict[str, int] = Field(default_factory=dict)

@@ -438,6 +438,11 @@ class TrainingSettings(BaseModel):
     optimizer_offload: bool = False
     """Keep AdamW's state in CPU memory between steps, on the GPU only for the update itself (torch backend): the
     trainer then holds only its weights on the GPU while the engine serves."""
+    engine_memory_during_step: Literal["keep", "kv_cache", "all"] = "keep"
+    """For a trainer sharing its GPU with the embedded engine (a 4B model on one 80 GB GPU): what the engine gives
+    back while a train step runs (`/release_memory_occupation`) and takes again right after. kv_cache: its KV and
+    prefix caches; all: its weights too (kept in CPU memory). Generation waits meanwhile (requests queue, none is
+    refused), so keep is the default: serving then never waits for training."""
     precision: Literal["auto", "fp32", "bf16"] = "auto"
     """bf16: mixed precision (bf16 autocast over fp32 weights and optimizer state). auto: bf16 on CUDA, fp32 on
     CPU."""

@@ -185,6 +185,9 @@ class TrainingWorkflow:
         """The versions since the last durable checkpoint are gone: their batches (unacknowledged) are claimed and
         trained again, from that checkpoint, and version numbers go on growing."""
         self.state.lost += 1
+        # Their samples are trained again (and counted then): only versions that survive count. Not those of a
+        # checkpoint being confirmed: the confirmation goes on (skipped by claims); if it fails, they are taken off.
+        self.state.samples_trained -= sum(len(b.sample_ids) for b in self.state.undurable if b not in self._confirming)
         self.state.undurable = []
         self.state.from_durable = True
         self.state.trainer_queue = None
@@ -226,8 +229,18 @@ class TrainingWorkflow:
                 return
             await self._step_failed(exc, claim)
             return
-        if not summary.trained:  # the whole batch was stale: acknowledged and counted, no new version
-            await self._publish_held("all stale")  # the servers may be behind (an engine restarted)
+        if not summary.trained:  # the whole batch was stale: acknowledged and counted, no new version...
+            if summary.version > self.state.version:
+                # ...unless the trainer, starting again from the durable checkpoint, took it under a new version:
+                # the servers get it, so the samples they generate are fresh again (after a restart they may serve
+                # a version too old for any sample of theirs to be trained on).
+                if not await self._publish_held("durable checkpoint again", summary.version):
+                    return
+                self.state.from_durable = False
+                self.state.version = summary.version
+                workflow.upsert_search_attributes([POLICY_VERSION.value_set(summary.version)])
+            else:
+                await self._publish_held("all stale")  # the servers may be behind (an engine restarted)
             await execute(ACK_BATCH, AckInput(ids=claim.ids), task_queue=self.config.trainer_task_queue)
             self.waiting = 0
             self.state.samples_dropped_stale += summary.dropped_stale
@@ -255,7 +268,10 @@ class TrainingWorkflow:
     async def _publish_held(self, why: str, version: int | None = None) -> bool:
         """Every server serves `version` (default: the current one) from the trainer's memory; False when the trainer
         lost it."""
-        version = self.state.version if version is None else version
+        if version is None:
+            if self.state.from_durable:
+                return True  # nobody holds the current version since the loss: the next step publishes a new one
+            version = self.state.version
         if version == 0 and self.state.durable_version == 0:
             return True  # the base model: every server serves it
         try:
@@ -301,6 +317,11 @@ class TrainingWorkflow:
             self._confirming = batches
             await self._on_trainer(CONFIRM_CHECKPOINT, ConfirmInput(checkpoint=cp, since=req.since, batches=batches))
         except ActivityError as exc:
+            # A confirmation that failed leaves its batches to be trained again: uncounted here after a loss meanwhile
+            # (which left them counted), by the loss below otherwise (they are no longer confirming then).
+            confirming, self._confirming = self._confirming, []
+            if epoch != self.state.lost:
+                self.state.samples_trained -= sum(len(b.sample_ids) for b in confirming)
             self._checkpoint_failed(exc, epoch)
             return
         finally:
@@ -469,6 +490,7 @@ class TrainingWorkflow:
             saved_checkpoints=self.state.saved,
             durable_version=self.state.durable_version if self._memory else None,
             versions_since_durable=self.state.version - self.state.durable_version if self._memory else 0,
+            samples_since_durable=sum(len(b.sample_ids) for b in self.state.undurable),
             trainer_lost=self.state.lost,
             last_checkpoint=self.state.last_checkpoint,
             trainer_memory=self.state.last.memory if self.state.last else {},

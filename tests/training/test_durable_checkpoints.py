@@ -166,3 +166,41 @@ async def test_export_writes_a_version_held_only_in_memory(tmp_path, valkey, tin
     assert saved.version == 1 and (folder / "model.safetensors").is_file()
     assert json.loads((folder / "openclaw-rl-version.json").read_text())["weight_version"] == "1"
     await acts.aclose()
+
+
+async def test_the_engine_gives_its_memory_back_during_a_step_and_takes_it_again(tmp_path, valkey, tiny_model):  # noqa: F811
+    import httpx
+
+    from tests.conftest import start_engine
+
+    proc, url = start_engine(tiny_model, tmp_path / "engine-data")
+    try:
+        settings = settings_for(
+            tmp_path, valkey, tiny_model, engine_memory_during_step="kv_cache", micro_batch_tokens=16
+        )
+        settings.engine.port = int(url.rsplit(":", 1)[1])
+        publish(valkey, 0, 8)
+        acts = TrainingActivities(settings)
+        seen: list[dict] = []
+        stop = asyncio.Event()
+
+        async def watch() -> None:
+            async with httpx.AsyncClient(timeout=10) as http:
+                while not stop.is_set():
+                    seen.append((await http.get(f"{url}/get_server_info")).json()["memory"])
+                    await asyncio.sleep(0.02)
+
+        watcher = asyncio.create_task(watch())
+        _, summary = await _step(acts, version=0, durable=0, n=8)
+        stop.set()
+        await watcher
+        assert summary.trained == 8
+        assert any(m["released"] for m in seen), seen[-3:]  # released while the step ran
+        after = httpx.get(f"{url}/get_server_info", timeout=10).json()["memory"]
+        assert not after["released"]  # and taken again right after
+        done = httpx.post(f"{url}/generate", json={"text": "hi", "sampling_params": {"max_new_tokens": 2}}, timeout=60)
+        assert done.status_code == 200
+        await acts.aclose()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

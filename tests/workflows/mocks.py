@@ -499,14 +499,16 @@ class TrainerActivities:
         stale = [i for i in ids if i in self.stale]
         trained = len(ids) - len(stale)
         if not trained:
+            reloaded = inp.from_durable  # the durable checkpoint taken again as a new version (activities.training)
             return StepSummary(
-                version=inp.version,
+                version=inp.version + 1 if reloaded else inp.version,
                 checkpoint="",
                 batch="digest",
                 trained=0,
                 dropped_stale=len(stale),
                 metrics={},
                 stale_ids=stale,
+                in_memory=reloaded,
             )
         version = inp.version + 1
         in_memory = inp.durable_version is not None  # publishing from memory: no checkpoint folder per version

@@ -399,6 +399,35 @@ async def test_a_trainer_lost_at_a_step_goes_back_to_the_durable_checkpoint(env:
         await handle.terminate("test over")
 
 
+async def test_after_a_loss_an_all_stale_batch_serves_the_durable_checkpoint_as_a_new_version(env: WorkflowEnvironment):
+    """After a restart the servers may serve a version too old for any of their samples to be trained on: a stale
+    batch must not leave training stuck. Nothing is published while nobody holds the current version; the trainer
+    takes the durable checkpoint again as a new version, which the servers get."""
+    q = new_queue()
+    b1, b2, b3 = (batch(f"{n}-0", f"{n}-1") for n in (1, 2, 3))
+    trainer = TrainerActivities(stale={*b2.ids["test"]})
+    async with trainer_workers(env, q, trainer):
+        handle = await start_training(env, q, checkpoint_every_versions=5)
+        trainer.feed(b1)
+        await until_status(handle, lambda s: s.version == 1, "version 1")
+        trainer.inject("train_step", ErrorType.TRAINER_LOST)
+        trainer.feed(b3)
+        await until_status(handle, lambda s: s.trainer_lost == 1, "the loss")
+        published = len(trainer.versions_published)
+        await handle.signal(TrainingWorkflow.republish)  # nobody holds version 1 now: nothing to publish
+        trainer.feed(b2)  # all stale
+        s = await until_status(handle, lambda s: s.version == 2, "the durable checkpoint as version 2")
+        assert trainer.steps[-1] == step(b2, version=1, durable=0, from_durable=True)
+        # version 1 is never published again (nobody holds it); version 2 is (the signal may ask for it once more)
+        assert set(map(str, trainer.versions_published[published:])) == {str(from_memory(2, durable=0))}
+        assert trainer.acked[-1].ids == b2.ids and s.samples_dropped_stale == 2
+        steps = len(trainer.steps)
+        trainer.feed(b1)  # trained again, from version 2, in memory
+        await eventually(lambda: len(trainer.steps) > steps, what="the step after")
+        assert trainer.steps[-1] == step(b1, version=2, durable=0)
+        await handle.terminate("test over")
+
+
 async def test_a_trainer_lost_at_publishing_goes_back_and_spends_the_version_number(env: WorkflowEnvironment):
     """The publication may have reached some servers before the trainer went: the version trained again must not
     reuse that number (servers serving it would skip it)."""
