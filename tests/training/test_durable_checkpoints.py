@@ -173,6 +173,7 @@ async def test_the_engine_gives_its_memory_back_during_a_step_and_takes_it_again
 
     from tests.conftest import start_engine
 
+    (tmp_path / "engine-data").mkdir()
     proc, url = start_engine(tiny_model, tmp_path / "engine-data")
     try:
         settings = settings_for(
