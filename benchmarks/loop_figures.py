@@ -43,6 +43,11 @@ class LoopFigures:
     """Durable checkpoint writes (seconds each), where they are an activity of their own (beside the steps)."""
     snapshots: list[float] = field(default_factory=list)
     """What each durable checkpoint held the steps up for (its state copied aside)."""
+    publish_s: list[float] = field(default_factory=list)
+    """The publication activity, started to completed."""
+    handover_s: list[float] = field(default_factory=list)
+    """Within it, the hand-over itself (checking the servers' versions, packing, every server loading), where the
+    publication says."""
     routes: dict[str, int] = field(default_factory=dict)
     """How versions reached the servers (memory, distributed, disk), where the publication says."""
     failed: dict[str, int] = field(default_factory=dict)
@@ -110,6 +115,8 @@ def loop_figures(runs: list[ActivityRun]) -> LoopFigures:
                 route = (a.result or {}).get("route") if isinstance(a.result, dict) else None
                 if route:
                     out.routes[route] = out.routes.get(route, 0) + 1
+                    out.handover_s.append(a.result.get("seconds"))
+                out.publish_s.append(a.closed - (a.started or a.scheduled))
         elif a.name == "start_checkpoint":
             out.snapshots.append(a.closed - (a.started or a.scheduled))
         elif a.name == "finish_checkpoint":

@@ -365,6 +365,7 @@ def main() -> None:
         if x.compute_s is not None and x.served_after_s is not None
     ]
     print(f"  served after the step's compute: {seconds(served)}")
+    print(f"    the publication activity {seconds(loop.publish_s)}; the hand-over in it {seconds(loop.handover_s)}")
     print(f"  published through {loop.routes or 'checkpoint folders (one per version)'}")
     print(f"  durable checkpoints {len(loop.checkpoints)}: written in {seconds(loop.checkpoints)}")
     print(f"    steps held up by each: {seconds(loop.snapshots)}")
