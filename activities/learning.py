@@ -43,7 +43,7 @@ from openclaw_rl.settings import Settings
 from policy_client import PolicyClient
 from policy_client.chat import message_text, renderer_for
 from policy_client.chat_output import split_reasoning
-from rlmath.signals import Dispatch, dispatch, parse_boxed, parse_hint_vote, teacher_messages
+from rlmath.signals import AT_LEAST_ONE, Dispatch, dispatch, parse_boxed, parse_hint_vote, teacher_messages
 from store import keys
 from store.client import Store
 from store.judgements import judged_turn_writes
@@ -160,13 +160,12 @@ class LearningActivities:
         effective = await self.store.judgements.session_has_effective_sample(inp.session_key)
         teacher = await self.store.turns.teacher_logprobs(inp.teacher_key) if inp.teacher_key else None
         # A hint counts only with its teacher log-probs (the teacher pass may have failed or expired).
-        rule = dispatch(
-            inp.method,
-            has_next_state=inp.has_next_state,
-            eval_score=inp.judge.eval_score,
-            hint=inp.judge.hint if teacher is not None else None,
-            session_has_effective_sample=effective,
-        )
+        rule = self._rule(inp, teacher, effective)
+        if rule is not None and rule.reason == AT_LEAST_ONE:
+            # Two turns of a session judged at once both read "no effective sample yet": one takes the slot.
+            ttl = self.settings.redis.data_ttl_s
+            if not await self.store.judgements.claim_at_least_one(inp.session_key, inp.sample_id, ttl):
+                rule = self._rule(inp, teacher, effective=True)
         if rule is None or not rule.use_teacher:
             teacher = None
         result = PublishResult(
@@ -197,8 +196,9 @@ class LearningActivities:
             judge=inp.judge,
             result=result,
         )
-        # The session's first sample that teaches something (a reward, or the teacher's term) satisfies its rule.
-        effective_now = sample is not None and rule.loss_mask == 1 and (rule.reward != 0 or rule.use_teacher)
+        # Any sample learned from (loss mask 1) is the session's effective sample, the promoted score-0 one too: the
+        # rule promotes one turn per session, as the reference does.
+        effective_now = sample is not None and rule.loss_mask == 1
         also = judged_turn_writes(record, inp.source, inp.session_key, effective=effective_now)
         if not await self.store.samples.publish_once(inp.sample_id, inp.source, sample, also):
             return result.model_copy(update=dict(published=False, duplicate=True))
@@ -218,6 +218,16 @@ class LearningActivities:
             f.write(record_json + "\n")
             f.flush()
             os.fsync(f.fileno())
+
+    @staticmethod
+    def _rule(inp: PublishInput, teacher: list[float] | None, effective: bool) -> Dispatch | None:
+        return dispatch(
+            inp.method,
+            has_next_state=inp.has_next_state,
+            eval_score=inp.judge.eval_score,
+            hint=inp.judge.hint if teacher is not None else None,
+            session_has_effective_sample=effective,
+        )
 
     # ---- policy pool --------------------------------------------------------
     @activity.defn(name=TEACHER_LOGPROBS.name)

@@ -93,6 +93,10 @@ def _as_text(content: Any) -> str:
     return content or ""
 
 
+AT_LEAST_ONE = "at least one sample per session"
+"""The reason of the one score-0 turn per session the binary method keeps (the reference's at-least-one rule)."""
+
+
 @dataclass(frozen=True)
 class Dispatch:
     """What one judged turn contributes to training."""
@@ -126,7 +130,7 @@ def dispatch(
         if eval_score in (1, -1):
             return Dispatch(reward=float(eval_score), use_teacher=False, reason="scored")
         if not session_has_effective_sample:
-            return Dispatch(reward=0.0, use_teacher=False, reason="at least one sample per session")
+            return Dispatch(reward=0.0, use_teacher=False, reason=AT_LEAST_ONE)
         return None
     if not has_next_state:
         return None

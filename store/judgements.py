@@ -30,7 +30,7 @@ def judged_turn_writes(record: JudgementRecord, source: str, session_key: str, e
         AlsoWrite(op="set", key=keys.judgement(record.turn_id), value=body),
     ]
     if effective:
-        writes.append(AlsoWrite(op="set", key=keys.session_effective(session_key), value="1"))
+        writes.append(AlsoWrite(op="set", key=keys.session_effective(session_key), value=record.sample_id))
     return writes
 
 
@@ -47,6 +47,14 @@ class Judgements(Records):
 
     async def session_has_effective_sample(self, session_key: str) -> bool:
         return bool(await self._r.exists(keys.session_effective(session_key)))
+
+    async def claim_at_least_one(self, session_key: str, sample_id: str, ttl_s: int) -> bool:
+        """Take the session's at-least-one slot for `sample_id`, atomically: True if it is this sample's (taken now,
+        or by an earlier attempt of the same sample), False if another sample of the session has it."""
+        key = keys.session_effective(session_key)
+        if await self._r.set(key, sample_id, nx=True, ex=ttl_s):
+            return True
+        return (await self._r.get(key)) == sample_id.encode()
 
     async def records(self, source: str, version: str | None = None) -> list[JudgedRecord]:
         """The record streams of `source` (one version, or every version), oldest first within each."""
