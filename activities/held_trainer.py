@@ -32,6 +32,7 @@ def trainer_config(settings: Settings) -> TrainerConfig:
         precision=t.precision,
         activation_checkpointing=t.activation_checkpointing,
         optimizer_offload=t.optimizer_offload,
+        reference=str(settings.served_model_path()),  # the initial policy: the KL reference after any resume
         loss=LossConfig(
             clip_low=t.clip_low,
             clip_high=t.clip_high,

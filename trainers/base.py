@@ -77,6 +77,9 @@ class TrainerConfig:
     activation_checkpointing: bool = False
     """Recompute each layer's activations in the backward instead of keeping them (torch backend): far less memory
     for long samples, about a third more compute."""
+    reference: str | None = None
+    """The frozen KL reference: the initial policy's checkpoint folder (kept whatever checkpoint the trainer resumes
+    from); None: the checkpoint the trainer is loaded from."""
     optimizer_offload: bool = False
     """Keep AdamW's state in CPU memory between steps (moved to the device for the step itself): the trainer then
     holds only its weights on the GPU while the engine serves beside it."""

@@ -247,10 +247,13 @@ class MegatronTrainer(PolicyTrainer):
         log.info("megatron trainer ready", model=str(self.source), arch=self.arch.model_type, device=str(self.device))
 
     def _frozen_copy(self) -> torch.nn.Module:
-        """The reference model: a second GPTModel with the policy's current weights (megatron-core's modules hold
-        process groups, which deepcopy cannot copy)."""
+        """The reference model: a second GPTModel (megatron-core's modules hold process groups, which deepcopy cannot
+        copy) with the initial policy's weights (cfg.reference), else the weights it was loaded with."""
         ref = build_gpt(self.arch, self.device, per_token_loss=self.per_token_loss)
-        ref.load_state_dict(self.model.state_dict())
+        if self.cfg.reference and Path(self.cfg.reference).resolve() != self.source.resolve():
+            load_policy_weights(ref, self.arch, Path(self.cfg.reference), self.device)
+        else:
+            ref.load_state_dict(self.model.state_dict())
         return ref.eval().requires_grad_(False)
 
     def response_logits(self, model: torch.nn.Module, group: list[TrainingSample]) -> tuple[torch.Tensor, torch.Tensor]:

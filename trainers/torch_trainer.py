@@ -48,7 +48,13 @@ class TorchTrainer(PolicyTrainer):
         # A LoRA version resumes on the original base with its saved adapter; anything else loads as it is.
         base = (base_of(self.source) or self.source) if cfg.lora else self.source
         model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
-        ref = copy.deepcopy(model).eval().requires_grad_(False) if cfg.loss.kl_coef else None
+        ref = None
+        if cfg.loss.kl_coef:  # the initial policy, not a copy of whatever version is resumed from
+            ref = (
+                AutoModelForCausalLM.from_pretrained(cfg.reference, dtype=torch.float32)
+                if cfg.reference and Path(cfg.reference).resolve() != Path(base).resolve()
+                else copy.deepcopy(model)
+            ).eval().requires_grad_(False)
         if cfg.lora:
             model = with_lora(model, self.source, base, cfg.lora)
         self.model = model.to(self.device)

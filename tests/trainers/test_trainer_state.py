@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import trainers.base as base
+from rlmath.loss import LossConfig
 from store.samples import TrainingSample
 from tests.samples import personal_sample
 from trainers.base import STATE_FILE
@@ -95,3 +96,16 @@ def test_a_corrupt_state_file_is_a_typed_error_naming_the_file(checkpoint, tmp_p
         trainer.load_optimizer_state(folder)
     assert isinstance(refused.value, base.CheckpointCorrupt), repr(refused.value)
     assert refused.value.path == state_file and str(state_file) in str(refused.value)
+
+
+def test_the_kl_reference_is_the_initial_policy_whatever_checkpoint_is_resumed(checkpoint, tiny_model):
+    """Resuming a trained version must not move the KL reference to it: the paper's KL is to the initial policy."""
+    checkpoint, _ = checkpoint
+    cfg = TrainerConfig(lr=1e-3, loss=LossConfig(kl_coef=0.1), reference=str(tiny_model))
+    resumed = TorchTrainer.resume(checkpoint, cfg)
+    initial = TorchTrainer(tiny_model, TrainerConfig(lr=1e-3)).model.state_dict()
+    ref, trained = resumed.ref.state_dict(), resumed.model.state_dict()
+    assert all(torch.equal(t, initial[k]) for k, t in ref.items())
+    assert any(not torch.equal(t, trained[k]) for k, t in ref.items())  # not a copy of the resumed version
+    without = TorchTrainer.resume(checkpoint, TrainerConfig(lr=1e-3, loss=LossConfig(kl_coef=0.1)))
+    assert all(torch.equal(t, trained[k]) for k, t in without.ref.state_dict().items())  # no reference given
