@@ -33,6 +33,12 @@ def trainer_config(settings: Settings) -> TrainerConfig:
         activation_checkpointing=t.activation_checkpointing,
         optimizer_offload=t.optimizer_offload,
         reference=str(settings.served_model_path()),  # the initial policy: the KL reference after any resume
+        kl_by_source={
+            src: s.kl_coef for src, s in t.streams.items() if src in t.source_weights and s.kl_coef is not None
+        },
+        advantage_scale_by_source={
+            src: s.advantage_scale for src, s in t.streams.items() if src in t.source_weights and s.advantage_scale != 1
+        },
         loss=LossConfig(
             clip_low=t.clip_low,
             clip_high=t.clip_high,

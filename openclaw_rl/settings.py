@@ -386,6 +386,19 @@ class MegatronSettings(BaseModel):
         return self
 
 
+class StreamSettings(BaseModel):
+    """How one sample stream trains, where the streams differ (the paper: personal agents without a KL term,
+    general agents with 0.01)."""
+
+    kl_coef: float | None = Field(None, ge=0)
+    """k3 KL to the initial policy for this stream's samples; None: `training.kl_coef`."""
+    advantage_scale: float = Field(1.0, ge=0)
+    """This stream's advantages are multiplied by it: its weight beside the others in a mixed batch."""
+
+
+GENERAL_AGENT_STREAMS = ("terminal", "toolcall", "swe", "gui")
+
+
 class CheckpointSettings(BaseModel):
     """When durable checkpoints are written and how much disk they may take.
 
@@ -423,7 +436,14 @@ class TrainingSettings(BaseModel):
     lr: float = Field(1e-5, gt=0)
     """AdamW learning rate (paper: 1e-5 personal, 1e-6 general agents)."""
     kl_coef: float = Field(0.0, ge=0)
-    """k3 KL to the frozen reference (0 in the reference's personal scripts)."""
+    """k3 KL to the frozen initial policy, for streams `streams` does not set (0 in the reference's personal
+    scripts)."""
+    streams: dict[str, StreamSettings] = Field(
+        default_factory=lambda: {s: StreamSettings(kl_coef=0.01) for s in GENERAL_AGENT_STREAMS}
+    )
+    """Per sample stream: its KL coefficient and advantage scale. Default: the paper's 0.01 KL for the general-agent
+    settings; personal samples take `kl_coef` (0). A frozen copy of the initial policy is held only when a stream
+    that is trained (`source_weights`) has a KL term."""
     entropy_coef: float = Field(0.0, ge=0)
     clip_low: float = Field(0.2, gt=0, lt=1)
     clip_high: float = Field(0.28, gt=0)

@@ -76,7 +76,10 @@ def policy_loss(
     cfg: LossConfig = LossConfig(),
     ref_lp: torch.Tensor | None = None,
     entropy: torch.Tensor | None = None,
+    kl_coef: torch.Tensor | None = None,
 ) -> LossParts:
+    """`kl_coef`: [B, 1] per-sample KL coefficients (samples of different streams in one batch), replacing
+    `cfg.kl_coef`."""
     mask = mask.to(new_lp.dtype)
     weight = torch.ones_like(new_lp)
     if cfg.tis_cap is not None:
@@ -92,9 +95,10 @@ def policy_loss(
     pg = torch.maximum(unclipped, clipped) * weight
     per_token = pg
     kl = torch.zeros_like(pg)
-    if cfg.kl_coef and ref_lp is not None:
+    coef = kl_coef if kl_coef is not None else cfg.kl_coef
+    if ref_lp is not None and (bool((coef != 0).any()) if isinstance(coef, torch.Tensor) else coef):
         kl = k3(new_lp, ref_lp)
-        per_token = per_token + cfg.kl_coef * kl
+        per_token = per_token + coef * kl
     ent = entropy if entropy is not None else torch.zeros_like(pg)
     if cfg.entropy_coef and entropy is not None:
         per_token = per_token - cfg.entropy_coef * entropy

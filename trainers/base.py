@@ -15,7 +15,7 @@ import shutil
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -77,6 +77,12 @@ class TrainerConfig:
     activation_checkpointing: bool = False
     """Recompute each layer's activations in the backward instead of keeping them (torch backend): far less memory
     for long samples, about a third more compute."""
+    kl_by_source: dict[str, float] = field(default_factory=dict)
+    """The KL coefficient of each sample stream (the paper: 0 for personal agents, 0.01 for general agents); a
+    stream not named takes `loss.kl_coef`."""
+    advantage_scale_by_source: dict[str, float] = field(default_factory=dict)
+    """Each stream's advantages are multiplied by this (1 for a stream not named): how much it weighs in a mixed
+    batch."""
     reference: str | None = None
     """The frozen KL reference: the initial policy's checkpoint folder (kept whatever checkpoint the trainer resumes
     from); None: the checkpoint the trainer is loaded from."""
@@ -87,6 +93,14 @@ class TrainerConfig:
     def __post_init__(self) -> None:
         if self.precision not in ("auto", "fp32", "bf16"):
             raise ValueError(f"training precision {self.precision!r}: expected auto, fp32 or bf16")
+
+    def kl_for(self, source: str) -> float:
+        return self.kl_by_source.get(source, self.loss.kl_coef)
+
+    @property
+    def uses_kl(self) -> bool:
+        """A frozen reference is needed: some stream has a KL term."""
+        return bool(self.loss.kl_coef) or any(v for v in self.kl_by_source.values())
 
 
 @dataclass
@@ -300,13 +314,21 @@ class PolicyTrainer(ABC):
             if self.ref is not None:
                 with torch.no_grad():
                     ref_lp = self.logprobs(self.ref, group)
-            parts = policy_loss(new_lp, old_lp, adv, mask, self.cfg.loss, ref_lp=ref_lp, entropy=entropy)
+            parts = policy_loss(
+                new_lp, old_lp, adv, mask, self.cfg.loss, ref_lp=ref_lp, entropy=entropy, kl_coef=self.kl_coefs(group)
+            )
             share = len(group) / batch_size
             (parts.loss * share).backward()
             with torch.no_grad():
                 gap = float(((new_lp - old_lp).abs() * mask).sum())
             totals.add(parts, share, gap, estimate)
         return totals
+
+    def kl_coefs(self, group: list[TrainingSample]) -> torch.Tensor | None:
+        """[B, 1] each sample's stream's KL coefficient; None when no stream has its own."""
+        if not self.cfg.kl_by_source:
+            return None
+        return torch.tensor([[self.cfg.kl_for(s.source)] for s in group], device=self.device)
 
     def response_logprobs(self, sample: TrainingSample) -> list[float]:
         """The current weights' log-probs of one sample's response (no gradient)."""
@@ -322,7 +344,9 @@ class PolicyTrainer(ABC):
         for i, s in enumerate(group):
             r = len(s.response_ids)
             old_lp[i, :r] = torch.tensor(s.rollout_logprobs, device=self.device)
-            adv[i, :r] = torch.tensor(s.advantages, device=self.device)
+            adv[i, :r] = torch.tensor(s.advantages, device=self.device) * self.cfg.advantage_scale_by_source.get(
+                s.source, 1.0
+            )
             mask[i, :r] = float(s.loss_mask)
         return old_lp, adv, mask
 

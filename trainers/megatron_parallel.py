@@ -135,7 +135,16 @@ class ParallelMegatronTrainer(MegatronTrainer):
             if self.last_stage:
                 new_lp, entropy, estimate = self._scored(group, *out)
                 old_lp, adv, mask = self._targets(group, new_lp.shape[1])
-                parts = policy_loss(new_lp, old_lp, adv, mask, self.cfg.loss, ref_lp=ref_lp, entropy=entropy)
+                parts = policy_loss(
+                    new_lp,
+                    old_lp,
+                    adv,
+                    mask,
+                    self.cfg.loss,
+                    ref_lp=ref_lp,
+                    entropy=entropy,
+                    kl_coef=self.kl_coefs(group),
+                )
                 share = len(group) / batch_size
                 with torch.no_grad():
                     gap = float(((new_lp - old_lp).abs() * mask).sum())

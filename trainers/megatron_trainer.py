@@ -241,7 +241,7 @@ class MegatronTrainer(PolicyTrainer):
         self.model = build_gpt(self.arch, self.device, per_token_loss=self.per_token_loss)
         load_policy_weights(self.model, self.arch, self.source, self.device)
         self.model.train()
-        self.ref = self._frozen_copy() if cfg.loss.kl_coef else None
+        self.ref = self._frozen_copy() if cfg.uses_kl else None
         self.opt = self.make_optimizer()
         self.step = 0
         log.info("megatron trainer ready", model=str(self.source), arch=self.arch.model_type, device=str(self.device))

@@ -49,12 +49,16 @@ class TorchTrainer(PolicyTrainer):
         base = (base_of(self.source) or self.source) if cfg.lora else self.source
         model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
         ref = None
-        if cfg.loss.kl_coef:  # the initial policy, not a copy of whatever version is resumed from
+        if cfg.uses_kl:  # the initial policy, not a copy of whatever version is resumed from
             ref = (
-                AutoModelForCausalLM.from_pretrained(cfg.reference, dtype=torch.float32)
-                if cfg.reference and Path(cfg.reference).resolve() != Path(base).resolve()
-                else copy.deepcopy(model)
-            ).eval().requires_grad_(False)
+                (
+                    AutoModelForCausalLM.from_pretrained(cfg.reference, dtype=torch.float32)
+                    if cfg.reference and Path(cfg.reference).resolve() != Path(base).resolve()
+                    else copy.deepcopy(model)
+                )
+                .eval()
+                .requires_grad_(False)
+            )
         if cfg.lora:
             model = with_lora(model, self.source, base, cfg.lora)
         self.model = model.to(self.device)

@@ -101,3 +101,26 @@ def test_without_tis_a_stale_token_is_clipped_away_and_with_it_is_learned_from()
         new = torch.tensor([[-1.0]], requires_grad=True)
         policy_loss(new, torch.tensor([[-2.0]]), torch.tensor([[1.0]]), torch.ones(1, 1), cfg).loss.backward()
         assert float(new.grad[0, 0]) == pytest.approx(grad)
+
+
+def test_each_sample_takes_its_streams_kl_coefficient():
+    """A mixed batch: a personal sample without a KL term beside a general-agent one with 0.01 (the paper's)."""
+    new = torch.tensor([[-1.0, -2.0], [-0.5, -1.5]])
+    old, ref = new.clone(), torch.tensor([[-1.2, -1.7], [-0.9, -1.1]])
+    adv, mask = torch.tensor([[1.0, 1.0], [-1.0, -1.0]]), torch.ones(2, 2)
+    mixed = policy_loss(new, old, adv, mask, ref_lp=ref, kl_coef=torch.tensor([[0.0], [0.01]])).loss
+    alone = [
+        policy_loss(
+            new[i : i + 1],
+            old[i : i + 1],
+            adv[i : i + 1],
+            mask[i : i + 1],
+            LossConfig(kl_coef=c),
+            ref_lp=ref[i : i + 1],
+        )
+        for i, c in ((0, 0.0), (1, 0.01))
+    ]
+    assert float(mixed) == pytest.approx(float(alone[0].loss + alone[1].loss) / 2, abs=1e-7)
+    assert float(alone[1].loss) != pytest.approx(
+        float(policy_loss(new[1:], old[1:], adv[1:], mask[1:], ref_lp=ref[1:]).loss)
+    )

@@ -109,3 +109,12 @@ def test_the_kl_reference_is_the_initial_policy_whatever_checkpoint_is_resumed(c
     assert any(not torch.equal(t, trained[k]) for k, t in ref.items())  # not a copy of the resumed version
     without = TorchTrainer.resume(checkpoint, TrainerConfig(lr=1e-3, loss=LossConfig(kl_coef=0.1)))
     assert all(torch.equal(t, trained[k]) for k, t in without.ref.state_dict().items())  # no reference given
+
+
+def test_each_streams_advantages_are_scaled_by_its_weight(tiny_model):
+    cfg = TrainerConfig(advantage_scale_by_source={"toolcall": 0.5})
+    trainer = TorchTrainer(tiny_model, cfg)
+    personal = sample()
+    tool = personal.model_copy(update={"source": "toolcall", "sample_id": "e#0"})
+    _, adv, _ = trainer._targets([personal, tool], 3)
+    assert adv.tolist() == [[1.0, 1.0, 1.0], [0.5, 0.5, 0.5]]
