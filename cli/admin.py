@@ -269,7 +269,7 @@ async def _memory_line(settings: Settings, trainer: dict[str, int]) -> str:
             servers = await client.server_memory()
     except Exception as exc:  # a status line must not fail for a server that is away
         servers = {}
-        parts.append(f"servers unreachable ({type(exc).__name__})")
+        parts.append(f"servers: no memory report ({type(exc).__name__})")
     for url, mem in servers.items():
         if not mem:
             parts.append(f"{url}: unknown")

@@ -366,7 +366,8 @@ async def start(client: Client, settings: Settings, args: argparse.Namespace) ->
             passes=args.passes,
             publish=publish,
         )
-    print(f"started {handle.id}")
+    parts = f" ({'+'.join(dict.fromkeys(s for s, _, _ in args.mix_parts))})" if getattr(args, "mix_parts", None) else ""
+    print(f"started {handle.id}{parts}")
     if getattr(args, "wait", False) or args.episodes_command == "run":  # `run`: start and wait
         result = await handle.result()
         print(result.model_dump_json(indent=2))

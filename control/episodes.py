@@ -117,6 +117,10 @@ async def start_rollout(
     )
 
 
+def mixed_names(parts: list[RolloutPart]) -> str:
+    return "+".join(dict.fromkeys(p.setting for p in parts))
+
+
 async def start_mixed_rollout(
     client: Client,
     settings: Settings,
@@ -133,7 +137,7 @@ async def start_mixed_rollout(
         RolloutPart(setting=setting, task_ids=ids, samples_per_task=n, config=episode_config(settings, setting))
         for setting, ids, n in parts
     ]
-    names = "+".join(dict.fromkeys(p.setting for p in rollout_parts))
+    names = mixed_names(rollout_parts)
     rollout_id = f"mixed-{_stamp()}"
     return await client.start_workflow(
         RolloutWorkflow.run,

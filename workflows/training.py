@@ -70,6 +70,9 @@ REPUBLISH_ON_ALL_STALE = "republish-current-version-on-all-stale-batch"
 model): have them load the current version again, or no sample is ever fresh enough to train on."""
 PUBLISH_FROM_MEMORY = "publish-from-memory-durable-checkpoints-on-a-cadence"
 """Patch marker: versions trained and published in the trainer's memory, durable checkpoints on a cadence."""
+STRICT_CADENCE = "checkpoint-cadence-waits-for-the-write-in-flight"
+"""Patch marker: a checkpoint due while the previous one is still being written waits for it (every N versions
+really is every N), and a due checkpoint is taken when training is paused on request too."""
 CLAIMS_PER_RUN = 500
 """Idle claims also add history; continue as new after this many."""
 KEEP_SAVED_IN_STATUS = 20
@@ -89,6 +92,7 @@ class TrainingWorkflow:
         self._memory = False
         """Versions live in the trainer's memory, durable checkpoints on a cadence (PUBLISH_FROM_MEMORY)."""
         self._checkpointing: asyncio.Task | None = None
+        self._checkpoint_epoch = 0
         self._confirming: list[DurableBatch] = []
         """The batches of the durable checkpoint being confirmed (taken out of `undurable` by a loss meanwhile)."""
         self._republish = False
@@ -97,6 +101,7 @@ class TrainingWorkflow:
     async def run(self, inp: TrainingInput) -> TrainingState:
         q = self.config.trainer_task_queue
         self._memory = workflow.patched(PUBLISH_FROM_MEMORY)
+        self._strict_cadence = self._memory and workflow.patched(STRICT_CADENCE)
         if self._memory and self.state.checkpoint and self.state.durable_version < self.state.version:
             # Continued from a run that wrote a checkpoint at every version (no marker): that checkpoint is durable
             # and its batches acknowledged. Left at 0, a loss before the first confirmed durable checkpoint would go
@@ -292,11 +297,14 @@ class TrainingWorkflow:
         """When due, a durable checkpoint of the current version: its state copied aside now (the next step waits
         for that only), written and confirmed beside the next steps."""
         s = self.state
-        if self._checkpointing is not None or not s.undurable or s.paused or s.trainer_queue is None:
+        in_flight = self._checkpointing is not None and self._checkpoint_epoch == s.lost  # not one a loss voided
+        if self._strict_cadence and in_flight and self._checkpoint_due():
+            await self._checkpointing  # the writes fall behind the cadence: the steps wait for them
+        if self._checkpointing is not None or not s.undurable or s.trainer_queue is None:
             return
-        versions = s.version - s.durable_version
-        waited = (workflow.now() - s.checkpoint_clock).total_seconds() if s.checkpoint_clock else 0.0
-        if versions < self.config.checkpoint_every_versions and waited < self.config.checkpoint_every_s:
+        if s.pause_reason or (s.paused and not self._strict_cadence):  # paused by a failure: nothing to write to
+            return
+        if not self._checkpoint_due():
             return
         req = SaveCheckpointInput(version=s.version, since=s.durable_version)
         try:
@@ -304,7 +312,14 @@ class TrainingWorkflow:
         except ActivityError as exc:
             self._checkpoint_failed(exc, s.lost)
             return
+        self._checkpoint_epoch = s.lost
         self._checkpointing = asyncio.ensure_future(self._finish_checkpoint(req, s.lost))
+
+    def _checkpoint_due(self) -> bool:
+        s = self.state
+        versions = s.version - s.durable_version
+        waited = (workflow.now() - s.checkpoint_clock).total_seconds() if s.checkpoint_clock else 0.0
+        return versions >= self.config.checkpoint_every_versions or waited >= self.config.checkpoint_every_s
 
     async def _finish_checkpoint(self, req: SaveCheckpointInput, epoch: int) -> None:
         """The durable checkpoint on disk, then confirmed: its batches recorded as trained and acknowledged. A loss

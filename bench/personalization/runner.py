@@ -132,7 +132,9 @@ class Stack(RunningStack):
             OPENCLAW_RL_TRAINING__BATCH_SIZE=str(cfg.batch_size),
             OPENCLAW_RL_TRAINING__LR=str(cfg.lr),
             OPENCLAW_RL_TRAINING__WAIT_S="2",
-            OPENCLAW_RL_TRAINING__KEEP_VERSIONS="1000",  # every evaluated version stays on disk until scored
+            OPENCLAW_RL_TRAINING__CHECKPOINT__KEEP="1000",  # every evaluated version stays on disk until scored
+            # Versions live in the trainer's memory; each one is scored from its durable checkpoint afterwards.
+            OPENCLAW_RL_TRAINING__CHECKPOINT__EVERY_VERSIONS="1",
             OPENCLAW_RL_SESSION__DEFAULT_MAX_TOKENS=str(cfg.max_tokens),
             OPENCLAW_RL_SESSION__TURNS_PER_RUN="50",
         )
@@ -171,6 +173,17 @@ class Stack(RunningStack):
             now = self.served_weight_version()
             if now != last:
                 last, since = now, time.monotonic()
+
+    def wait_durable(self, timeout_s: float = 600) -> dict:
+        """The training status once every version trained is in a durable checkpoint (training is paused)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            status = self.train_status()
+            if not status.get("versions_since_durable"):
+                return status
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"versions still not on disk after {timeout_s:.0f}s: {status}")
+            time.sleep(1)
 
     def train_status(self) -> dict:
         try:
@@ -394,7 +407,7 @@ def run_method(method: str, cfg: BenchConfig, model: Path, run_dir: Path, progre
                 th.join(timeout=600)
         result["interaction_s"] = round(time.monotonic() - t0, 1)
         stack.settle()
-        status = stack.train_status()
+        status = stack.wait_durable()
         version = max(version, int(status.get("version") or 0))
         result["reached_version"] = version
         result["turns"] = tally.turns

@@ -167,6 +167,8 @@ def agent_stack(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory):
             OPENCLAW_RL_TRAINING__SOURCE_WEIGHTS=json.dumps({s: 1.0 for s in SETTINGS}),
             OPENCLAW_RL_TRAINING__BATCH_SIZE="8",
             OPENCLAW_RL_TRAINING__WAIT_S="5",
+            # the step's line in records/trained.jsonl is its durable checkpoint's, one per version here
+            OPENCLAW_RL_TRAINING__CHECKPOINT__EVERY_VERSIONS="1",
         )
         stack = RunningStack(env).start()
         yield stack, policy

@@ -66,7 +66,7 @@ def test_corrections_and_thanks_become_the_expected_samples(heuristic_stack, tin
     for s in samples:
         n = len(s.response_ids)
         assert n == len(s.rollout_logprobs) == len(s.advantages) and n > 0
-        assert s.loss_mask == [1] * n
+        assert s.token_mask() == [1] * n
         if s.provenance.use_teacher:
             expected = [s.reward + (t - o) for t, o in zip(s.teacher_logprobs, s.rollout_logprobs)]
             assert s.advantages == pytest.approx(expected, abs=1e-5)

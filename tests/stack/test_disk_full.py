@@ -176,8 +176,16 @@ def _until_valkey_refuses_writes(stack: RunningStack, timeout_s: float = 10.0) -
         time.sleep(0.05)
 
 
-def _training(stack: RunningStack) -> dict:
-    return json.loads(stack.cli("train", "status", "--json", timeout=60))
+def _training(stack: RunningStack, timeout_s: float = 60.0) -> dict:
+    """Training's status; Temporal's own database is on the full disk too, so a query may fail for a while."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return json.loads(stack.cli("train", "status", "--json", timeout=60))
+        except RuntimeError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)
 
 
 def _summary(outcomes: list[Outcome]) -> Counter:

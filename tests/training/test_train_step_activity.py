@@ -149,11 +149,18 @@ async def test_a_non_finite_update_is_refused_and_nothing_is_saved(tmp_path, val
     with pytest.raises(ApplicationError) as err:
         await env.run(acts.train_step, TrainInput(ids=claim.ids, version=0, max_staleness=4))
     assert err.value.type == ErrorType.NON_FINITE_UPDATE and err.value.non_retryable
-    assert not (settings.checkpoints_dir / "policy-1").exists() and acts.trainer is None
+    assert not (settings.checkpoints_dir / "policy-1").exists() and acts.held.trainer is None
 
 
-async def test_a_full_disk_is_a_typed_error_and_leaves_no_half_written_checkpoint(tmp_path, valkey, tiny_model):
+async def test_a_full_disk_is_a_typed_error_and_leaves_no_half_written_checkpoint(
+    tmp_path,
+    valkey,  # noqa: F811
+    tiny_model,
+    monkeypatch,
+):
     import errno
+
+    from trainers.torch_trainer import TorchTrainer
 
     publish(valkey, 0, 4)
     settings = settings_for(tmp_path, valkey, tiny_model)
@@ -162,7 +169,7 @@ async def test_a_full_disk_is_a_typed_error_and_leaves_no_half_written_checkpoin
     def full(*_):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    acts._save = full
+    monkeypatch.setattr(TorchTrainer, "save", full)
     env = ActivityEnvironment()
     claim = await env.run(
         acts.claim_batch, ClaimInput(consumer="t", batch_size=4, source_weights={"personal": 1.0}, wait_s=1.0)

@@ -332,6 +332,33 @@ async def test_batches_are_acknowledged_only_once_a_durable_checkpoint_holds_the
         await handle.terminate("test over")
 
 
+async def test_every_version_really_is_every_version_and_a_pause_still_takes_a_due_checkpoint(
+    env: WorkflowEnvironment,
+):
+    """A checkpoint due while the previous one is still being written waits for it (the cadence is kept: a version
+    it skipped would never be on disk), and a version trained just before a pause on request still gets its own."""
+    q = new_queue()
+    trainer = TrainerActivities()
+    async with trainer_workers(env, q, trainer):
+        handle = await start_training(env, q, checkpoint_every_versions=1)
+        b1, b2, b3 = batch("1-0", "1-1"), batch("2-0", "2-1"), batch("3-0", "3-1")
+        trainer.hold("finish_checkpoint")
+        trainer.feed(b1)
+        await eventually(lambda: len(trainer.checkpoints_started) == 1, what="the checkpoint of version 1")
+        trainer.feed(b2)
+        await until_status(handle, lambda s: s.version == 2, "version 2")
+        await asyncio.sleep(0.5)
+        assert len(trainer.claims) == 2  # version 2's checkpoint waits for version 1's write: no further claim
+        trainer.release("finish_checkpoint")
+        await eventually(lambda: len(trainer.confirmed) == 2, what="both checkpoints")
+        assert [c.version for c in trainer.checkpoints_started] == [1, 2]
+        await handle.signal(TrainingWorkflow.pause)
+        trainer.feed(b3)  # the claim under way when the pause came: its step runs, then the loop waits
+        s = await until_status(handle, lambda s: s.version == 3 and s.durable_version == 3, "version 3 durable")
+        assert s.paused and [c.version for c in trainer.checkpoints_started] == [1, 2, 3]
+        await handle.terminate("test over")
+
+
 async def test_the_time_cadence_starts_a_durable_checkpoint(skipping_env: WorkflowEnvironment):
     env, q = skipping_env, new_queue()
     trainer = TrainerActivities()
