@@ -351,19 +351,13 @@ async def test_one_rollout_mixes_all_four_settings_and_feeds_one_train_step(agen
     r = redis.Redis.from_url(stack.redis)
     prefix = f"episode/{wf_id.split('/', 1)[1]}.g"
     published = {
-        s: {
-            f[b"id"].decode()
-            for _, f in r.xrange(keys.sample_stream(s))
-            if f[b"id"].decode().startswith(prefix)
-        }
+        s: {f[b"id"].decode() for _, f in r.xrange(keys.sample_stream(s)) if f[b"id"].decode().startswith(prefix)}
         for s in settings
     }
     assert {s: len(ids) for s, ids in published.items()} == {s: progress.per_setting[s].published for s in settings}
 
     # every entry each stream holds now (earlier tests of this module published terminal samples too)
-    in_stream = {
-        s: {f[b"id"].decode() for _, f in r.xrange(keys.sample_stream(s))} for s in settings
-    }
+    in_stream = {s: {f[b"id"].decode() for _, f in r.xrange(keys.sample_stream(s))} for s in settings}
     cli(stack, "train", "start")
     trained = stack.data_dir / "records" / "trained.jsonl"
     deadline = time.monotonic() + 300
