@@ -188,6 +188,16 @@ def _training(stack: RunningStack, timeout_s: float = 60.0) -> dict:
             time.sleep(1)
 
 
+def _training_until(stack: RunningStack, check, timeout_s: float = 60.0) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        status = _training(stack)
+        if check(status):
+            return status
+        assert time.monotonic() < deadline, status
+        time.sleep(0.2)
+
+
 def _summary(outcomes: list[Outcome]) -> Counter:
     return Counter(
         f"{o.status}{'/' + o.code if o.code else ''}{' stream' if o.stream else ''}"
@@ -273,7 +283,9 @@ async def _a_full_data_disk_takes_nothing_down(stack: RunningStack, disk: Path, 
         assert _training(stack)["version"] >= 1, "training wrote no checkpoint"
         print(f"\nwarm, a version trained: {_summary(warm)} in {time.monotonic() - t0:.1f} s")
 
-        # 1. Training's next checkpoint does not fit: less room than one.
+        # 1. Training's next checkpoint does not fit: less room than one. Filled once no checkpoint is being written
+        # (one written into the space left would fill the disk to its last byte, Temporal's database with it).
+        _training_until(stack, lambda s: s["versions_since_durable"] == 0)
         t0 = time.monotonic()
         fill(disk, leave=checkpoint_bytes(tiny_model) // 2, name="ballast")
         small = await _chat_until(http, sessions, lambda: _training(stack)["paused"], timeout_s=60)
