@@ -20,7 +20,8 @@ def _terminal(settings: Settings) -> TaskSource:
 def _toolcall(settings: Settings) -> TaskSource:
     from envs.toolcall.source import ToolCallTasks
 
-    return ToolCallTasks(max_steps=settings.envs.toolcall.max_steps)
+    cfg = settings.envs.toolcall
+    return ToolCallTasks(math_count=cfg.math_count, bfcl=cfg.bfcl, max_steps=cfg.max_steps, tool_bonus=cfg.tool_bonus)
 
 
 def _swe(settings: Settings) -> TaskSource:

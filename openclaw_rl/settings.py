@@ -549,8 +549,33 @@ class AgentSettingConfig(BaseModel):
     """Extra task folders (terminal: Terminal-Bench/Harbor layout) beside the shipped ones."""
 
 
+class ToolCallSettingConfig(AgentSettingConfig):
+    """The toolcall setting (envs.toolcall): generated math problems with a python tool, and BFCL v4 entries."""
+
+    # Defaults on the class, not in EnvsSettings' factory: settings given in the environment build the model from
+    # its own defaults.
+    max_steps: int = Field(16, ge=1, le=200)
+
+    math_count: int = Field(200, ge=0, le=100_000)
+    """Generated math problems served (`math/0` ... `math/<math_count - 1>`, the same on every machine)."""
+    bfcl: bool = True
+    """Serve BFCL v4 multi-turn entries too (`bfcl/<id>`; needs the bfcl-eval package)."""
+    tool_bonus: float = Field(0.0, ge=0.0, lt=1.0)
+    """Math: the outcome of a wrong answer after at least one python run (the reference's shaping; 0: plain 1/0)."""
+
+
+class SweSettingConfig(AgentSettingConfig):
+    """The swe setting (envs.swe): task_dirs holds SWE-bench-style instance files (*.jsonl) or folders of them."""
+
+    max_steps: int = Field(20, ge=1, le=200)
+
+
 class GuiSettingConfig(AgentSettingConfig):
     """The gui setting (envs.gui): MiniWoB++ pages in the env worker's headless Chromium."""
+
+    max_steps: int = Field(30, ge=1, le=200)
+    prm_votes: int = Field(3, ge=0, le=16)
+    """The paper: 3 votes a GUI step."""
 
     time_limit_s: float = Field(600.0, gt=0)
     """The least time an episode gets on the task's own timer (MiniWoB++ tasks allow 7-30 s, meant for people)."""
@@ -569,10 +594,9 @@ class EnvsSettings(BaseModel):
 
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     terminal: AgentSettingConfig = Field(default_factory=lambda: AgentSettingConfig(max_steps=10))
-    toolcall: AgentSettingConfig = Field(default_factory=lambda: AgentSettingConfig(max_steps=16))
-    swe: AgentSettingConfig = Field(default_factory=lambda: AgentSettingConfig(max_steps=20))
-    """SWE (envs.swe): task_dirs holds SWE-bench-style instance files (*.jsonl) or folders of them."""
-    gui: GuiSettingConfig = Field(default_factory=lambda: GuiSettingConfig(max_steps=30, prm_votes=3))
+    toolcall: ToolCallSettingConfig = Field(default_factory=ToolCallSettingConfig)
+    swe: SweSettingConfig = Field(default_factory=SweSettingConfig)
+    gui: GuiSettingConfig = Field(default_factory=GuiSettingConfig)
     """GUI (envs.gui): MiniWoB++ tasks in headless Chromium (the paper: 30 steps, 3 votes a step)."""
     envs_per_worker: int = Field(16, ge=1, le=4096)
     """Environments one env worker holds at once; a full worker stops taking new episodes (the others take them)."""

@@ -114,3 +114,16 @@ def test_teacher_and_judge_settings_explain_bad_values():
     )
     assert s.learning.teacher.max_concurrency == 4 and s.judge().max_concurrency == 2
     assert "teach-secret" not in str(s.masked())
+
+
+def test_one_agent_setting_given_in_the_environment_keeps_that_setting_s_own_defaults(monkeypatch):
+    """Settings in the environment build the setting's model from its class defaults: they must be the setting's
+    (before, OPENCLAW_RL_ENVS__GUI__SETTLE_S alone turned GUI episodes into 10 steps with 1 vote)."""
+    monkeypatch.setenv("OPENCLAW_RL_ENVS__TOOLCALL__MATH_COUNT", "3000")
+    monkeypatch.setenv("OPENCLAW_RL_ENVS__TOOLCALL__BFCL", "false")
+    monkeypatch.setenv("OPENCLAW_RL_ENVS__GUI__SETTLE_S", "0.1")
+    monkeypatch.setenv("OPENCLAW_RL_ENVS__SWE__PRM_VOTES", "2")
+    envs = load_settings().envs
+    assert (envs.toolcall.math_count, envs.toolcall.bfcl, envs.toolcall.max_steps) == (3000, False, 16)
+    assert (envs.gui.settle_s, envs.gui.max_steps, envs.gui.prm_votes) == (0.1, 30, 3)
+    assert (envs.swe.prm_votes, envs.swe.max_steps, envs.terminal.max_steps) == (2, 20, 10)
