@@ -111,7 +111,7 @@ def cmd_episodes(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
-    from bench.personalization.cli import bench_command
+    from bench.cli import bench_command
 
     return bench_command(args, settings)
 
@@ -183,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
     from cli.episodes import add_parser as add_episodes_parser
 
     add_episodes_parser(sub, cmd_episodes)
-    from bench.personalization.cli import add_parser as add_bench_parser
+    from bench.cli import add_parser as add_bench_parser
 
     add_bench_parser(sub, cmd_bench)
     sub.add_parser("config", help="print the effective settings (secrets masked)").set_defaults(

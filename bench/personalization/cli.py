@@ -1,4 +1,4 @@
-"""`openclaw-rl bench personalization ...`: the command line of the benchmark (wired in by cli/main.py)."""
+"""`openclaw-rl bench personalization ...`: the command line of the benchmark (wired in by bench/cli.py)."""
 
 from __future__ import annotations
 
@@ -7,25 +7,16 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bench.arguments import steps_arg
+from bench.progress import Progress
+
 if TYPE_CHECKING:
     from bench.personalization import basemodel, runner
 
 RECIPE_NAMES = ("default", "fast")
 
 
-def _steps(text: str) -> tuple[int, ...]:
-    try:
-        steps = tuple(sorted({int(x) for x in text.split(",") if x.strip()}))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--steps takes comma-separated step counts like 8,16, got {text!r}") from None
-    if not steps or steps[0] < 1:
-        raise argparse.ArgumentTypeError(f"--steps needs step counts of at least 1, got {text!r}")
-    return steps
-
-
-def add_parser(sub: argparse._SubParsersAction, func) -> None:
-    bench = sub.add_parser("bench", help="benchmarks that run the whole system: personalization (the paper's Table 3)")
-    bsub = bench.add_subparsers(dest="bench_command", required=True)
+def add_parser(bsub: argparse._SubParsersAction) -> None:
     p = bsub.add_parser(
         "personalization",
         help="simulated users teach the policy their preference; scores after 8 and 16 steps (Table 3)",
@@ -40,7 +31,7 @@ def add_parser(sub: argparse._SubParsersAction, func) -> None:
     p.add_argument("--users", type=int, default=4, help="simulated users chatting at once")
     p.add_argument("--lr", type=float, default=3e-4, help="training.lr (the paper's 1e-5 is for 4B-32B models)")
     p.add_argument("--eval-problems", type=int, default=36, help="held-out problems scored per version")
-    p.add_argument("--steps", type=_steps, default=(8, 16), help="versions to report, comma-separated (8,16)")
+    p.add_argument("--steps", type=steps_arg, default=(8, 16), help="versions to report, comma-separated (8,16)")
     p.add_argument("--batch-size", type=int, default=16, help="training.batch_size: samples per step")
     p.add_argument(
         "--recipe",
@@ -60,15 +51,12 @@ def add_parser(sub: argparse._SubParsersAction, func) -> None:
     p.add_argument("--timeout-s", type=float, default=3600.0, help="per method, for reaching the last step")
     p.add_argument("--build-model", action="store_true", help="only build (or find) the cached base policy")
     p.add_argument("--quick", action="store_true", help=argparse.SUPPRESS)  # tests: 1 step, a miniature model
-    bench.set_defaults(func=func, exits_hard=True)
 
 
 def bench_command(args: argparse.Namespace, settings) -> int:
-    if args.bench_command != "personalization":
-        return 2
     from bench.personalization import basemodel, runner
 
-    progress = runner.Progress()
+    progress = Progress()
     recipe = basemodel.QUICK if args.quick else basemodel.RECIPES[args.recipe]
     if args.build_model:
         target = basemodel.default_dir(settings.models_dir, recipe)

@@ -15,7 +15,6 @@ import random
 import shutil
 import statistics
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -26,15 +25,14 @@ import httpx
 from bench.personalization import basemodel, styles
 from bench.personalization.problems import HELD_OUT_SEED, eval_grading_tasks, eval_problems
 from bench.personalization.scorer import LlmScorer, RuleScorer
-from bench.personalization.stats import mean_se, paired_gain
 from bench.personalization.users import TASKS_PER_SESSION, SimulatedUser
-from stack.running import RunningStack, isolated_env
+from bench.progress import Progress
+from bench.stack import BenchStack
+from bench.stats import mean_se, paired_gain
+from stack.running import isolated_env
 
 PAPER = {"base": 0.17, "binary": {8: 0.25, 16: 0.23}, "opd": {8: 0.25, 16: 0.72}, "combined": {8: 0.76, 16: 0.81}}
 METHODS = ("binary", "opd", "combined")
-SETTLE_S = 8.0
-"""Quiet time that ends training's tail after a pause: longer than a claim's wait (training.wait_s = 2 here) plus a
-step and its weight publication for the small policies of this benchmark."""
 RESCORES = 3
 """Times a version is scored again when a late weight update lands during its scoring."""
 EVAL_SEED = HELD_OUT_SEED
@@ -79,45 +77,10 @@ class BenchConfig:
         return sorted(set(range(0, last + 1, max(1, self.curve_every))) | {0, *self.steps})
 
 
-# ---- progress --------------------------------------------------------------------------------------------------
-
-
-class Progress:
-    """One status line with a bar, redrawn in place on a terminal, printed now and then otherwise."""
-
-    def __init__(self, stream=sys.stderr):
-        self.stream = stream
-        self.tty = stream.isatty()
-        self.last = 0.0
-        self.started = time.monotonic()
-
-    def update(self, label: str, done: float, total: float, detail: str = "", force: bool = False) -> None:
-        now = time.monotonic()
-        if not self.tty and not force and now - self.last < 30:
-            return
-        self.last = now
-        frac = 0.0 if total <= 0 else max(0.0, min(1.0, done / total))
-        bar = "#" * int(frac * 24) + "-" * (24 - int(frac * 24))
-        el = int(now - self.started)
-        line = f"[{bar}] {label} {done:g}/{total:g} {detail} ({el // 60}m{el % 60:02d}s)"
-        if self.tty:
-            self.stream.write("\r\x1b[2K" + line[:200])
-        else:
-            self.stream.write(line + "\n")
-        self.stream.flush()
-
-    def note(self, text: str) -> None:
-        if self.tty:
-            self.stream.write("\r\x1b[2K")
-        el = int(time.monotonic() - self.started)
-        self.stream.write(f"[{el // 60}m{el % 60:02d}s] {text}\n")
-        self.stream.flush()
-
-
 # ---- the stack -------------------------------------------------------------------------------------------------
 
 
-class Stack(RunningStack):
+class Stack(BenchStack):
     """`openclaw-rl up` for one method: the base policy served, the method's learning on, training started."""
 
     def __init__(self, data_dir: Path, model: Path, cfg: BenchConfig, method: str):
@@ -143,53 +106,6 @@ class Stack(RunningStack):
         if shutil.which("bwrap") is None:  # this benchmark runs no environments; `up` needs a sandbox otherwise
             env["OPENCLAW_RL_ENVS__SANDBOX__MODE"] = "unsandboxed"
         super().__init__(env)
-
-    def served_weight_version(self) -> str:
-        """The engine's weight version label: a policy version (`3`) or an evaluation's (`eval-3`)."""
-        r = httpx.get(f"{self.engine}/get_weight_version", timeout=30)
-        r.raise_for_status()
-        body = r.json()
-        return str(body.get("weight_version", body) if isinstance(body, dict) else body)
-
-    def served_version(self) -> int:
-        try:
-            return int(self.served_weight_version())
-        except ValueError:
-            return 0
-
-    def settle(self, quiet_s: float = SETTLE_S, timeout: float = 300.0) -> None:
-        """After `train pause`: wait until no new policy version has reached the engine for `quiet_s`.
-
-        A pause takes effect after the step in progress, and a claim already waiting may still bring a full batch
-        and one more step; its weights reach the engine later. Scoring checks the served version anyway
-        (`score_loaded`); this only makes a rescore rare.
-        """
-        deadline = time.monotonic() + timeout
-        last, since = self.served_weight_version(), time.monotonic()
-        while time.monotonic() - since < quiet_s:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the engine's weights kept changing for {timeout:.0f}s after pausing training")
-            time.sleep(0.5)
-            now = self.served_weight_version()
-            if now != last:
-                last, since = now, time.monotonic()
-
-    def wait_durable(self, timeout_s: float = 600) -> dict:
-        """The training status once every version trained is in a durable checkpoint (training is paused)."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            status = self.train_status()
-            if not status.get("versions_since_durable"):
-                return status
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"versions still not on disk after {timeout_s:.0f}s: {status}")
-            time.sleep(1)
-
-    def train_status(self) -> dict:
-        try:
-            return json.loads(self.cli("train", "status", "--json"))
-        except (RuntimeError, ValueError, subprocess.TimeoutExpired):
-            return {}
 
 
 # ---- users -----------------------------------------------------------------------------------------------------
@@ -331,24 +247,13 @@ def score_version(stack: Stack, model: Path, tasks: list, scorer, cfg: BenchConf
 def score_loaded(stack: Stack, model: Path, version: int, tasks: list, scorer, cfg: BenchConfig, progress) -> dict:
     """Load `version` into the engine and score it; again if other weights reached the engine meanwhile."""
     for _ in range(RESCORES):
-        load_version(stack, model, version)
+        stack.load_version(model, version)
         entry = score_version(stack, model, tasks, scorer, cfg)
         served = stack.served_weight_version()
         if served == f"eval-{version}":
             return entry
         progress.note(f"weights {served} reached the engine while v{version} was scored: scoring it again")
     raise RuntimeError(f"v{version} could not be scored: the engine's weights kept changing ({RESCORES} tries)")
-
-
-def load_version(stack: Stack, model: Path, version: int) -> None:
-    path = model if version == 0 else stack.data_dir / "checkpoints" / f"policy-{version}"
-    r = httpx.post(
-        f"{stack.engine}/update_weights_from_disk",
-        json={"model_path": str(path), "weight_version": f"eval-{version}"},
-        timeout=600,
-    )
-    if r.status_code != 200 or not r.json().get("success", True):
-        raise RuntimeError(f"the engine refused {path}: {r.text[:300]}")
 
 
 # ---- one method ------------------------------------------------------------------------------------------------

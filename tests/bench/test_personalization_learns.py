@@ -49,7 +49,7 @@ def test_three_training_steps_move_the_score_beyond_its_noise(tmp_path):
     results = json.loads((out / "results.json").read_text())
     m = results["methods"]["combined"]
     report = json.dumps({k: m.get(k) for k in ("versions", "gains", "noise", "training", "judging")}, indent=1)
-    assert results["base_model"]["digest"] == basemodel.FAST.digest()
+    assert results["base_model"]["digest"] == basemodel.CORPUS.digest(basemodel.FAST)
     assert m["reached_version"] >= 3 and m["training"]["samples_trained"] >= 96, report
     assert m["judging"]["score+1"] > 0 and m["judging"]["score-1"] > 0 and m["judging"]["hints"] > 0, report
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from bench.personalization.stats import mean_se, paired_gain
+from bench.stats import mean_se, paired_gain
 
 
 def test_paired_gain_by_hand():
