@@ -310,14 +310,14 @@ def generate(count: int = 200, seed: int = SEED) -> tuple[MathProblem, ...]:
         if question in seen:
             continue
         seen.add(question)
-        problems.append(MathProblem(index=len(problems), kind=kind, question=question, answer=_answer(answer)))
+        problems.append(MathProblem(index=len(problems), kind=kind, question=question, answer=answer_text(answer)))
     return tuple(problems)
 
 
 # ---- helpers ---------------------------------------------------------------------------------------------------
 
 
-def _answer(value: object) -> str:
+def answer_text(value: object) -> str:
     return normalize(str(value))  # base-b digits too: a numeral without leading zeros is its own normal form
 
 

@@ -1,0 +1,67 @@
+"""The agent benchmark's base policy: a small Qwen3-architecture agent pretrained on generated tool-call episodes.
+
+Built by `bench.pretraining` from `trajectories` (every step of every generated episode is a row: the messages
+the episode renders before the step, the tool definition, the step's text), so it writes tool calls in the
+chat template's Hermes format, reads tool results and answers in `\\boxed{}` like the environment asks, with
+the base behaviour's mistakes (`trajectories.BEHAVIOURS`). A plain Hugging Face checkpoint, cached by digest.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from bench import pretraining
+from bench.agents import trajectories
+from bench.pretraining import Recipe
+
+FORMAT_VERSION = 2
+
+
+def _rows(index: int, seed: int) -> list[pretraining.Row]:
+    steps, tools, _ = trajectories.trajectory(index, seed)
+    return [pretraining.Row(messages=messages, target=text, tools=tools) for messages, text in steps]
+
+
+def _tokenizer_texts(recipe: Recipe) -> Iterator[str]:
+    for i in range(recipe.tokenizer_examples):
+        steps, tools, _ = trajectories.trajectory(i, recipe.seed)
+        messages, _text = steps[-1]
+        if i == 0:
+            yield json.dumps(tools[0])
+        for m in messages:
+            yield str(m.get("content") or "")
+        for _, text in steps:
+            yield text
+
+
+CORPUS = pretraining.Corpus(
+    name="agent-base",
+    format_tag={"format": FORMAT_VERSION, "kinds": list(trajectories.KINDS), "max_steps": trajectories.MAX_STEPS},
+    rows=_rows,
+    tokenizer_texts=_tokenizer_texts,
+)
+MARKER = CORPUS.marker
+
+DEFAULT = Recipe(seed=4321, hidden=128, layers=4, intermediate=384, tokenizer_examples=1500, steps=500, lr=3e-3)
+QUICK = Recipe(seed=4321, steps=8, batch=4, tokenizer_examples=100, hidden=64, layers=2, intermediate=192)
+"""A miniature build for tests: the same code path in seconds (its output is not a usable policy)."""
+RECIPES = {"default": DEFAULT, "quick": QUICK}
+
+
+def default_dir(models_dir: Path, recipe: Recipe = DEFAULT) -> Path:
+    return Path(models_dir) / f"agent-base-{CORPUS.digest(recipe)}"
+
+
+def ensure_base_model(
+    target: Path,
+    recipe: Recipe = DEFAULT,
+    progress: Callable[[int, int, float], None] | None = None,
+    force: bool = False,
+) -> Path:
+    return pretraining.ensure_model(target, CORPUS, recipe, progress, force)
+
+
+def build_info(path: Path) -> dict:
+    return pretraining.build_info(path, CORPUS)

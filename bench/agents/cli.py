@@ -1,0 +1,88 @@
+"""`openclaw-rl bench agents ...`: the general-agent learning benchmark's command line (wired in by bench/cli.py)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from bench.arguments import steps_arg
+from bench.progress import Progress
+
+
+def add_parser(bsub: argparse._SubParsersAction) -> None:
+    p = bsub.add_parser(
+        "agents",
+        help="tool-call episodes train the base agent policy; held-out success over versions (Table 4, Figure 4)",
+        description="Runs the real stack per reward mode: task groups of tool-call episodes (math with a sandboxed "
+        "python tool) on training tasks, step votes, (group, step) advantages, the training workflow, new weights "
+        "served. Scores held-out tasks before training and at the chosen versions, prints Table 4's analogue "
+        "beside the paper's numbers, writes results.json and a curve (PNG).",
+    )
+    p.add_argument(
+        "--reward",
+        choices=["outcome", "integrated", "both"],
+        default="both",
+        help="outcome: the episode's outcome alone; integrated: outcome + step-wise PRM votes; both (default)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="orders the training tasks")
+    p.add_argument("--steps", type=steps_arg, default=(8, 16), help="versions to report, comma-separated (8,16)")
+    p.add_argument("--curve-every", type=int, default=4, help="also score every N-th version for the curve")
+    p.add_argument("--eval-tasks", type=int, default=70, help="held-out tasks scored per version")
+    p.add_argument("--eval-samples", type=int, default=2, help="episodes per held-out task and version")
+    p.add_argument("--samples-per-task", type=int, default=8, help="episodes per training task group")
+    p.add_argument("--parallel", type=int, default=16, help="episodes running at once")
+    p.add_argument("--batch-size", type=int, default=32, help="training.batch_size: step samples per train step")
+    p.add_argument("--lr", type=float, default=5e-4, help="training.lr (the paper's 1e-6 is for 8B models)")
+    p.add_argument("--judge-url", help="an OpenAI-compatible LLM step judge (default: the heuristic judge)")
+    p.add_argument("--judge-model", default="default")
+    p.add_argument("--model", type=Path, help="serve this checkpoint instead of building the base agent policy")
+    p.add_argument("--out", type=Path, help="output folder (default: DATA_DIR/bench/agents/...)")
+    p.add_argument("--keep-data", action="store_true", help="keep the checkpoints of each stack")
+    p.add_argument("--timeout-s", type=float, default=3600.0, help="per reward mode, for reaching the last step")
+    p.add_argument("--build-model", action="store_true", help="only build (or find) the cached base agent policy")
+    p.add_argument("--quick", action="store_true", help=argparse.SUPPRESS)  # tests: a miniature model, 1 step
+
+
+def bench_command(args: argparse.Namespace, settings) -> int:
+    from bench.agents import basemodel, runner
+
+    progress = Progress()
+    recipe = basemodel.QUICK if args.quick else basemodel.DEFAULT
+    try:
+        cfg = runner.AgentBenchConfig(
+            rewards=runner.REWARDS if args.reward == "both" else (args.reward,),
+            seed=args.seed,
+            steps=args.steps,
+            curve_every=args.curve_every,
+            eval_tasks=args.eval_tasks,
+            eval_samples=args.eval_samples,
+            samples_per_task=args.samples_per_task,
+            parallel=args.parallel,
+            batch_size=args.batch_size,
+            lr=args.lr,
+            judge_url=args.judge_url,
+            judge_model=args.judge_model,
+            recipe=recipe,
+            model=args.model,
+            out_dir=args.out,
+            keep_data=args.keep_data,
+            timeout_s=args.timeout_s,
+        )
+        if args.quick:
+            cfg.steps, cfg.curve_every, cfg.batch_size, cfg.samples_per_task, cfg.max_tokens = (1,), 1, 4, 2, 48
+            cfg.eval_tasks, cfg.eval_samples, cfg.parallel = min(cfg.eval_tasks, 4), 1, 4
+        runner.split_tasks(cfg)
+    except ValueError as exc:
+        print(f"openclaw-rl bench agents: {exc}", file=sys.stderr)
+        return 2
+    if args.build_model:
+        path = runner.ensure_model(cfg, settings.models_dir, progress)
+        progress.note(f"base agent policy: {path} {basemodel.build_info(path)}")
+        print(path)
+        return 0
+    results = runner.run(cfg, settings.models_dir, settings.data_dir, progress)
+    print()
+    print(runner.table(results))
+    print(f"\nresults: {results['run_dir']}/results.json, plot: {results['run_dir']}/{runner.SETTING}_curve.png")
+    return 0
