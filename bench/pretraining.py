@@ -69,6 +69,8 @@ class Corpus:
     """Part of the recipe digest: change it when the corpus changes, so cached builds are not reused."""
     rows: Callable[[int, int], list[Row]]
     tokenizer_texts: Callable[[Recipe], Iterable[str]]
+    digit_runs: bool = False
+    """Numbers as runs of digits that BPE merges (fewer, more distinct tokens to copy) instead of single digits."""
 
     @property
     def marker(self) -> str:
@@ -81,12 +83,13 @@ class Corpus:
 # ---- tokenizer -------------------------------------------------------------------------------------------------
 
 
-def build_tokenizer(recipe: Recipe, texts: Iterable[str], template: str) -> str:
+def build_tokenizer(recipe: Recipe, texts: Iterable[str], template: str, digit_runs: bool = False) -> str:
+    """`digit_runs`: a number is one pre-token whose digits BPE may merge (else one token per digit)."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
+        [pre_tokenizers.Digits(individual_digits=not digit_runs), pre_tokenizers.ByteLevel(add_prefix_space=False)]
     )
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
@@ -239,7 +242,7 @@ def ensure_model(
     try:
         torch.set_num_threads(recipe.threads)
         template = TEMPLATE.read_text()
-        tok_json = build_tokenizer(recipe, corpus.tokenizer_texts(recipe), template)
+        tok_json = build_tokenizer(recipe, corpus.tokenizer_texts(recipe), template, corpus.digit_runs)
         (staging / "tokenizer.json").write_text(tok_json)
         config = tokenizer_config(tok_json, template, recipe.max_positions)
         (staging / "tokenizer_config.json").write_text(json.dumps(config, indent=2))
