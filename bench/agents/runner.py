@@ -189,6 +189,8 @@ async def score_loaded(stack: AgentStack, client, settings, model: Path, version
 
 
 async def run_reward(reward: str, cfg: AgentBenchConfig, model: Path, run_dir: Path, progress: Progress) -> dict:
+    from temporalio.service import RPCError
+
     from control.episodes import start_rollout
     from openclaw_rl.temporal_client import connect
     from workflows.rollout import RolloutWorkflow
@@ -230,8 +232,14 @@ async def run_reward(reward: str, cfg: AgentBenchConfig, model: Path, run_dir: P
                 detail = f"· groups {seen.groups_done} · episodes {seen.episodes_done} · samples {seen.published}"
                 detail += f" · mean outcome {mean:.2f}" if mean is not None else ""
             progress.update(f"{SETTING}/{reward}: training step", version, last, detail)
+            if seen is not None and seen.groups_done >= seen.groups_total:
+                progress.note(f"{reward}: every training task was run once; stopped at version {version}")
+                break
             await asyncio.sleep(2)
-        await rollout.terminate("the benchmark reached its last version")
+        try:
+            await rollout.terminate("the benchmark reached its last version")
+        except RPCError:  # it had finished: nothing to stop
+            pass
         await asyncio.to_thread(stack.cli, "train", "pause")
         result["interaction_s"] = round(time.monotonic() - t0, 1)
         await asyncio.to_thread(stack.settle)
