@@ -79,6 +79,10 @@ class Corpus:
     def digest(self, recipe: Recipe) -> str:
         return recipe.digest(self.format_tag)
 
+    def folder(self, models_dir: Path, recipe: Recipe) -> Path:
+        """Where a build of `recipe` is cached: `<models dir>/<name>-<digest>`."""
+        return Path(models_dir) / f"{self.name}-{self.digest(recipe)}"
+
 
 # ---- tokenizer -------------------------------------------------------------------------------------------------
 

@@ -50,3 +50,14 @@ def paired_gain(before: list[float], after: list[float]) -> PairedGain:
     else:
         z = 0.0 if gain == 0 else math.copysign(math.inf, gain)
     return PairedGain(gain=round(gain, 4), se=round(se, 4), z=round(z, 2), problems=len(diffs))
+
+
+def gain_text(g: dict) -> str:
+    """A paired gain as the tables print it: `+0.25 ± 0.05 (z +5.0)`."""
+    return f"{g['gain']:+.2f} ± {g['se']:.2f} (z {g['z']:+.1f})"
+
+
+def score_cell(run: dict, version: int) -> str:
+    """A version's mean ± s.e. from a run's `versions`, or n/a when it was not scored."""
+    e = run.get("versions", {}).get(str(version))
+    return "n/a" if not e else f"{e['mean']:.2f} ± {e['se']:.2f}"

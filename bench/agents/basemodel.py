@@ -62,11 +62,10 @@ MARKER = CORPUS.marker
 DEFAULT = Recipe(seed=4321, hidden=128, layers=4, intermediate=384, tokenizer_examples=1500, steps=1200, lr=3e-3)
 QUICK = Recipe(seed=4321, steps=8, batch=4, tokenizer_examples=100, hidden=64, layers=2, intermediate=192)
 """A miniature build for tests: the same code path in seconds (its output is not a usable policy)."""
-RECIPES = {"default": DEFAULT, "quick": QUICK}
 
 
 def default_dir(models_dir: Path, recipe: Recipe = DEFAULT) -> Path:
-    return Path(models_dir) / f"agent-base-{CORPUS.digest(recipe)}"
+    return CORPUS.folder(models_dir, recipe)
 
 
 def ensure_base_model(

@@ -28,7 +28,7 @@ from bench.agents.trajectories import HELD_OUT_FROM, MATH_COUNT
 from bench.pretraining import Recipe
 from bench.progress import Progress
 from bench.stack import BenchStack
-from bench.stats import mean_se, paired_gain
+from bench.stats import gain_text, mean_se, paired_gain, score_cell
 from stack.running import isolated_env
 
 SETTING = "toolcall"
@@ -333,7 +333,7 @@ def table(results: dict) -> str:
         "-" * len(head),
     ]
     for reward, r in results["rewards"].items():
-        row = f"{reward:<11} {_cell(r, 0):>12}" + "".join(f" {_cell(r, s):>12}" for s in steps)
+        row = f"{reward:<11} {score_cell(r, 0):>12}" + "".join(f" {score_cell(r, s):>12}" for s in steps)
         lines.append(row + f" {paper.get(reward, math.nan):>6.2f}")
     lines.append("paper: Qwen3-8B after RL (Table 4); the paper gives no base score")
     for reward, r in results["rewards"].items():
@@ -341,7 +341,7 @@ def table(results: dict) -> str:
         if gains:
             lines.append(
                 f"  {reward}: gain over base, paired over tasks (± s.e., z): "
-                + ", ".join(f"v{v} {_gain(g)}" for v, g in gains.items())
+                + ", ".join(f"v{v} {gain_text(g)}" for v, g in gains.items())
             )
     rewards = results["rewards"]
     if all(k in rewards for k in REWARDS):
@@ -349,7 +349,7 @@ def table(results: dict) -> str:
             a, b = (rewards[k].get("versions", {}).get(str(s)) for k in REWARDS)
             if a and b:
                 d = paired_gain(a["per_task"], b["per_task"])
-                lines.append(f"  integrated - outcome at {s} steps, paired over tasks: {_gain(d.model_dump())}")
+                lines.append(f"  integrated - outcome at {s} steps, paired over tasks: {gain_text(d.model_dump())}")
     for reward, r in rewards.items():
         t, ro = r.get("training", {}), r.get("rollout", {})
         lines.append(
@@ -357,15 +357,6 @@ def table(results: dict) -> str:
             f"samples {ro.get('published')}, trained {t.get('samples_trained')}, reached v{r.get('reached_version')}"
         )
     return "\n".join(lines)
-
-
-def _gain(g: dict) -> str:
-    return f"{g['gain']:+.2f} ± {g['se']:.2f} (z {g['z']:+.1f})"
-
-
-def _cell(r: dict, v: int) -> str:
-    e = r.get("versions", {}).get(str(v))
-    return "n/a" if not e else f"{e['mean']:.2f} ± {e['se']:.2f}"
 
 
 def write_outputs(results: dict, run_dir: Path) -> None:

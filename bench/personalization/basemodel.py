@@ -146,7 +146,7 @@ MARKER = CORPUS.marker
 
 
 def default_dir(models_dir: Path, recipe: Recipe = DEFAULT) -> Path:
-    return Path(models_dir) / f"personal-base-{CORPUS.digest(recipe)}"
+    return CORPUS.folder(models_dir, recipe)
 
 
 def ensure_base_model(

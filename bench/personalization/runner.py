@@ -28,7 +28,7 @@ from bench.personalization.scorer import LlmScorer, RuleScorer
 from bench.personalization.users import TASKS_PER_SESSION, SimulatedUser
 from bench.progress import Progress
 from bench.stack import BenchStack
-from bench.stats import mean_se, paired_gain
+from bench.stats import gain_text, mean_se, paired_gain, score_cell
 from stack.running import isolated_env
 
 PAPER = {"base": 0.17, "binary": {8: 0.25, 16: 0.23}, "opd": {8: 0.25, 16: 0.72}, "combined": {8: 0.76, 16: 0.81}}
@@ -437,10 +437,10 @@ def table(results: dict) -> str:
         "-" * len(head),
     ]
     for method, r in results["methods"].items():
-        row = f"{method:<10} {_cell(r, 0):>12}"
+        row = f"{method:<10} {score_cell(r, 0):>12}"
         for s in steps:
             paper = PAPER.get(method, {}).get(s)
-            row += f" {_cell(r, s):>12} {'-' if paper is None else f'{paper:.2f}':>6}"
+            row += f" {score_cell(r, s):>12} {'-' if paper is None else f'{paper:.2f}':>6}"
         lines.append(row)
     lines.append(f"paper base score: {PAPER['base']:.2f}")
     for method, r in results["methods"].items():
@@ -449,8 +449,8 @@ def table(results: dict) -> str:
             continue
         lines.append(
             f"  {method}: gain over base, paired over problems (± s.e., z): "
-            + ", ".join(f"v{v} {_gain(g)}" for v, g in gains.items())
-            + f"; the base scored again: {_gain(r['noise'])}"
+            + ", ".join(f"v{v} {gain_text(g)}" for v, g in gains.items())
+            + f"; the base scored again: {gain_text(r['noise'])}"
         )
     for method, r in results["methods"].items():
         j, t = r.get("judging", {}), r.get("training", {})
@@ -460,15 +460,6 @@ def table(results: dict) -> str:
             f"samples {j.get('samples')}, trained {t.get('samples_trained')}, reached v{r.get('reached_version')}"
         )
     return "\n".join(lines)
-
-
-def _gain(g: dict) -> str:
-    return f"{g['gain']:+.2f} ± {g['se']:.2f} (z {g['z']:+.1f})"
-
-
-def _cell(r: dict, v: int) -> str:
-    e = r.get("versions", {}).get(str(v))
-    return "n/a" if not e else f"{e['mean']:.2f} ± {e['se']:.2f}"
 
 
 def write_outputs(results: dict, run_dir: Path) -> None:
