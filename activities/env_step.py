@@ -39,8 +39,8 @@ from contracts.episodes import (
 from contracts.errors import ErrorType
 from contracts.summary import clip
 from envs.base import EnvCrashed, Environment, Observation, TaskSource, UnknownTask
-from envs.registry import UnknownSetting, task_source
-from envs.sandbox import SandboxPool
+from envs.registry import PluginError, UnknownSetting, task_source
+from envs.sandbox import SandboxPool, WorkspaceUnreachable
 from openclaw_rl.settings import Settings
 from store.client import Store
 from store.episodes import EpisodeDataMissing, EpisodeOpening, StepObservation
@@ -92,6 +92,9 @@ class EnvActivities:
                 self._sources[setting] = task_source(setting, self.settings)
             except UnknownSetting as exc:
                 raise ApplicationError(str(exc), type=ErrorType.UNKNOWN_TASK, non_retryable=True) from exc
+            except PluginError as exc:
+                log.error("environment plugin broken", setting=setting, error=str(exc))
+                raise ApplicationError(str(exc), type=ErrorType.ENV_PLUGIN_BROKEN, non_retryable=True) from exc
         return self._sources[setting]
 
     @activity.defn(name=LIST_TASKS.name)
@@ -111,6 +114,8 @@ class EnvActivities:
             raise ApplicationError(
                 f"no {inp.setting} task {inp.task_id!r}", type=ErrorType.UNKNOWN_TASK, non_retryable=True
             ) from exc
+        except PluginError as exc:
+            raise ApplicationError(str(exc), type=ErrorType.ENV_PLUGIN_BROKEN, non_retryable=True) from exc
         try:
             async with heartbeating(HEARTBEAT_S):
                 opening = await self._blocking(env.reset)
@@ -174,8 +179,12 @@ class EnvActivities:
         held = self._get(inp.attempt_key)
         async with held.lock:
             if held.outcome is None:
-                async with self._lost_on_crash(inp.attempt_key, held), heartbeating(HEARTBEAT_S):
-                    value = await self._blocking(held.env.outcome)
+                try:
+                    async with self._lost_on_crash(inp.attempt_key, held), heartbeating(HEARTBEAT_S):
+                        value = await self._blocking(held.env.outcome)
+                except WorkspaceUnreachable as exc:  # the machine is misconfigured: an outcome of 0 would train on it
+                    log.error("the checker cannot reach the workspace", attempt_key=inp.attempt_key, error=str(exc))
+                    raise ApplicationError(str(exc), type=ErrorType.WORKSPACE_UNREACHABLE, non_retryable=True) from exc
                 held.outcome = Outcome(outcome=float(value))
             held.touched = time.monotonic()
             return held.outcome
@@ -199,9 +208,14 @@ class EnvActivities:
 
     @asynccontextmanager
     async def _lost_on_crash(self, attempt_key: str, held: _Held):
-        """What the environment ran on died (a crashed browser): the episode sees a lost environment and starts over."""
+        """What the environment ran on died (a crashed browser): the episode sees a lost environment and starts over.
+        A plugin's environment that broke the protocol ends the episode with the error that names the plugin."""
         try:
             yield
+        except PluginError as exc:  # a plugin's environment answered outside the protocol: not worth a retry
+            self._held.pop(attempt_key, None)
+            await self._blocking(held.env.close)
+            raise ApplicationError(str(exc), type=ErrorType.ENV_PLUGIN_BROKEN, non_retryable=True) from exc
         except EnvCrashed as exc:
             self._held.pop(attempt_key, None)
             await self._blocking(held.env.close)

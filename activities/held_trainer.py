@@ -15,7 +15,7 @@ from temporalio.exceptions import ApplicationError
 from contracts.errors import ErrorType
 from contracts.training import StepSummary
 from openclaw_rl.checkpoints import version_dir
-from openclaw_rl.settings import Settings
+from openclaw_rl.settings import GENERAL_AGENT_KL, Settings, StreamSettings
 from rlmath.loss import LossConfig
 from trainers import backend_class
 from trainers.base import PolicyTrainer, TrainerConfig
@@ -24,8 +24,20 @@ from trainers.lora import LoraConfig
 log = structlog.get_logger(__name__)
 
 
+def stream_settings(settings: Settings, source: str) -> StreamSettings:
+    """How a trained stream's samples train: `training.streams`, else as a general-agent setting's (KL 0.01) for an
+    episode stream, a plugin's included, else `training.kl_coef` (the personal agent's)."""
+    t = settings.training
+    if source in t.streams:
+        return t.streams[source]
+    if source != settings.learning.source:
+        return StreamSettings(kl_coef=GENERAL_AGENT_KL)
+    return StreamSettings()
+
+
 def trainer_config(settings: Settings) -> TrainerConfig:
     t = settings.training
+    streams = {src: stream_settings(settings, src) for src in t.source_weights}
     return TrainerConfig(
         lr=t.lr,
         micro_batch_tokens=t.micro_batch_tokens,
@@ -33,12 +45,8 @@ def trainer_config(settings: Settings) -> TrainerConfig:
         activation_checkpointing=t.activation_checkpointing,
         optimizer_offload=t.optimizer_offload,
         reference=str(settings.served_model_path()),  # the initial policy: the KL reference after any resume
-        kl_by_source={
-            src: s.kl_coef for src, s in t.streams.items() if src in t.source_weights and s.kl_coef is not None
-        },
-        advantage_scale_by_source={
-            src: s.advantage_scale for src, s in t.streams.items() if src in t.source_weights and s.advantage_scale != 1
-        },
+        kl_by_source={src: s.kl_coef for src, s in streams.items() if s.kl_coef is not None},
+        advantage_scale_by_source={src: s.advantage_scale for src, s in streams.items() if s.advantage_scale != 1},
         loss=LossConfig(
             clip_low=t.clip_low,
             clip_high=t.clip_high,

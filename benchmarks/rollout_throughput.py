@@ -13,10 +13,13 @@ hidden tests at the end), so here the 2 cores are part of what is measured.
 
 Overhead per step: in the workflow, the time from one `agent_step` being scheduled to the next (read from the
 episodes' histories); in the plain loop, from one policy call to the next, with the same rendering, policy
-server, sandbox and environment. Both run one episode at a time.
+server, sandbox and environment. Both run one episode at a time. The same episodes also run as an environment
+plugin's setting (`benchtask`: a module named by `envs.plugins.benchtask.factory` that serves the same task
+through `envs.plugins`' checks), taking turns with the built-in setting, so the two overheads compare.
 
     .venv/bin/python benchmarks/rollout_throughput.py [--episodes 16] [--steps 8] [--envs-per-worker 2] \
-[--env-wait-s 1.0] [--policy-ms 50] [--workers 1 2 4] [--swe-episodes 12] [--swe-tasks 8] [--swe-only]
+[--env-wait-s 1.0] [--policy-ms 50] [--workers 1 2 4] [--swe-episodes 12] [--swe-tasks 8] [--swe-only] \
+[--overhead-only]
 """
 
 from __future__ import annotations
@@ -142,13 +145,31 @@ def config(args: argparse.Namespace) -> EpisodeConfig:
     return EpisodeConfig(max_steps=args.steps + 2, prm_votes=1, temperature=1.0, max_tokens=64)
 
 
-async def run_episodes(client: Client, args: argparse.Namespace, n: int, at_once: bool) -> tuple[float, list[str]]:
+PLUGIN = "benchtask"
+PLUGIN_MODULE = """
+from envs.terminal.source import TerminalTasks
+
+def make(context):
+    return TerminalTasks([context.options["task_dir"]], max_steps=context.max_steps)
+"""
+
+
+def write_plugin(root: Path) -> Path:
+    """The benchmark's task served by a plugin (the module a user's `envs.plugins.<name>.factory` names)."""
+    root.mkdir(parents=True)
+    (root / "bench_env_plugin.py").write_text(PLUGIN_MODULE)
+    return root
+
+
+async def run_episodes(
+    client: Client, args: argparse.Namespace, n: int, at_once: bool, setting: str = "terminal"
+) -> tuple[float, list[str]]:
     ids = [f"episode/bench-{uuid.uuid4().hex[:8]}" for _ in range(n)]
 
     async def one(wf_id: str) -> EpisodeResult:
         return await client.execute_workflow(
             "EpisodeWorkflow",
-            EpisodeInput(setting="terminal", task_id=TASK, config=config(args)),
+            EpisodeInput(setting=setting, task_id=TASK, config=config(args)),
             id=wf_id,
             task_queue="openclaw-rl-workflow",
             result_type=EpisodeResult,
@@ -276,7 +297,10 @@ async def main() -> None:
     ap.add_argument("--swe-episodes", type=int, default=12, help="swe: oracle episodes at once per worker count")
     ap.add_argument("--swe-tasks", type=int, default=8, help="swe: tasks they go round (hand-written ones first)")
     ap.add_argument("--swe-only", action="store_true", help="only the swe measurement (and no gui)")
+    ap.add_argument("--overhead-only", action="store_true", help="only the per-step overheads (built-in, plugin)")
     args = ap.parse_args()
+    if args.overhead_only:
+        args.workers, args.swe_episodes, args.gui_episodes = [], 0, 0
     if args.gui_only:
         print_gui(args)
         return
@@ -284,6 +308,7 @@ async def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="oc-rollout-bench-"))
     model = ensure_tiny_model(work / "tiny-qwen3")
     tasks = write_task(work / "tasks")
+    plugins = write_plugin(work / "plugins")
     swe_ids = swe_task_ids(args.swe_tasks)
     answer = either(swe_oracle(swe_ids), answer_for(args.steps, args.env_wait_s))
     with ScriptedPolicy(model, answer, delay_s=args.policy_ms / 1000) as policy:
@@ -295,6 +320,10 @@ async def main() -> None:
             OPENCLAW_RL_ENVS__SANDBOX__ROOT=f"/tmp/oc-bench-{uuid.uuid4().hex[:6]}",
             OPENCLAW_RL_ENVS__TERMINAL__TASK_DIRS=json.dumps([str(tasks)]),
             OPENCLAW_RL_ENVS__ENVS_PER_WORKER=str(args.envs_per_worker),
+            OPENCLAW_RL_ENVS__PLUGINS=json.dumps(
+                {PLUGIN: {"factory": "bench_env_plugin:make", "task_dir": str(tasks), "max_steps": args.steps + 2}}
+            ),
+            PYTHONPATH=os.pathsep.join(filter(None, [str(plugins), os.environ.get("PYTHONPATH")])),
         )
         stack = RunningStack(env).start()
         extra: list[subprocess.Popen] = []
@@ -303,8 +332,13 @@ async def main() -> None:
             client = await Client.connect(stack.temporal, data_converter=pydantic_data_converter)
             if not args.swe_only:
                 await run_episodes(client, args, 2, at_once=False)  # warm-up
-                _, seq_ids = await run_episodes(client, args, args.overhead_episodes, at_once=False)
+                await run_episodes(client, args, 1, at_once=False, setting=PLUGIN)
+                seq_ids, plugin_ids = [], []
+                for _ in range(args.overhead_episodes):  # taking turns: drift on the machine hits both alike
+                    seq_ids += (await run_episodes(client, args, 1, at_once=False))[1]
+                    plugin_ids += (await run_episodes(client, args, 1, at_once=False, setting=PLUGIN))[1]
                 wf_cycles = await workflow_step_cycles(client, seq_ids)
+                plugin_cycles = await workflow_step_cycles(client, plugin_ids)
                 loop_cycles = await plain_loop_cycles(args, policy.url, model, tasks, args.overhead_episodes)
             if args.swe_episodes:
                 await run_swe_episodes(client, swe_ids, 1)  # warm-up
@@ -331,18 +365,25 @@ async def main() -> None:
         f"policy answers in {args.policy_ms:.0f}ms, {args.envs_per_worker} environments per env worker, "
         f"1 PRM vote per step (heuristic), cpu cores: {os.cpu_count()}"
     )
-    base = rows[0][1]
-    print(f"{'env workers':>11} {'steps/s':>9} {'episodes/s':>11} {'wall s':>8} {'speed-up':>9}")
-    for w, sps, eps, took in rows:
-        print(f"{w:>11} {sps:>9.2f} {eps:>11.3f} {took:>8.1f} {sps / base:>8.2f}x")
-    wf, lp = statistics.median(wf_cycles), statistics.median(loop_cycles)
+    if rows:
+        base = rows[0][1]
+        print(f"{'env workers':>11} {'steps/s':>9} {'episodes/s':>11} {'wall s':>8} {'speed-up':>9}")
+        for w, sps, eps, took in rows:
+            print(f"{w:>11} {sps:>9.2f} {eps:>11.3f} {took:>8.1f} {sps / base:>8.2f}x")
+    wf, lp, pg = statistics.median(wf_cycles), statistics.median(loop_cycles), statistics.median(plugin_cycles)
     print(
         f"per-step cycle, one episode at a time: workflow p50 {wf * 1000:.1f} ms (p90 "
         f"{statistics.quantiles(wf_cycles, n=10)[-1] * 1000:.1f}), plain loop p50 {lp * 1000:.1f} ms (p90 "
         f"{statistics.quantiles(loop_cycles, n=10)[-1] * 1000:.1f}); "
         f"orchestration overhead p50 {(wf - lp) * 1000:.1f} ms"
     )
-    print_gui(args)
+    print(
+        f"the same task as a plugin setting ({PLUGIN}, envs.plugins): workflow p50 {pg * 1000:.1f} ms (p90 "
+        f"{statistics.quantiles(plugin_cycles, n=10)[-1] * 1000:.1f}); orchestration overhead p50 "
+        f"{(pg - lp) * 1000:.1f} ms, {(pg - lp) / (wf - lp):.2f}x the built-in setting's"
+    )
+    if args.gui_episodes:
+        print_gui(args)
 
 
 def print_swe(args: argparse.Namespace, task_ids: list[str], rows: list[tuple[int, dict]]) -> None:

@@ -26,7 +26,7 @@ from contracts.episodes import (
     EpisodeResult,
 )
 from control import episodes
-from envs.registry import SOURCES
+from envs.registry import SOURCES, available
 from openclaw_rl.masking import mask_url
 from openclaw_rl.search_attributes import OUTCOME, SETTING, TASK_ID
 from openclaw_rl.settings import Pool, Settings
@@ -44,12 +44,13 @@ STATUSES = {
 }
 FAILED = ("Failed", "TimedOut", "Terminated", "Canceled")
 SETTINGS = list(SOURCES)
+"""The built-in settings (plugins add theirs: `--setting` is checked against `envs.registry.available`)."""
 _SINCE = re.compile(r"^(\d+)([smhd])$")
-_MIX = re.compile(r"^(?P<setting>[a-z]+)(?::(?P<tasks>[^@]*))?(?:@(?P<samples>[^@]*))?$")
+_MIX = re.compile(r"^(?P<setting>[a-z][a-z0-9_]*)(?::(?P<tasks>[^@]*))?(?:@(?P<samples>[^@]*))?$")
 MIX_SYNTAX = "SETTING[:TASK,TASK...][@SAMPLES], e.g. terminal:files-dedupe,text-top-ips swe toolcall:math/0@4"
 
 
-def parse_mix(values: list[str]) -> list[tuple[str, list[str], int | None]]:
+def parse_mix(values: list[str], known: list[str] = SETTINGS) -> list[tuple[str, list[str], int | None]]:
     """`--mix` parts: (setting, task ids (empty: every task of the setting), episodes per task or None)."""
     parts = []
     for value in values:
@@ -57,8 +58,8 @@ def parse_mix(values: list[str]) -> list[tuple[str, list[str], int | None]]:
         if not m:
             raise ValueError(f"--mix {value!r}: expected {MIX_SYNTAX}")
         setting, tasks, samples = m["setting"], m["tasks"], m["samples"]
-        if setting not in SETTINGS:
-            raise ValueError(f"--mix {value!r}: unknown setting {setting!r} (one of {', '.join(SETTINGS)})")
+        if setting not in known:
+            raise ValueError(f"--mix {value!r}: unknown setting {setting!r} (one of {', '.join(known)})")
         ids = [] if tasks is None else [t.strip() for t in tasks.split(",")]
         if tasks is not None and not all(ids):
             raise ValueError(f"--mix {value!r}: an empty task id (task ids are separated by commas, no spaces)")
@@ -73,7 +74,14 @@ def parse_mix(values: list[str]) -> list[tuple[str, list[str], int | None]]:
     return parts
 
 
-def check_rollout_args(args: argparse.Namespace) -> None:
+def check_setting(args: argparse.Namespace, known: list[str]) -> None:
+    """`--setting` names a built-in setting or a plugin's (checked before Temporal is reached)."""
+    setting = getattr(args, "setting", None)
+    if setting and setting not in known:
+        raise ValueError(f"unknown setting {setting!r}: one of {', '.join(known)}")
+
+
+def check_rollout_args(args: argparse.Namespace, known: list[str] = SETTINGS) -> None:
     """`episodes rollout`: exactly one of --setting and --mix (checked before Temporal is reached)."""
     mix = getattr(args, "mix", None)
     if mix is None and not getattr(args, "setting", None):
@@ -83,7 +91,7 @@ def check_rollout_args(args: argparse.Namespace) -> None:
             raise ValueError("--mix names each part's setting: give --setting or --mix, not both")
         if args.tasks:
             raise ValueError("--mix names each part's tasks (SETTING:TASK,TASK): --tasks is for --setting")
-        args.mix_parts = parse_mix(mix)
+        args.mix_parts = parse_mix(mix, known)
 
 
 def visibility_query(args: argparse.Namespace, workflow_type: str = EPISODE_WORKFLOW) -> str:
@@ -131,11 +139,14 @@ async def episodes_command(args: argparse.Namespace, settings: Settings, client:
     if not hasattr(args, "workflow_queue"):
         args.workflow_queue = settings.temporal.task_queue(Pool.WORKFLOW)
     sub = args.episodes_command or "list"
-    if sub == "tasks":
-        return list_tasks(args, settings)
     try:
+        known = available(settings)
+        if sub in ("tasks", "start", "run", "group", "rollout"):  # filters may name a setting no longer installed
+            check_setting(args, known)
+        if sub == "tasks":
+            return list_tasks(args, settings)
         if sub == "rollout":
-            check_rollout_args(args)
+            check_rollout_args(args, known)
         client = client or await _connect(settings)
         if sub == "list":
             return await list_episodes(client, args)
@@ -169,19 +180,25 @@ async def _connect(settings: Settings) -> Client:
 
 
 def list_tasks(args: argparse.Namespace, settings: Settings) -> int:
-    from envs.registry import SOURCES, task_source
+    """Every setting's tasks; a plugin that cannot load is reported and the others are listed (exit 1)."""
+    from envs.registry import PluginError, task_source
 
-    rows = []
-    for setting in [args.setting] if args.setting else list(SOURCES):
-        rows += task_source(setting, settings).tasks()
+    rows, broken = [], []
+    for setting in [args.setting] if args.setting else available(settings):
+        try:
+            rows += task_source(setting, settings).tasks()
+        except PluginError as exc:
+            broken.append(str(exc))
     if args.json:
         print(json.dumps([r.model_dump() for r in rows], indent=2))
-        return 0
-    print(f"{'SETTING':<10}{'TASK':<36}{'CATEGORY':<14}TITLE")
-    for r in rows:
-        print(f"{r.setting:<10}{r.task_id[:34]:<36}{r.category[:12]:<14}{r.title[:70]}")
-    print(f"{len(rows)} tasks")
-    return 0
+    else:
+        print(f"{'SETTING':<10}{'TASK':<36}{'CATEGORY':<14}TITLE")
+        for r in rows:
+            print(f"{r.setting:<10}{r.task_id[:34]:<36}{r.category[:12]:<14}{r.title[:70]}")
+        print(f"{len(rows)} tasks")
+    for why in broken:
+        print(f"openclaw-rl: {why}", file=sys.stderr)
+    return 1 if broken else 0
 
 
 async def list_episodes(client: Client, args: argparse.Namespace) -> int:
@@ -437,11 +454,11 @@ def add_parser(sub: argparse._SubParsersAction, func) -> None:
     _filters(rt)
     rt.add_argument("--dry-run", action="store_true", help="only say what would be retried")
     tk = esub.add_parser("tasks", help="the tasks each setting offers")
-    tk.add_argument("--setting", choices=SETTINGS)
+    tk.add_argument("--setting", help=f"{', '.join(SETTINGS)} or a plugin's setting")
     tk.add_argument("--json", action="store_true")
     for name, what in (("start", "one episode"), ("group", "a task group"), ("rollout", "a rollout over a task set")):
         p = esub.add_parser(name, help=f"start {what}", aliases=["run"] if name == "start" else [])
-        p.add_argument("--setting", required=name != "rollout", choices=SETTINGS)
+        p.add_argument("--setting", required=name != "rollout", help=f"{', '.join(SETTINGS)} or a plugin's setting")
         if name != "rollout":
             p.add_argument("--task", required=True)
             p.add_argument("--seed", type=int, help="gui: the task's own seed (the task id becomes TASK/SEED)")
@@ -468,7 +485,7 @@ def add_parser(sub: argparse._SubParsersAction, func) -> None:
 
 
 def _filters(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--setting", choices=SETTINGS, default=argparse.SUPPRESS)
+    p.add_argument("--setting", default=argparse.SUPPRESS, help=f"{', '.join(SETTINGS)} or a plugin's setting")
     p.add_argument("--task", default=argparse.SUPPRESS)
     p.add_argument("--status", choices=list(STATUSES), default=argparse.SUPPRESS)
     p.add_argument("--since", default=argparse.SUPPRESS, help="30m, 2h, 1d or an ISO date")

@@ -7,9 +7,9 @@ data live in Redis under the episode attempt's keys (store.keys).
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, StringConstraints, model_validator
 
 from contracts.activity import ActivityDef, Retry
 from contracts.errors import ErrorType
@@ -18,6 +18,9 @@ EPISODE_WORKFLOW = "EpisodeWorkflow"
 TASK_GROUP_WORKFLOW = "TaskGroupWorkflow"
 ROLLOUT_WORKFLOW = "RolloutWorkflow"
 SETTINGS = ("terminal", "toolcall", "swe", "gui")
+"""The built-in settings; environment plugins add their own (`envs.plugins`)."""
+SettingName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,31}$")]
+"""A setting: a built-in one or a plugin's; the env pool says whether it knows it."""
 
 
 def episode_workflow_id(group_id: str, index: int) -> str:
@@ -51,7 +54,7 @@ class EpisodeConfig(BaseModel):
 
 
 class EpisodeInput(BaseModel):
-    setting: Literal["terminal", "toolcall", "swe", "gui"]
+    setting: SettingName
     task_id: str
     config: EpisodeConfig = Field(default_factory=EpisodeConfig)
     group_id: str | None = None
@@ -208,7 +211,7 @@ class PublishStepsResult(BaseModel):
 # ---- group and rollout ---------------------------------------------------------------------------------------
 class TaskGroupInput(BaseModel):
     group_id: str
-    setting: Literal["terminal", "toolcall", "swe", "gui"]
+    setting: SettingName
     task_id: str
     samples: int = Field(8, ge=1, le=64)
     config: EpisodeConfig = Field(default_factory=EpisodeConfig)
@@ -230,7 +233,7 @@ class TaskGroupResult(BaseModel):
 class RolloutPart(BaseModel):
     """One setting's share of a mixed rollout (`RolloutInput.parts`)."""
 
-    setting: Literal["terminal", "toolcall", "swe", "gui"]
+    setting: SettingName
     task_ids: list[str] = Field(default_factory=list)
     """Empty: every task of the setting."""
     samples_per_task: int | None = Field(None, ge=1, le=64)
@@ -241,7 +244,7 @@ class RolloutPart(BaseModel):
 
 class RolloutInput(BaseModel):
     rollout_id: str
-    setting: Literal["terminal", "toolcall", "swe", "gui"] | None = None
+    setting: SettingName | None = None
     """The setting of a single-setting rollout; None when `parts` is given."""
     task_ids: list[str] = Field(default_factory=list)
     """Empty: every task of the setting."""

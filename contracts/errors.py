@@ -49,6 +49,11 @@ class ErrorType(StrEnum):
     ENV_LOST = "EnvLost"
     """The env worker holding the episode stopped answering; the episode starts over on another."""
     EPISODE_DATA_MISSING = "EpisodeDataMissing"
+    WORKSPACE_UNREACHABLE = "WorkspaceUnreachable"
+    """The env worker's sandbox could not reach the episode's workspace to check it (envs.sandbox.root under a folder
+    the sandbox uids may not traverse): a misconfigured machine, reported instead of an outcome of 0."""
+    ENV_PLUGIN_BROKEN = "EnvPluginBroken"
+    """An environment plugin failed to load or broke the protocol (the message names it): retrying cannot help."""
     # health
     POOL_MISMATCH = "PoolMismatch"
     """A ping reached a worker of another pool: a misrouted task queue."""

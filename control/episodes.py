@@ -10,6 +10,7 @@ from typing import Any
 from temporalio.client import Client, WorkflowHandle
 
 from contracts.episodes import EpisodeConfig, EpisodeInput, RolloutInput, RolloutPart, TaskGroupInput
+from envs.registry import setting_config
 from openclaw_rl.settings import Pool, Settings
 from workflows.episode import EpisodeWorkflow
 from workflows.rollout import RolloutWorkflow
@@ -18,7 +19,7 @@ from workflows.task_group import TaskGroupWorkflow
 
 def episode_config(settings: Settings, setting: str, **overrides: Any) -> EpisodeConfig:
     """Everything an episode of `setting` needs to know, fixed when it starts (`overrides`: fields to replace)."""
-    cfg, t = settings.envs.setting(setting), settings.temporal
+    cfg, t = setting_config(settings, setting), settings.temporal
     base = EpisodeConfig(
         max_steps=cfg.max_steps,
         prm_votes=cfg.prm_votes,

@@ -1,4 +1,4 @@
-"""Settings -> task sources, keyed by setting name (terminal, toolcall)."""
+"""Settings -> task sources, keyed by setting name: the built-in ones, then environment plugins (`envs.plugins`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from envs.base import TaskSource
-from openclaw_rl.settings import Settings
+from envs.plugins import PluginError, discover, load
+from openclaw_rl.settings import AgentSettingConfig, Settings
 
 
 def _terminal(settings: Settings) -> TaskSource:
@@ -56,9 +57,26 @@ class UnknownSetting(LookupError):
     pass
 
 
+__all__ = ["SOURCES", "PluginError", "UnknownSetting", "available", "setting_config", "task_source"]
+
+
+def available(settings: Settings) -> list[str]:
+    """Every setting episodes can run: the built-in ones, then the plugins found (installed or in the settings)."""
+    return [*SOURCES, *sorted(discover(settings, set(SOURCES)))]
+
+
 def task_source(setting: str, settings: Settings) -> TaskSource:
-    try:
-        factory = SOURCES[setting]
-    except KeyError:
-        raise UnknownSetting(f"unknown agent setting {setting!r}: one of {', '.join(SOURCES)}") from None
-    return factory(settings)
+    """The setting's task source (a plugin's is loaded here: `PluginError` if it is broken)."""
+    if setting in SOURCES:
+        return SOURCES[setting](settings)
+    spec = discover(settings, set(SOURCES)).get(setting)
+    if spec is None:
+        raise UnknownSetting(f"unknown agent setting {setting!r}: one of {', '.join(available(settings))}")
+    return load(spec, settings)
+
+
+def setting_config(settings: Settings, setting: str) -> AgentSettingConfig:
+    """How episodes of `setting` run (its `envs.<setting>` or `envs.plugins.<setting>`); unknown: `UnknownSetting`."""
+    if setting not in SOURCES and setting not in discover(settings, set(SOURCES)):
+        raise UnknownSetting(f"unknown agent setting {setting!r}: one of {', '.join(available(settings))}")
+    return settings.envs.setting(setting)

@@ -39,13 +39,25 @@ from openclaw_rl.settings import SandboxLimits
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["CommandResult", "Sandbox", "SandboxLimits", "SandboxPool", "SandboxUnavailable", "sandbox_problem"]
+__all__ = [
+    "CommandResult",
+    "Sandbox",
+    "SandboxLimits",
+    "SandboxPool",
+    "SandboxUnavailable",
+    "WorkspaceUnreachable",
+    "sandbox_problem",
+    "workspace_problem",
+]
 
 INSIDE_WORKSPACE = "/app"
 UID_BASE = 61000
 UID_SLOTS = 4096
 UID_LOCKS = Path(tempfile.gettempdir()) / "openclaw-rl-sandbox-uids"
 """One lock file per sandbox uid, machine-wide: every env worker on the machine leases from the same set."""
+PROBE_UID = UID_BASE + UID_SLOTS - 1
+"""Never leased: the start-up probes run as it."""
+ROOT_ENV = "OPENCLAW_RL_ENVS__SANDBOX__ROOT"
 _SIG_EXIT = {128 + signal.SIGXCPU: "cpu_time", 128 + signal.SIGXFSZ: "file_size", 128 + signal.SIGKILL: "killed"}
 
 
@@ -72,6 +84,11 @@ class SandboxUnavailable(RuntimeError):
     """No isolation can be had here (bwrap missing, namespaces refused) and unsandboxed mode was not chosen."""
 
 
+class WorkspaceUnreachable(RuntimeError):
+    """The sandbox's uid cannot reach its workspace on the host (envs.sandbox.root under a folder it may not
+    traverse, or the workspace gone): a misconfigured machine, never the agent's doing, so never an outcome."""
+
+
 class PathOutsideWorkspace(ValueError):
     pass
 
@@ -86,11 +103,45 @@ def sandbox_problem() -> str | None:
         capture_output=True,
         text=True,
         timeout=30,
-        preexec_fn=_as_uid(UID_BASE + UID_SLOTS - 1) if os.geteuid() == 0 else None,
+        preexec_fn=_as_uid(PROBE_UID) if os.geteuid() == 0 else None,
     )
     if probe.returncode != 0:
         return f"bubblewrap cannot create namespaces here: {probe.stderr.strip()[:300]}"
     return None
+
+
+def workspace_problem(root: Path) -> str | None:
+    """Why sandboxes cannot work in workspaces under `root`, or None when they can (bwrap mode, as root).
+
+    A workspace is bound into the sandbox by bwrap running as the sandbox's uid, so every parent of `root` must let
+    that uid through. When one does not (a 0700 home directory), a task without a setup script would not fail: every
+    command, the checker's too, would fail to start and each episode would score a silent 0. So a sandbox uid makes,
+    writes and removes a file in a fresh workspace under `root`, as every episode's commands will.
+    """
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    os.chmod(root, 0o711)  # as SandboxPool: the sandbox uids traverse it, never list it
+    workspace = Path(tempfile.mkdtemp(prefix="probe-", dir=root))
+    try:
+        os.chown(workspace, PROBE_UID, PROBE_UID)
+        os.chmod(workspace, 0o700)
+        cmd = ["/bin/bash", "-c", "touch .probe && rm .probe"]
+        probe = subprocess.run(
+            _bwrap_argv(shutil.which("bwrap") or "bwrap", workspace, cmd, {}, {}),
+            capture_output=True,
+            text=True,
+            timeout=30,
+            cwd="/",
+            preexec_fn=_as_uid(PROBE_UID),
+        )
+    finally:
+        shutil.rmtree(workspace, ignore_errors=True)
+    if probe.returncode == 0:
+        return None
+    return (
+        f"sandboxes cannot use their workspaces under envs.sandbox.root={root}: a sandbox uid writing in one got"
+        f" {(probe.stderr or probe.stdout).strip()[:300]!r}. {_reach_fix(root)}"
+    )
 
 
 class Sandbox:
@@ -191,6 +242,31 @@ class Sandbox:
         shutil.copytree(source, target, dirs_exist_ok=True, symlinks=True)
         self._own(target)
 
+    def unreachable(self) -> str | None:
+        """Why this sandbox's uid cannot reach its workspace on the host, or None when it can.
+
+        Asked when a command gave nothing to read (the checker): bwrap then failed before running it, and whether
+        that is the machine's fault is told here. A `stat` as the uid needs only the workspace's parents, which
+        the agent cannot change; its own chmod of /app is its own doing and still scores.
+        """
+        if self.uid is None:  # unsandboxed: commands run as this process's user, in the workspace
+            return None if self.workspace.is_dir() else f"the workspace {self.workspace} is gone"
+        res = subprocess.run(
+            ["/usr/bin/stat", "-c", "%F", "--", str(self.workspace)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            cwd="/",
+            env={"PATH": "/usr/bin:/bin", "LANG": "C"},
+            preexec_fn=_as_uid(self.uid),
+        )
+        if res.returncode == 0:
+            return None
+        return (
+            f"sandbox uid {self.uid} cannot reach its workspace {self.workspace}: {res.stderr.strip()[:300]}."
+            f" {_reach_fix(self.pool.root)}"
+        )
+
     def close(self) -> None:
         if self.closed:
             return
@@ -206,14 +282,7 @@ class Sandbox:
     def _argv(self, cmd: list[str], ro: dict[Path, str], rw: dict[Path, str]) -> list[str]:
         if self.pool.mode == "unsandboxed":
             return cmd
-        argv = [self.pool.bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--hostname", "sandbox"]
-        argv += _system_binds()
-        argv += ["--bind", str(self.workspace), INSIDE_WORKSPACE, "--chdir", INSIDE_WORKSPACE]
-        for host, inside in ro.items():
-            argv += ["--ro-bind", str(host), inside]
-        for host, inside in rw.items():
-            argv += ["--bind", str(host), inside]
-        return argv + ["--", *cmd]
+        return _bwrap_argv(self.pool.bwrap, self.workspace, cmd, ro, rw)
 
     def _env(self) -> dict[str, str]:
         home = INSIDE_WORKSPACE if self.pool.mode == "bwrap" else str(self.workspace)
@@ -276,6 +345,11 @@ class SandboxPool:
         self.root.mkdir(parents=True, exist_ok=True)
         os.chmod(self.root, 0o711)  # the sandbox uids must traverse it to reach their workspace, never list it
         UID_LOCKS.mkdir(mode=0o700, exist_ok=True)
+        if mode == "bwrap":
+            why = workspace_problem(self.root)
+            reap_orphans()
+            if why:
+                raise SandboxUnavailable(why)
 
     def open(self, name: str) -> Sandbox:
         """A fresh, empty workspace for one episode."""
@@ -308,6 +382,41 @@ class SandboxPool:
             _kill_uid(uid)  # whatever a crashed worker left running under it
             return uid, fd
         raise SandboxUnavailable(f"all {UID_SLOTS - 1} sandbox uids are in use")
+
+
+def _bwrap_argv(bwrap: str, workspace: Path, cmd: list[str], ro: dict[Path, str], rw: dict[Path, str]) -> list[str]:
+    argv = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--hostname", "sandbox"]
+    argv += _system_binds()
+    argv += ["--bind", str(workspace), INSIDE_WORKSPACE, "--chdir", INSIDE_WORKSPACE]
+    for host, inside in ro.items():
+        argv += ["--ro-bind", str(host), inside]
+    for host, inside in rw.items():
+        argv += ["--bind", str(host), inside]
+    return argv + ["--", *cmd]
+
+
+def _reach_fix(root: Path) -> str:
+    """The folder that keeps the sandbox uids out of `root` (when its mode says so), and the fix."""
+    root = Path(root)
+    blocked = next((p for p in [*reversed(root.parents), root] if _closed_to_others(p)), None)
+    why = (
+        f"{blocked} (mode {blocked.stat().st_mode & 0o7777:04o}, owner uid {blocked.stat().st_uid}) does not let other"
+        f" users through, and each sandbox runs as a uid of its own ({UID_BASE} and up). "
+        if blocked is not None
+        else f"Every sandbox runs as a uid of its own ({UID_BASE} and up) and must traverse each parent of {root}. "
+    )
+    fix = f"`chmod o+x {blocked}`" if blocked is not None else "give every parent the x bit for others"
+    return (
+        f"{why}Fix: set envs.sandbox.root ({ROOT_ENV}) to a folder every user may traverse, such as the default"
+        f" /tmp/openclaw-rl-sandboxes, or {fix}."
+    )
+
+
+def _closed_to_others(path: Path) -> bool:
+    try:
+        return not path.stat().st_mode & 0o001
+    except OSError:
+        return True
 
 
 def _system_binds() -> list[str]:

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from enum import Enum
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote
 
-from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -397,6 +398,8 @@ class StreamSettings(BaseModel):
 
 
 GENERAL_AGENT_STREAMS = ("terminal", "toolcall", "swe", "gui")
+GENERAL_AGENT_KL = 0.01
+"""The paper's KL coefficient for general-agent streams (a plugin setting's stream takes it too)."""
 
 
 class CheckpointSettings(BaseModel):
@@ -439,7 +442,7 @@ class TrainingSettings(BaseModel):
     """k3 KL to the frozen initial policy, for streams `streams` does not set (0 in the reference's personal
     scripts)."""
     streams: dict[str, StreamSettings] = Field(
-        default_factory=lambda: {s: StreamSettings(kl_coef=0.01) for s in GENERAL_AGENT_STREAMS}
+        default_factory=lambda: {s: StreamSettings(kl_coef=GENERAL_AGENT_KL) for s in GENERAL_AGENT_STREAMS}
     )
     """Per sample stream: its KL coefficient and advantage scale. Default: the paper's 0.01 KL for the general-agent
     settings; personal samples take `kl_coef` (0). A frozen copy of the initial policy is held only when a stream
@@ -589,6 +592,20 @@ class GuiSettingConfig(AgentSettingConfig):
     """Its driver, same version (Debian's `chromium-driver`)."""
 
 
+PLUGIN_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
+"""What a plugin setting may be called: it names episodes, task ids' setting and a sample stream."""
+
+
+class PluginSettingConfig(AgentSettingConfig):
+    """A setting an environment plugin brings (`envs.plugins`): the keys every setting has, its factory when the
+    settings name it, and the plugin's own keys (passed to the factory as `PluginContext.options`)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    factory: str | None = None
+    """`module:attribute` of the plugin's factory; None: an installed entry point (group `openclaw_rl.envs`)."""
+
+
 class EnvsSettings(BaseModel):
     """General-agent episodes: the env pool, its sandbox, and each setting."""
 
@@ -606,14 +623,35 @@ class EnvsSettings(BaseModel):
     """A step not picked up or not heartbeating this long means its env worker is gone."""
     step_timeout_s: float = Field(600.0, gt=0)
     """Upper bound on one env step (a step runs its commands one by one, each with the sandbox's wall limit)."""
+    plugins: dict[str, PluginSettingConfig] = Field(default_factory=dict)
+    """Settings that environment plugins bring, by name (`[envs.plugins.<name>]`): an installed plugin's own
+    settings, or `factory = "module:attribute"` for one that is not installed as an entry point (envs.plugins)."""
+
+    @field_validator("plugins")
+    @classmethod
+    def _plugin_names(cls, plugins: dict[str, PluginSettingConfig]) -> dict[str, PluginSettingConfig]:
+        for name in plugins:
+            if not PLUGIN_NAME.fullmatch(name):
+                raise ValueError(f"plugin setting {name!r}: a name is lowercase letters, digits and _ (at most 32)")
+            if name in GENERAL_AGENT_STREAMS:
+                raise ValueError(f"plugin setting {name!r}: that is a built-in setting's name")
+        return plugins
+
+    def builtin(self) -> list[str]:
+        # Every built-in setting is a field of its own config type, so a new one needs no change here.
+        return [k for k, v in self.__dict__.items() if isinstance(v, AgentSettingConfig)]
 
     def setting(self, name: str) -> AgentSettingConfig:
-        # Every setting is a field of its own config type, so a new one needs no change here.
+        """A built-in setting's config, or a plugin's (`envs.plugins`; its defaults when it has none there)."""
         cfg = getattr(self, name, None) if not name.startswith("_") else None
-        if not isinstance(cfg, AgentSettingConfig):
-            names = [k for k, v in self.__dict__.items() if isinstance(v, AgentSettingConfig)]
-            raise ValueError(f"unknown agent setting {name!r}: one of {', '.join(names)}")
-        return cfg
+        if isinstance(cfg, AgentSettingConfig):
+            return cfg
+        if PLUGIN_NAME.fullmatch(name) and name not in self.builtin():
+            return self.plugin(name)
+        raise ValueError(f"unknown agent setting {name!r}: one of {', '.join(self.builtin())} or a plugin's")
+
+    def plugin(self, name: str) -> PluginSettingConfig:
+        return self.plugins.get(name) or PluginSettingConfig()
 
 
 class TemporalSettings(BaseModel):

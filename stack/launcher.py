@@ -399,12 +399,13 @@ def sandbox_refusal(settings: Settings) -> str | None:
     if settings.envs.sandbox.mode != "bwrap":
         log.warning("agent commands will run UNSANDBOXED: envs.sandbox.mode=unsandboxed")
         return None
-    from envs.sandbox import sandbox_problem
+    from envs.sandbox import sandbox_problem, workspace_problem
 
     why = "the env pool must run as root to give each sandbox a uid of its own" if os.geteuid() != 0 else None
     why = why or sandbox_problem()
     if why is None:
-        return None
+        # The env worker would refuse to start the same way; said here, before anything starts.
+        return workspace_problem(settings.envs.sandbox.root)
     return (
         f"the env pool needs a sandbox for agent commands: {why}. Install bubblewrap (`make install` does, as root), "
         "or set OPENCLAW_RL_ENVS__SANDBOX__MODE=unsandboxed to run them without isolation."

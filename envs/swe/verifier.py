@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from envs.sandbox import Sandbox
+from envs.sandbox import Sandbox, WorkspaceUnreachable
 from envs.swe.task import SweInstance, junit_key
 from envs.terminal.mounts import mounted
 from envs.terminal.verifier import junit_cases
@@ -83,6 +83,8 @@ def run_hidden_tests(box: Sandbox, inst: SweInstance, pristine: dict[str, bytes 
         command = f"git apply --whitespace=nowarn - || exit {NOT_APPLIED}\n{test_command(inst.tests, results.path)}"
         res = box.run(command, stdin=inst.test_patch, wall_s=VERIFY_WALL_S, rw_binds=results.rw_binds)
         cases = junit_cases(results.host / "junit.xml")
+    if cases is None and (why := box.unreachable()):  # bwrap never started: not the agent's -1
+        raise WorkspaceUnreachable(why)
     report = res.report()[-REPORT_CHARS:]
     if res.exit_code == NOT_APPLIED and cases is None:
         return SweVerdict(exit_code=res.exit_code, report=f"the test patch does not apply: {report}")

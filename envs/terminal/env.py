@@ -1,4 +1,4 @@
-"""A terminal episode: a task's workspace in a sandbox, shell and file tools, pytest as the verdict.
+"""A terminal episode: a task's workspace in a sandbox, shell and file tools, the task's tests as the verdict.
 
 Everything the agent sends is answered, never raised: a malformed call, an
 unknown tool, a bad path or a command that hangs all come back as an error
@@ -55,7 +55,7 @@ class TerminalEnv:
         self.max_steps = task.config.agent.max_steps or max_steps
         self.box: Sandbox | None = None
         self.verdict: Verdict | None = None
-        """The checker's result once `outcome()` ran (passed, total, pytest's output)."""
+        """The checker's result once `outcome()` ran (passed and total or the reward, the checker's output)."""
 
     # ---- Environment ---------------------------------------------------------------
     def reset(self) -> list[dict[str, Any]]:
@@ -108,17 +108,21 @@ class TerminalEnv:
         return Observation(tool_results=results, user_message=user_message)
 
     def outcome(self) -> float:
-        """The fraction of the task's checker tests that pass (computed once; later calls return the same)."""
+        """The fraction of the task's checker tests that pass, or test.sh's reward (computed once; later calls
+        return the same). WorkspaceUnreachable when the sandbox could not reach the workspace to check it."""
         if self.verdict is None:
             box = self._open_box()
-            self.verdict = run_checker(box, self.task.tests_dir, self.task.config.verifier.timeout_s)
+            self.verdict = run_checker(box, self.task.tests_dir, self.task.config.verifier.timeout_s, self.task.checker)
             log.info(
                 "terminal.verdict",
                 task=self.task.task_id,
+                checker=self.verdict.checker,
                 passed=self.verdict.passed,
                 total=self.verdict.total,
+                reward=self.verdict.reward,
                 exit_code=self.verdict.exit_code,
                 limit=self.verdict.limit,
+                invalid=self.verdict.reason or None,
             )
         return self.verdict.outcome
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
@@ -36,6 +37,10 @@ class AgentConfig(_Section):
 class VerifierConfig(_Section):
     # Harbor spells it timeout_sec; both are read so its task.toml files load as they are.
     timeout_s: float = Field(60.0, gt=0, validation_alias=AliasChoices("timeout_s", "timeout_sec"))
+    checker: Literal["pytest", "test.sh"] | None = None
+    """None: pytest when tests/ has test_*.py files, else tests/test.sh. Harbor tasks usually ship both, and their
+    test.sh installs pytest from the network, which the sandbox has not: pytest over the same files is what can
+    run here (and it gives partial credit). Say "test.sh" for a task whose test.sh works offline."""
 
 
 class TaskToml(_Section):
@@ -77,6 +82,13 @@ class TerminalTask(BaseModel):
         return self.root / "tests"
 
     @property
+    def checker(self) -> Literal["pytest", "test.sh"]:
+        """How the episode is checked: pytest over tests/test_*.py, or Harbor's `bash /tests/test.sh`."""
+        if self.config.verifier.checker is not None:
+            return self.config.verifier.checker
+        return "pytest" if any(self.tests_dir.glob("test_*.py")) else "test.sh"
+
+    @property
     def solution_dir(self) -> Path | None:
         d = self.root / "solution"
         return d if (d / "solve.sh").is_file() else None
@@ -91,9 +103,6 @@ def load_task(root: Path) -> TerminalTask:
     instruction = instruction_file.read_text(encoding="utf-8").strip()
     if not instruction:
         raise MalformedTask(f"{root}: instruction.md is empty")
-    tests = root / "tests"
-    if not tests.is_dir() or not any(tests.glob("test_*.py")):
-        raise MalformedTask(f"{root}: no tests/test_*.py (the checker)")
     config = TaskToml()
     toml_file = root / "task.toml"
     if toml_file.is_file():
@@ -101,4 +110,10 @@ def load_task(root: Path) -> TerminalTask:
             config = TaskToml.model_validate(tomllib.loads(toml_file.read_text(encoding="utf-8")))
         except (tomllib.TOMLDecodeError, ValidationError, UnicodeDecodeError) as e:
             raise MalformedTask(f"{toml_file}: {e}") from e
-    return TerminalTask(task_id=root.name, root=root, instruction=instruction, config=config)
+    task = TerminalTask(task_id=root.name, root=root, instruction=instruction, config=config)
+    chosen = "task.toml's checker is" if config.verifier.checker else "no tests/test_*.py, so the checker is"
+    if task.checker == "pytest" and not any(task.tests_dir.glob("test_*.py")):
+        raise MalformedTask(f"{root}: {chosen} pytest, but there is no tests/test_*.py")
+    if task.checker == "test.sh" and not (task.tests_dir / "test.sh").is_file():
+        raise MalformedTask(f"{root}: {chosen} test.sh, but there is no tests/test.sh")
+    return task

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from contracts.episodes import EpisodeResult, RolloutProgress, TaskGroupResult
@@ -58,6 +58,8 @@ TURN_DONE = "Done with this request."
 MIX_MATH, MIX_SWE, MIX_GUI = "math/2", "pager__paginate-1", "click-button"
 """The mixed rollout's tasks besides GROUP_TASK: the oracle and a quitter take turns on each."""
 SETTINGS = ("terminal", "toolcall", "swe", "gui")
+CALC = "calc/1"
+"""A task of the example environment plugin (examples/calc-env), installed for this module's stack."""
 
 
 class Script:
@@ -107,7 +109,19 @@ class Script:
             return self.swe_step(done)
         if "You are a GUI agent" in prompt:
             return self.gui_step(prompt, done)
+        if "A crate holds" in prompt:
+            return self.calc_step(prompt, done)
         return "I cannot help with that."
+
+    def calc_step(self, prompt: str, done: int) -> str:
+        """The plugin's arithmetic: the oracle asks the calculator, then boxes what it said; the quitter guesses."""
+        if done == 0:
+            if self.quits(CALC):
+                return "It is \\boxed{0}."
+            a, b, c = re.search(r"holds (\d+) boxes of (\d+) bolts, plus (\d+)", prompt).groups()
+            return tool_call("calculator", expression=f"{a} * {b} + {c}")
+        value = re.findall(r"<tool_response>\n?(-?\d+)", prompt)[-1]
+        return f"So \\boxed{{{value}}}."
 
     def swe_step(self, done: int) -> str:
         """The oracle applies the fix patch, then submits; the quitter submits with nothing fixed."""
@@ -150,10 +164,16 @@ class Script:
 @pytest.fixture(scope="module")
 def agent_stack(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory):
     script = Script()
+    plugins = install_example_plugin(tmp_path_factory.mktemp("plugins"))
     with ScriptedPolicy(tiny_model, script) as policy:
         data = tmp_path_factory.mktemp("agents") / "data"
         env = stack_env(data, model_path=tiny_model)
         env.update(
+            # The example plugin, installed as a user would (pip), beside one the settings name that cannot load.
+            PYTHONPATH=os.pathsep.join(filter(None, [str(plugins), env.get("PYTHONPATH")])),
+            OPENCLAW_RL_ENVS__PLUGINS=json.dumps(
+                {"calc": {"max_steps": 3, "count": 5}, "broken": {"factory": "no_such_package.env:make"}}
+            ),
             OPENCLAW_RL_POLICY__SERVER_URLS=json.dumps([policy.url]),
             OPENCLAW_RL_LEARNING__JUDGE='{"type": "heuristic"}',
             OPENCLAW_RL_TRAINING__AUTO_START="false",
@@ -164,7 +184,7 @@ def agent_stack(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory):
             OPENCLAW_RL_ENVS__GUI__MAX_STEPS="4",
             OPENCLAW_RL_ENVS__GUI__SETTLE_S="0.05",
             # The mixed rollout's train step (started by the test: auto_start is off) draws on all four streams.
-            OPENCLAW_RL_TRAINING__SOURCE_WEIGHTS=json.dumps({s: 1.0 for s in SETTINGS}),
+            OPENCLAW_RL_TRAINING__SOURCE_WEIGHTS=json.dumps({s: 1.0 for s in (*SETTINGS, "calc")}),
             OPENCLAW_RL_TRAINING__BATCH_SIZE="8",
             OPENCLAW_RL_TRAINING__WAIT_S="5",
             # the step's line in records/trained.jsonl is its durable checkpoint's, one per version here
@@ -173,6 +193,18 @@ def agent_stack(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory):
         stack = RunningStack(env).start()
         yield stack, policy
         stack.stop()
+
+
+def install_example_plugin(target: Path) -> Path:
+    """`pip install examples/calc-env` into `target` (offline: setuptools is in the venv); its entry point with it."""
+    subprocess.run(
+        [str(REPO / ".venv" / "bin" / "pip"), "install", "-q", "--no-deps", "--no-build-isolation"]
+        + ["--target", str(target), str(REPO / "examples" / "calc-env")],
+        check=True,
+        capture_output=True,
+        timeout=180,
+    )
+    return target
 
 
 def cli(stack: RunningStack, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -272,6 +304,35 @@ async def test_a_task_group_publishes_each_step_sample_exactly_once(agent_stack)
     assert len(mine) == result.published > 0 and len(set(mine)) == len(mine)  # no step sample twice
     shown = cli(stack, "episodes", "show", f"episode/{group_id}/0").stdout
     assert "advantage" in shown
+
+
+async def test_an_installed_environment_plugin_runs_like_a_built_in_setting_and_a_broken_one_is_named(agent_stack):
+    stack, _ = agent_stack
+    listing = subprocess.run(
+        CLI + ["episodes", "tasks"], env=stack.env, capture_output=True, text=True, cwd=REPO, timeout=120
+    )
+    # The broken plugin is named with its cause; every other setting, the installed plugin's included, is listed.
+    assert listing.returncode == 1 and "environment plugin 'broken'" in listing.stderr
+    assert "no_such_package" in listing.stderr and "calc/4" in listing.stdout and ORACLE_TASK in listing.stdout
+    tasks = json.loads(cli(stack, "episodes", "tasks", "--setting", "calc", "--json").stdout)
+    assert [t["task_id"] for t in tasks] == [f"calc/{i}" for i in range(5)]  # `count` from [envs.plugins.calc]
+
+    out = cli(stack, "episodes", "group", "--setting", "calc", "--task", CALC, "--samples", "4", "--wait").stdout
+    group_id = re.search(r"started group/(\S+)", out)[1]
+    result = TaskGroupResult.model_validate_json(out[out.index("{") :])
+    assert sorted(result.outcomes) == [0.0, 0.0, 1.0, 1.0] and result.failed == 0
+    r = redis.Redis.from_url(stack.redis)
+    ids = [f[b"id"].decode() for _, f in r.xrange(keys.sample_stream("calc"))]
+    mine = [i for i in ids if i.startswith(f"episode/{group_id}/")]
+    assert len(mine) == result.published > 0  # its own stream, standardised and published like a built-in's
+    shown = cli(stack, "episodes", "show", f"episode/{group_id}/0").stdout
+    assert "calculator(" in shown or "boxed" in shown
+
+    broken = f"episode/broken-{uuid.uuid4().hex[:6]}"
+    temporal_start(stack, "EpisodeWorkflow", broken, {"setting": "broken", "task_id": "x"})
+    with pytest.raises(WorkflowFailureError) as failed:
+        await result_of(stack, broken)
+    assert "environment plugin 'broken'" in str(failed.value.cause) + str(getattr(failed.value.cause, "cause", ""))
 
 
 def kill_env_worker_during_step(stack: RunningStack, wf_id: str) -> int:

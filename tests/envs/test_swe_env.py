@@ -209,7 +209,7 @@ def test_step_limit_is_the_settings_and_unknown_tasks_are_refused(sandboxes):
     with pytest.raises(UnknownTask):
         SHIPPED.make("no-such-task", sandboxes)
     with pytest.raises(ValueError):
-        Settings().envs.setting("nope")
+        Settings().envs.setting("no such setting")
 
 
 # ---- bring your own: SWE-bench instances on local disk ---------------------------------------------

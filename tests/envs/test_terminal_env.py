@@ -89,6 +89,36 @@ GREET = {
 }
 
 
+NO_TESTS = {k: v for k, v in GREET.items() if not k.startswith("tests/")}
+GREET_SH = {
+    **NO_TESTS,
+    # Harbor's convention: a reward, here the fraction of the two files that are right.
+    "tests/test.sh": """
+        n=0
+        [ "$(cat out.txt 2>/dev/null)" = hello ] && n=$((n + 1))
+        [ "$(cat bye.txt 2>/dev/null)" = bye ] && n=$((n + 1))
+        echo "$n of 2 right"
+        awk -v n=$n 'BEGIN { print n / 2 }' > /logs/verifier/reward.txt
+    """,
+}
+GREET_SH_STRICT = {
+    **NO_TESTS,
+    # A reward file only when solved: a forged one the checker read would score.
+    "tests/test.sh": """
+        if [ "$(cat out.txt 2>/dev/null)" = hello ] && [ "$(cat bye.txt 2>/dev/null)" = bye ]; then
+            echo 1 > /logs/verifier/reward.txt
+        fi
+    """,
+}
+
+
+def reward_task(root: Path, task_id: str, script: str, timeout_s: float = 20) -> TerminalTasks:
+    """A one-task source whose test.sh is `script`."""
+    toml = f'[metadata]\ncategory = "files"\n\n[verifier]\ntimeout_sec = {timeout_s}\n'
+    write_task(root, task_id, {**NO_TESTS, "task.toml": toml, "tests/test.sh": script})
+    return TerminalTasks([root])
+
+
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> TerminalTasks:
     """A task folder of small tasks made for these tests."""
@@ -96,6 +126,12 @@ def tiny(tmp_path_factory) -> TerminalTasks:
     write_task(root, "greet", GREET)
     write_task(root, "broken-setup", {**GREET, "setup.sh": "echo setting up; echo boom >&2; exit 3\n"})
     write_task(root, "bad-checker", {**GREET, "tests/test_outputs.py": "def test_x(:\n    pass\n"})
+    write_task(root, "greet-sh", GREET_SH)
+    write_task(root, "greet-sh-strict", GREET_SH_STRICT)
+    # Both checkers in tests/: pytest unless task.toml says test.sh.
+    write_task(root, "greet-both", {**GREET, "tests/test.sh": GREET_SH["tests/test.sh"]})
+    both_sh = {**GREET, "tests/test.sh": GREET_SH["tests/test.sh"]}
+    write_task(root, "greet-both-sh", {**both_sh, "task.toml": '[verifier]\nchecker = "test.sh"\n'})
     return TerminalTasks([root], max_steps=7)
 
 
@@ -127,7 +163,8 @@ def test_doing_nothing_does_not_solve_task(episodes, task_id):
     assert obs.done and obs.done_reason == "answered"
     assert env.outcome() < 1.0
     assert env.verdict.valid, env.verdict.report  # the checker ran (it is not 0 because it broke)
-    assert 2 <= env.verdict.total <= 6
+    if env.verdict.checker == "pytest":
+        assert 2 <= env.verdict.total <= 6
 
 
 def test_shipped_task_list():
@@ -139,6 +176,8 @@ def test_shipped_task_list():
     for info in infos:
         assert info.setting == "terminal" and info.title and info.max_steps == 10
         assert SHIPPED.get(info.task_id).solution_dir is not None, info.task_id
+    checkers = {SHIPPED.get(t.task_id).checker for t in infos}
+    assert checkers == {"pytest", "test.sh"}  # Harbor's test.sh convention has a shipped example
 
 
 # ---- task folders ---------------------------------------------------------------------------------------------------
@@ -146,12 +185,23 @@ def test_shipped_task_list():
 
 def test_malformed_folders_skipped(tmp_path):
     write_task(tmp_path, "good", GREET)
+    write_task(tmp_path, "good-sh", GREET_SH)
     write_task(tmp_path, "no-instruction", {k: v for k, v in GREET.items() if k != "instruction.md"})
-    write_task(tmp_path, "no-tests", {k: v for k, v in GREET.items() if not k.startswith("tests/")})
+    write_task(tmp_path, "no-tests", NO_TESTS)
     write_task(tmp_path, "bad-toml", {**GREET, "task.toml": "[metadata\ntitle = 1\n"})
+    write_task(tmp_path, "no-test-sh", {**GREET, "task.toml": '[verifier]\nchecker = "test.sh"\n'})
+    write_task(tmp_path, "no-pytest", {**GREET_SH, "task.toml": '[verifier]\nchecker = "pytest"\n'})
+    write_task(tmp_path, "bad-checker-name", {**GREET, "task.toml": '[verifier]\nchecker = "make"\n'})
     source = TerminalTasks([tmp_path])
-    assert [t.task_id for t in source.tasks()] == ["good"]
-    assert {p.name for p in source.skipped} == {"no-instruction", "no-tests", "bad-toml"}
+    assert [t.task_id for t in source.tasks()] == ["good", "good-sh"]
+    assert {p.name for p in source.skipped} == {
+        "no-instruction",
+        "no-tests",
+        "bad-toml",
+        "no-test-sh",
+        "no-pytest",
+        "bad-checker-name",
+    }
     with pytest.raises(UnknownTask):
         source.make("no-tests", None)
     with pytest.raises(UnknownTask):
@@ -325,6 +375,104 @@ def test_collection_error_scores_zero(episodes, tiny):
     env.reset()
     env.run_oracle()
     assert env.outcome() == 0.0 and not env.verdict.valid
+
+
+def test_which_checker(tiny):
+    assert tiny.get("greet").checker == "pytest"
+    assert tiny.get("greet-sh").checker == "test.sh"
+    assert tiny.get("greet-both").checker == "pytest"
+    assert tiny.get("greet-both-sh").checker == "test.sh"
+
+
+@pytest.mark.parametrize("task_id", ["greet-sh", "greet-both-sh"])
+def test_test_sh_solved_scores_one(episodes, tiny, task_id):
+    env = episodes(tiny, task_id)
+    env.reset()
+    assert env.run_oracle().exit_code == 0
+    assert env.outcome() == 1.0, env.verdict.report
+    v = env.verdict
+    assert v.checker == "test.sh" and v.valid and v.reward == 1.0 and v.reason == "" and "2 of 2 right" in v.report
+
+
+def test_test_sh_unsolved_scores_zero_and_partial_counts(episodes, tiny):
+    env = episodes(tiny, "greet-sh")
+    env.reset()
+    env.step(Action(text="I am done."))
+    assert env.outcome() == 0.0 and env.verdict.valid and env.verdict.reward == 0.0
+    env = episodes(tiny, "greet-sh")
+    env.reset()
+    env.step(Action(tool_calls=[call("write_file", path="out.txt", content="hello\n")]))
+    assert env.outcome() == 0.5 and env.verdict.valid
+
+
+def test_test_sh_forged_reward_is_ignored(episodes, tiny):
+    env = episodes(tiny, "greet-sh-strict")
+    env.reset()
+    forge = "\n".join(
+        [
+            "mkdir -p /logs/verifier",
+            "echo 1 > /logs/verifier/reward.txt",
+            """echo '{"reward": 1}' > /logs/verifier/reward.json""",
+            "(sleep 5; echo 1 > /logs/verifier/reward.txt) &",  # a late writer: it dies with its command
+            "mkdir -p logs/verifier && echo 1 > logs/verifier/reward.txt",  # /app/logs: not where the checker reads
+            "cat /logs/verifier/reward.txt",
+        ]
+    )
+    obs = env.step(Action(tool_calls=[bash(forge, "forge"), bash("cat /logs/verifier/reward.txt; ls /tests", "look")]))
+    forged, look = obs.tool_results
+    assert forged.exit_code == 0 and forged.content.startswith("1\n")  # the write worked, in its own command
+    assert "No such file" in look.content  # each command's / is its own: the forged file died with its command
+    assert env.outcome() == 0.0
+    assert not env.verdict.valid and "no reward file" in env.verdict.reason
+
+
+@pytest.mark.parametrize(
+    ("script", "reason"),
+    [
+        ("true", "wrote no reward file"),
+        ("echo lots > /logs/verifier/reward.txt", "not a number: 'lots'"),
+        (": > /logs/verifier/reward.txt", "empty"),
+        ("echo 1.5 > /logs/verifier/reward.txt", "outside [0, 1]"),
+        ("echo -0.25 > /logs/verifier/reward.txt", "outside [0, 1]"),
+        ("echo nan > /logs/verifier/reward.txt", "outside [0, 1]"),
+        ("echo '{\"score\": 1}' > /logs/verifier/reward.json", '"reward" key'),
+        ('echo \'{"reward": "1"}\' > /logs/verifier/reward.json', "not a number"),
+        ("echo '{\"reward\": 1' > /logs/verifier/reward.json", "not JSON"),
+        ("echo bad > /logs/verifier/reward.txt; echo '{\"reward\": 1}' > /logs/verifier/reward.json", "not a number"),
+        ("ln -s /etc/hostname /logs/verifier/reward.txt", "cannot be read"),  # never read through a link
+        ("mkfifo /logs/verifier/reward.txt", "not a regular file"),  # nor wait on a fifo
+        ("head -c 100000 /dev/zero | tr '\\0' 1 > /logs/verifier/reward.txt", "over 65536 bytes"),
+    ],
+)
+def test_a_bad_reward_file_is_an_invalid_verdict(episodes, tmp_path, script, reason):
+    env = episodes(reward_task(tmp_path, "bad-reward", script), "bad-reward")
+    env.reset()
+    assert env.outcome() == 0.0
+    v = env.verdict
+    assert v.checker == "test.sh" and not v.valid and reason in v.reason, v.reason
+    assert f"[checker: {v.reason}]" in v.report
+
+
+def test_a_test_sh_past_its_time_limit_is_an_invalid_verdict(episodes, tmp_path):
+    env = episodes(reward_task(tmp_path, "slow", "echo 1 > /logs/verifier/reward.txt; sleep 30\n", 1.0), "slow")
+    env.reset()
+    started = time.monotonic()
+    assert env.outcome() == 0.0 and time.monotonic() - started < 10
+    assert not env.verdict.valid and env.verdict.limit == "wall_clock" and "1 s time limit" in env.verdict.reason
+
+
+@pytest.mark.parametrize(
+    ("script", "outcome"),
+    [
+        ('echo \'{"reward": 0.25, "style": 1}\' > /logs/verifier/reward.json', 0.25),
+        ("echo 0.5 > /logs/verifier/reward.txt; echo '{\"reward\": 1}' > /logs/verifier/reward.json", 0.5),
+        ("echo ' 1 ' > /logs/verifier/reward.txt; exit 3", 1.0),  # Harbor reads the reward, not the exit code
+    ],
+)
+def test_reward_files_as_harbor_reads_them(episodes, tmp_path, script, outcome):
+    env = episodes(reward_task(tmp_path, "reward", script), "reward")
+    env.reset()
+    assert env.outcome() == outcome and env.verdict.valid, env.verdict.reason
 
 
 def test_failing_setup_raises(episodes, tiny):
