@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+FIRST_INDEX = 10_000_000
+"""Pretraining examples are numbered from here, apart from the tokenizer's sample (numbered from 0)."""
 SPECIAL = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 ADDED = ("<think>", "</think>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>")
 TEMPLATE = Path(__file__).resolve().parents[1] / "engine" / "chat_template.jinja"
@@ -176,7 +178,7 @@ def pretrain(
 
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=recipe.lr, betas=(0.9, 0.98), weight_decay=0.01)
-    index = 10_000_000  # pretraining examples are numbered apart from the tokenizer's sample
+    index = FIRST_INDEX
     loss_ema = float("nan")
     pending: list[tuple[list[int], int]] = []
     for step in range(recipe.steps):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 
+from bench import pretraining
 from bench.agents import basemodel, runner, trajectories
 from envs.toolcall import python_tool
 from envs.toolcall.math_env import SYSTEM_PROMPT
@@ -58,8 +59,9 @@ def test_corpus_questions_never_include_a_held_out_task():
     held = {by_id[t] for t in held_out}
     seed = basemodel.DEFAULT.seed
     tokenizer_sample = range(basemodel.DEFAULT.tokenizer_examples)
-    pretraining = range(10_000_000, 10_000_000 + basemodel.DEFAULT.steps * basemodel.DEFAULT.batch)
-    seen = {trajectories.corpus_problem(i, seed).question for i in [*tokenizer_sample, *pretraining]}
+    first = pretraining.FIRST_INDEX
+    examples = range(first, first + basemodel.DEFAULT.steps * basemodel.DEFAULT.batch)
+    seen = {trajectories.corpus_problem(i, seed).question for i in [*tokenizer_sample, *examples]}
     assert not held & seen
 
 
