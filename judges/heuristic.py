@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from judges.base import JudgeContext, StepJudgeContext
+from judges.base import JudgeContext, StepJudgeContext, StepView
 
 
 class _Words:
@@ -118,7 +118,9 @@ class HeuristicJudge:
                 return -1, "the reply broke the action format"
             if (code := _RETURNCODE.match(cur.tool_results)) is not None:  # an SWE step: one command, its return code
                 return (1, "the command ran without an error") if code.group(1) == "0" else (-1, "the command failed")
-            return (1, "the agent gave its answer") if cur.assistant_text.strip() else (-1, "an empty step")
+            if not cur.assistant_text.strip():
+                return -1, "an empty step"
+            return _answer_against_tools(cur.assistant_text, ctx.history)
         return 1, "the tool calls ran without an error"
 
     async def step(self, ctx: StepJudgeContext) -> str:
@@ -153,3 +155,19 @@ class HeuristicJudge:
 
     async def aclose(self) -> None:
         return None
+
+
+_BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
+
+
+def _answer_against_tools(text: str, history: list[StepView]) -> tuple[int, str]:
+    """A final answer after tool calls: it should be what the tools computed (the step that reads a result and
+    answers with something else threw the work away). Without a boxed answer or a tool result, the answer stands."""
+    boxed = _BOXED.findall(text)
+    last = next((h for h in reversed(history) if h.tool_calls not in ("", "[]") and not h.parse_error), None)
+    if not boxed or last is None or not boxed[-1].strip():
+        return 1, "the agent gave its answer"
+    value = boxed[-1].strip()
+    if re.search(rf"(?<![\w.]){re.escape(value)}(?![\w.])", last.tool_results):
+        return 1, "the answer is what the tool computed"
+    return -1, "the answer is not what the tool computed"

@@ -73,6 +73,12 @@ def test_step_rules_score_broken_failed_repeated_and_good_steps():
     assert score(ok, history=[ok]) == -1  # going in circles
     assert score(_step("[]", text="The answer is \\boxed{4}.")) == 1
     assert score(_step("[]", text="  ")) == -1
+    # a final answer after a tool call is judged against what the tool computed
+    ran = _step('[{"name": "python", "arguments": {"code": "print(7**5)"}}]', "[python exit=0] 16807")
+    assert score(_step("[]", text="The code printed 16807.\n\n\\boxed{16807}"), history=[ran]) == 1
+    assert score(_step("[]", text="So \\boxed{1680}."), history=[ran]) == -1
+    assert score(_step("[]", text="\\boxed{16807.5}"), history=[ran]) == -1
+    assert score(_step("[]", text="Done, it printed the value."), history=[ran]) == 1  # no boxed answer to check
     assert (
         parse_boxed(
             asyncio.run(judge.step(StepJudgeContext(setting="toolcall", task_instruction="t", history=[], current=ok)))
