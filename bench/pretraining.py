@@ -54,11 +54,17 @@ class Recipe:
 
 @dataclass(frozen=True)
 class Row:
-    """One thing to learn: the assistant's `target` text after `messages` (rendered with `tools`)."""
+    """One thing to learn: the assistant's `target` text after `messages` (rendered with `tools`).
+
+    `learn_history`: the assistant messages inside `messages` are learned too, each as the template renders it
+    after the messages before it: one row per episode instead of one per step (the prompt's prefix, the long
+    part, goes through the model once). Exact only where that rendering is what the policy wrote, which the
+    corpus must hold (`encode` checks the token prefixes and raises when they differ)."""
 
     messages: list[dict]
     target: str
     tools: list[dict] | None = None
+    learn_history: bool = False
 
 
 @dataclass(frozen=True)
@@ -71,8 +77,11 @@ class Corpus:
     """Part of the recipe digest: change it when the corpus changes, so cached builds are not reused."""
     rows: Callable[[int, int], list[Row]]
     tokenizer_texts: Callable[[Recipe], Iterable[str]]
-    digit_runs: bool = False
-    """Numbers as runs of digits that BPE merges (fewer, more distinct tokens to copy) instead of single digits."""
+    shared_prefixes: Callable[[Any], list[list[int]]] | None = None
+    """The token ids that many rows open with (given the tokenizer): run once per batch (`batch_loss`)."""
+    number_weight: float = 1.0
+    """How much a learned token made only of digits weighs in the loss against any other (the mean stays a mean).
+    Copying a number is a few tokens of an episode's fifty, but all that decides its outcome."""
 
     @property
     def marker(self) -> str:
@@ -89,13 +98,13 @@ class Corpus:
 # ---- tokenizer -------------------------------------------------------------------------------------------------
 
 
-def build_tokenizer(recipe: Recipe, texts: Iterable[str], template: str, digit_runs: bool = False) -> str:
-    """`digit_runs`: a number is one pre-token whose digits BPE may merge (else one token per digit)."""
+def build_tokenizer(recipe: Recipe, texts: Iterable[str], template: str) -> str:
+    """A byte-level BPE trained on `texts`, every digit its own token (as Qwen's tokenizer cuts numbers)."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.Digits(individual_digits=not digit_runs), pre_tokenizers.ByteLevel(add_prefix_space=False)]
+        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
     )
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
@@ -163,12 +172,25 @@ def model_config(recipe: Recipe, eos: int, pad: int) -> dict:
 # ---- pretraining -----------------------------------------------------------------------------------------------
 
 
-def encode(tokenizer, row: Row, eos: int) -> tuple[list[int], int]:
-    """The row's token ids and where its target starts (the prompt as the policy's renderer writes it)."""
-    prompt = tokenizer.apply_chat_template(row.messages, tools=row.tools, tokenize=False, add_generation_prompt=True)
-    p_ids = tokenizer.encode(prompt, add_special_tokens=False)
-    a_ids = tokenizer.encode(row.target, add_special_tokens=False) + [eos]
-    return p_ids + a_ids, len(p_ids)
+def _prompt_ids(tokenizer, messages: list[dict], tools: list[dict] | None) -> list[int]:
+    prompt = tokenizer.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=True)
+    return tokenizer.encode(prompt, add_special_tokens=False)
+
+
+def encode(tokenizer, row: Row, eos: int) -> tuple[list[int], list[tuple[int, int]]]:
+    """The row's token ids and the spans to learn (the prompt as the policy's renderer writes it)."""
+    p_ids = _prompt_ids(tokenizer, row.messages, row.tools)
+    ids = p_ids + tokenizer.encode(row.target, add_special_tokens=False) + [eos]
+    spans = [(len(p_ids), len(ids))]
+    if row.learn_history:
+        for i, m in enumerate(row.messages):
+            if m["role"] != "assistant":
+                continue
+            before = _prompt_ids(tokenizer, row.messages[:i], row.tools)
+            if ids[: len(before)] != before or eos not in ids[len(before) :]:
+                raise ValueError(f"assistant message {i} is not rendered after its own prompt: learn it in its own row")
+            spans.append((len(before), ids.index(eos, len(before)) + 1))
+    return ids, sorted(spans)
 
 
 def pretrain(
@@ -180,7 +202,10 @@ def pretrain(
     opt = torch.optim.AdamW(model.parameters(), lr=recipe.lr, betas=(0.9, 0.98), weight_decay=0.01)
     index = FIRST_INDEX
     loss_ema = float("nan")
-    pending: list[tuple[list[int], int]] = []
+    prefixes = corpus.shared_prefixes(tokenizer) if corpus.shared_prefixes else []
+    weights = token_weights(tokenizer, corpus.number_weight, model.config.vocab_size)
+    plain = not prefixes and weights is None
+    pending: list[tuple[list[int], list[tuple[int, int]]]] = []
     for step in range(recipe.steps):
         lr = recipe.lr * min(1.0, (step + 1) / recipe.warmup)
         lr *= 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / max(1, recipe.steps)))
@@ -195,24 +220,94 @@ def pretrain(
             random.Random(f"order:{recipe.seed}:{step}").shuffle(chunks)
             pending = [r for c in chunks for r in c]
         rows, pending = pending[: recipe.batch], pending[recipe.batch :]
-        width = max(len(ids) for ids, _ in rows)
-        inp = torch.full((len(rows), width), pad, dtype=torch.long)
-        labels = torch.full((len(rows), width), -100, dtype=torch.long)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for r, (ids, start) in enumerate(rows):
-            inp[r, : len(ids)] = torch.tensor(ids)
-            labels[r, start : len(ids)] = torch.tensor(ids[start:])
-            mask[r, : len(ids)] = 1
-        out = model(input_ids=inp, attention_mask=mask, labels=labels)
+        loss = _padded_loss(model, rows, pad) if plain else batch_loss(model, rows, pad, prefixes, weights)
         opt.zero_grad(set_to_none=True)
-        out.loss.backward()
+        loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        v = float(out.loss.detach())
+        v = float(loss.detach())
         loss_ema = v if math.isnan(loss_ema) else 0.95 * loss_ema + 0.05 * v
         progress(step + 1, recipe.steps, loss_ema)
     model.eval()
     return loss_ema
+
+
+Encoded = tuple[list[int], list[tuple[int, int]]]
+
+
+def _padded_loss(model, rows: list[Encoded], pad: int):
+    """The mean loss over the rows' learned tokens, every row run whole (right-padded to the longest)."""
+    import torch
+
+    width = max(len(ids) for ids, _ in rows)
+    inp = torch.full((len(rows), width), pad, dtype=torch.long)
+    labels = torch.full((len(rows), width), -100, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for r, (ids, spans) in enumerate(rows):
+        inp[r, : len(ids)] = torch.tensor(ids)
+        for start, end in spans:
+            labels[r, start:end] = torch.tensor(ids[start:end])
+        mask[r, : len(ids)] = 1
+    return model(input_ids=inp, attention_mask=mask, labels=labels).loss
+
+
+def token_weights(tokenizer, number_weight: float, vocab_size: int):
+    """Per token id its weight in the loss (`Corpus.number_weight` for the all-digit tokens), or None: all 1."""
+    if number_weight == 1.0:
+        return None
+    import torch
+
+    weights = torch.ones(vocab_size)
+    for token, i in tokenizer.get_vocab().items():
+        if token.isdigit():
+            weights[i] = number_weight
+    return weights
+
+
+def batch_loss(model, rows: list[Encoded], pad: int, prefixes: list[list[int]], weights=None):
+    """The same mean loss as `_padded_loss`, with a prefix that rows share run once instead of once per row.
+
+    Agent episodes open with the same long system prompt and tool list; rows that start with one of `prefixes`
+    (and learn nothing inside it) are run as one pass over the prefix, its keys and values repeated for each
+    row, then the rows' own tokens over them. Gradients flow through the shared pass, so the step is the one
+    the whole rows would give (tested to float tolerance), for a fraction of the compute."""
+    import torch
+    import torch.nn.functional as F
+
+    groups: dict[int, list[Encoded]] = {}
+    for ids, spans in rows:
+        k = next(
+            (i for i, p in enumerate(prefixes) if len(ids) > len(p) and spans[0][0] > len(p) and ids[: len(p)] == p),
+            -1,
+        )
+        groups.setdefault(k, []).append((ids, spans))
+    total, count = None, 0.0
+    for k, group in sorted(groups.items()):
+        plen = len(prefixes[k]) if k >= 0 else 0
+        cache = None
+        if plen:
+            cache = model(input_ids=torch.tensor([prefixes[k]]), use_cache=True).past_key_values
+            cache.batch_repeat_interleave(len(group))
+        width = max(len(ids) - plen for ids, _ in group)
+        inp = torch.full((len(group), width), pad, dtype=torch.long)
+        labels = torch.full((len(group), width), -100, dtype=torch.long)
+        mask = torch.zeros((len(group), plen + width), dtype=torch.long)
+        mask[:, :plen] = 1
+        for r, (ids, spans) in enumerate(group):
+            inp[r, : len(ids) - plen] = torch.tensor(ids[plen:])
+            for start, end in spans:
+                labels[r, start - plen : end - plen] = torch.tensor(ids[start:end])
+            mask[r, plen : len(ids)] = 1
+        positions = torch.arange(plen, plen + width).unsqueeze(0).expand(len(group), -1)
+        logits = model(input_ids=inp, attention_mask=mask, cache=cache, position_ids=positions).logits
+        target = labels[:, 1:].reshape(-1)
+        losses = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), target, reduction="none")
+        learned = target != -100
+        w = learned.float() if weights is None else weights[target.clamp(min=0)] * learned
+        part = (losses * w).sum()
+        total = part if total is None else total + part
+        count += float(w.sum())
+    return total / max(1.0, count)
 
 
 # ---- the checkpoint --------------------------------------------------------------------------------------------
@@ -248,7 +343,7 @@ def ensure_model(
     try:
         torch.set_num_threads(recipe.threads)
         template = TEMPLATE.read_text()
-        tok_json = build_tokenizer(recipe, corpus.tokenizer_texts(recipe), template, corpus.digit_runs)
+        tok_json = build_tokenizer(recipe, corpus.tokenizer_texts(recipe), template)
         (staging / "tokenizer.json").write_text(tok_json)
         config = tokenizer_config(tok_json, template, recipe.max_positions)
         (staging / "tokenizer_config.json").write_text(json.dumps(config, indent=2))

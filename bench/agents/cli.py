@@ -13,11 +13,20 @@ from bench.progress import Progress
 def add_parser(bsub: argparse._SubParsersAction) -> None:
     p = bsub.add_parser(
         "agents",
-        help="tool-call episodes train the base agent policy; held-out success over versions (Table 4, Figure 4)",
-        description="Runs the real stack per reward mode: task groups of tool-call episodes (math with a sandboxed "
-        "python tool) on training tasks, step votes, (group, step) advantages, the training workflow, new weights "
-        "served. Scores held-out tasks before training and at the chosen versions, prints Table 4's analogue "
-        "beside the paper's numbers, writes results.json and a curve (PNG).",
+        help="tool-call and terminal episodes train the base agent policy; held-out success over versions "
+        "(Table 4, Figure 4)",
+        description="Runs the real stack per setting and reward mode: task groups of tool-call episodes (math with "
+        "a sandboxed python tool) or terminal episodes (counting in a sandboxed shell) on training tasks, step "
+        "votes, (group, step) advantages, the training workflow, new weights served. Scores held-out tasks before "
+        "training and at the chosen versions, prints Table 4's analogue beside the paper's numbers, writes "
+        "results.json and a curve per setting (PNG). Example: openclaw-rl bench agents --setting toolcall "
+        "--reward integrated --steps 4,8",
+    )
+    p.add_argument(
+        "--setting",
+        choices=["toolcall", "terminal", "both"],
+        default="both",
+        help="toolcall: math with a python tool; terminal: counting tasks in a shell; both (default)",
     )
     p.add_argument(
         "--reward",
@@ -28,7 +37,7 @@ def add_parser(bsub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="orders the training tasks")
     p.add_argument("--steps", type=steps_arg, default=(8, 16), help="versions to report, comma-separated (8,16)")
     p.add_argument("--curve-every", type=int, default=4, help="also score every N-th version for the curve")
-    p.add_argument("--eval-tasks", type=int, default=70, help="held-out tasks scored per version")
+    p.add_argument("--eval-tasks", type=int, default=120, help="held-out tasks scored per version and setting")
     p.add_argument("--eval-samples", type=int, default=2, help="episodes per held-out task and version")
     p.add_argument("--samples-per-task", type=int, default=8, help="episodes per training task group")
     p.add_argument("--parallel", type=int, default=16, help="episodes running at once")
@@ -51,6 +60,7 @@ def bench_command(args: argparse.Namespace, settings) -> int:
     recipe = basemodel.QUICK if args.quick else basemodel.DEFAULT
     try:
         cfg = runner.AgentBenchConfig(
+            settings=runner.SETTINGS if args.setting == "both" else (args.setting,),
             rewards=runner.REWARDS if args.reward == "both" else (args.reward,),
             seed=args.seed,
             steps=args.steps,
@@ -72,7 +82,8 @@ def bench_command(args: argparse.Namespace, settings) -> int:
         if args.quick:
             cfg.steps, cfg.curve_every, cfg.batch_size, cfg.samples_per_task, cfg.max_tokens = (1,), 1, 4, 2, 48
             cfg.eval_tasks, cfg.eval_samples, cfg.parallel = min(cfg.eval_tasks, 4), 1, 4
-        runner.split_tasks(cfg)
+        for setting in cfg.settings:
+            runner.split_tasks(cfg, setting)
     except ValueError as exc:
         print(f"openclaw-rl bench agents: {exc}", file=sys.stderr)
         return 2
@@ -84,5 +95,6 @@ def bench_command(args: argparse.Namespace, settings) -> int:
     results = runner.run(cfg, settings.models_dir, settings.data_dir, progress)
     print()
     print(runner.table(results))
-    print(f"\nresults: {results['run_dir']}/results.json, plot: {results['run_dir']}/{runner.SETTING}_curve.png")
+    plots = ", ".join(f"{results['run_dir']}/{s}_curve.png" for s in cfg.settings)
+    print(f"\nresults: {results['run_dir']}/results.json, plots: {plots}")
     return 0

@@ -1,13 +1,13 @@
 """`openclaw-rl bench agents`: do general agents learn? Table 4 and Figure 4 through the real stack.
 
-Per reward mode: a fresh `openclaw-rl up` (own data directory and ports) serving the base agent policy; a
-RolloutWorkflow runs task groups of tool-call episodes on training tasks (episodes on the env pool in the
-sandbox, the policy's steps on the policy pool, step votes on the judge pool unless the reward is the outcome
-alone), the groups standardise their steps' rewards in (group, step) buckets and publish samples, and the
-TrainingWorkflow trains on them and publishes each version to the engine while the rollout goes on. Once the
-policy reaches the last reported version, the rollout is stopped, training pauses, and each evaluated version's
-durable checkpoint is loaded into the engine in turn: held-out tasks (never trained on, never in pretraining)
-run as task groups that publish nothing, and their outcomes are the scores.
+Per setting (tool-call, terminal) and reward mode: a fresh `openclaw-rl up` (own data directory and ports)
+serving the base agent policy; a RolloutWorkflow runs task groups of episodes on training tasks (episodes on the
+env pool in the sandbox, the policy's steps on the policy pool, step votes on the judge pool unless the reward is
+the outcome alone), the groups standardise their steps' rewards in (group, step) buckets and publish samples,
+and the TrainingWorkflow trains on them and publishes each version to the engine while the rollout goes on.
+Once the policy reaches the last reported version, the rollout is stopped, training pauses, and each evaluated
+version's durable checkpoint is loaded into the engine in turn: held-out tasks (never trained on, never in
+pretraining) run as task groups that publish nothing, and their outcomes are the scores.
 """
 
 from __future__ import annotations
@@ -20,10 +20,12 @@ import random
 import shutil
 import subprocess
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bench.agents import basemodel, trajectories
+from bench.agents import basemodel, counting_tasks, terminal_trajectories, trajectories
+from bench.agents.analysis import finished_episodes, reward_stats, step_metrics
 from bench.agents.trajectories import HELD_OUT_FROM, MATH_COUNT
 from bench.pretraining import Recipe
 from bench.progress import Progress
@@ -31,21 +33,25 @@ from bench.stack import BenchStack
 from bench.stats import gain_text, mean_se, paired_gain, score_cell
 from stack.running import isolated_env
 
-SETTING = "toolcall"
+SETTINGS = ("toolcall", "terminal")
 REWARDS = ("outcome", "integrated")
 PAPER = {"toolcall": {"outcome": 0.17, "integrated": 0.30}, "gui": {"outcome": 0.31, "integrated": 0.33}}
-"""Table 4: Qwen3-8B tool-call and Qwen3VL-8B GUI accuracy, outcome-only vs outcome + step-wise PRM rewards."""
+"""Table 4: Qwen3-8B tool-call and Qwen3VL-8B GUI accuracy, outcome-only vs outcome + step-wise PRM rewards (the
+paper reports terminal accuracy only as Figure 4's curve)."""
+MAX_STEPS = {"toolcall": trajectories.MAX_STEPS, "terminal": terminal_trajectories.MAX_STEPS}
 RESCORES = 3
 
 
 @dataclass
 class AgentBenchConfig:
+    settings: tuple[str, ...] = SETTINGS
     rewards: tuple[str, ...] = REWARDS
     seed: int = 0
     """Orders the training tasks and seeds nothing else: the policy samples as it would in use."""
     steps: tuple[int, ...] = (8, 16)
     curve_every: int = 4
-    eval_tasks: int = 70
+    eval_tasks: int = 120
+    """Held-out tasks scored per version (per setting; at most what the setting holds out)."""
     eval_samples: int = 2
     """Episodes per held-out task and version."""
     samples_per_task: int = 8
@@ -69,9 +75,10 @@ class AgentBenchConfig:
             raise ValueError(f"eval_tasks must be at least 2 (gains pair tasks), got {self.eval_tasks}")
         if self.eval_samples < 1:
             raise ValueError(f"eval_samples must be at least 1, got {self.eval_samples}")
-        unknown = sorted(set(self.rewards) - set(REWARDS))
-        if unknown or not self.rewards:
-            raise ValueError(f"rewards must be among {', '.join(REWARDS)}, got {', '.join(self.rewards) or 'none'}")
+        for name, given, known in (("rewards", self.rewards, REWARDS), ("settings", self.settings, SETTINGS)):
+            unknown = sorted(set(given) - set(known))
+            if unknown or not given:
+                raise ValueError(f"{name} must be among {', '.join(known)}, got {', '.join(given) or 'none'}")
 
     @property
     def eval_versions(self) -> list[int]:
@@ -79,14 +86,17 @@ class AgentBenchConfig:
         return sorted(set(range(0, last + 1, max(1, self.curve_every))) | {0, *self.steps})
 
 
-def split_tasks(cfg: AgentBenchConfig) -> tuple[list[str], list[str]]:
-    """(training task ids in the seed's order, the first `eval_tasks` held-out ids): the benchmark's kinds only."""
-    from envs.toolcall.math_tasks import generate
+def split_tasks(cfg: AgentBenchConfig, setting: str) -> tuple[list[str], list[str]]:
+    """(training task ids in the seed's order, the first `eval_tasks` held-out ids) of one setting."""
+    if setting == "toolcall":
+        from envs.toolcall.math_tasks import generate
 
-    train = [p.task_id for p in generate(MATH_COUNT)[:HELD_OUT_FROM] if p.kind in trajectories.SOLVERS]
-    held_out = [p.task_id for p in trajectories.held_out()]
+        train = [p.task_id for p in generate(MATH_COUNT)[:HELD_OUT_FROM] if p.kind in trajectories.SOLVERS]
+        held_out = [p.task_id for p in trajectories.held_out()]
+    else:
+        train, held_out = counting_tasks.training_ids(), [t.task_id for t in counting_tasks.held_out()]
     if cfg.eval_tasks > len(held_out):
-        raise ValueError(f"eval_tasks is at most {len(held_out)} (the held-out tasks), got {cfg.eval_tasks}")
+        raise ValueError(f"eval_tasks is at most {len(held_out)} (the {setting} held-out tasks), got {cfg.eval_tasks}")
     random.Random(f"agent-train-order:{cfg.seed}").shuffle(train)
     return train, held_out[: cfg.eval_tasks]
 
@@ -95,28 +105,32 @@ def split_tasks(cfg: AgentBenchConfig) -> tuple[list[str], list[str]]:
 
 
 class AgentStack(BenchStack):
-    """`openclaw-rl up` for one reward mode: the base agent served, the tool-call stream trained."""
+    """`openclaw-rl up` for one setting and reward mode: the base agent served, the setting's stream trained."""
 
-    def __init__(self, data_dir: Path, model: Path, cfg: AgentBenchConfig, reward: str):
+    def __init__(self, data_dir: Path, model: Path, cfg: AgentBenchConfig, setting: str, reward: str, tasks: Path):
         env = isolated_env(data_dir, model)
         judge = (
             {"type": "llm", "url": cfg.judge_url, "model": cfg.judge_model} if cfg.judge_url else {"type": "heuristic"}
         )
+        key = f"OPENCLAW_RL_ENVS__{setting.upper()}__"
         env.update(
             OPENCLAW_RL_LEARNING__JUDGE=json.dumps(judge),
             OPENCLAW_RL_TRAINING__AUTO_START="true",
             OPENCLAW_RL_TRAINING__BATCH_SIZE=str(cfg.batch_size),
             OPENCLAW_RL_TRAINING__LR=str(cfg.lr),
             OPENCLAW_RL_TRAINING__WAIT_S="2",
-            OPENCLAW_RL_TRAINING__SOURCE_WEIGHTS=json.dumps({SETTING: 1.0}),
+            OPENCLAW_RL_TRAINING__SOURCE_WEIGHTS=json.dumps({setting: 1.0}),
             OPENCLAW_RL_TRAINING__CHECKPOINT__KEEP="1000",  # every evaluated version stays on disk until scored
             OPENCLAW_RL_TRAINING__CHECKPOINT__EVERY_VERSIONS="1",
             OPENCLAW_RL_ENVS__TOOLCALL__MATH_COUNT=str(MATH_COUNT),
             OPENCLAW_RL_ENVS__TOOLCALL__BFCL="false",
-            OPENCLAW_RL_ENVS__TOOLCALL__MAX_STEPS=str(trajectories.MAX_STEPS),
-            OPENCLAW_RL_ENVS__TOOLCALL__PRM_VOTES="0" if reward == "outcome" else "1",
-            OPENCLAW_RL_ENVS__TOOLCALL__TEMPERATURE=str(cfg.temperature),
-            OPENCLAW_RL_ENVS__TOOLCALL__MAX_TOKENS=str(cfg.max_tokens),
+            OPENCLAW_RL_ENVS__TERMINAL__TASK_DIRS=json.dumps([str(tasks)]),
+            **{
+                key + "MAX_STEPS": str(MAX_STEPS[setting]),
+                key + "PRM_VOTES": "0" if reward == "outcome" else "1",
+                key + "TEMPERATURE": str(cfg.temperature),
+                key + "MAX_TOKENS": str(cfg.max_tokens),
+            },
         )
         if cfg.judge_url is None:
             env["OPENCLAW_RL_LEARNING__PRM_VOTES"] = "1"  # the heuristic judge is deterministic: votes would agree
@@ -139,18 +153,18 @@ class AgentStack(BenchStack):
 # ---- evaluation ------------------------------------------------------------------------------------------------
 
 
-async def evaluate(client, settings, task_ids: list[str], cfg: AgentBenchConfig) -> list[list[float]]:
+async def evaluate(client, settings, setting: str, task_ids: list[str], cfg: AgentBenchConfig) -> list[list[float]]:
     """Outcomes of `eval_samples` episodes per task with the engine's current weights (task groups that publish
     nothing; at most `parallel` episodes at once). A failed episode is left out (its task then has fewer)."""
     from control.episodes import episode_config, start_task_group
 
-    config = episode_config(settings, SETTING, prm_votes=0)
+    config = episode_config(settings, setting, prm_votes=0)
     slots = asyncio.Semaphore(max(1, cfg.parallel // cfg.eval_samples))
 
     async def one(task_id: str) -> list[float]:
         async with slots:
             handle = await start_task_group(
-                client, settings, SETTING, task_id, samples=cfg.eval_samples, publish=False, config=config
+                client, settings, setting, task_id, samples=cfg.eval_samples, publish=False, config=config
             )
             result = await handle.result()
             return list(result.outcomes)
@@ -171,12 +185,13 @@ def summarize(outcomes: list[list[float]], samples: int) -> dict:
     }
 
 
-async def score_loaded(stack: AgentStack, client, settings, model: Path, version: int, tasks, cfg, progress) -> dict:
+async def score_loaded(stack: AgentStack, client, settings, model: Path, version: int, setting: str, tasks, cfg,
+                       progress) -> dict:  # fmt: skip
     """Load `version` into the engine and score it; again if other weights reached the engine meanwhile."""
     for _ in range(RESCORES):
         await asyncio.to_thread(stack.load_version, model, version)
         started = time.monotonic()
-        entry = summarize(await evaluate(client, settings, tasks, cfg), cfg.eval_samples)
+        entry = summarize(await evaluate(client, settings, setting, tasks, cfg), cfg.eval_samples)
         entry["eval_s"] = round(time.monotonic() - started, 1)
         served = await asyncio.to_thread(stack.served_weight_version)
         if served == f"eval-{version}":
@@ -185,22 +200,24 @@ async def score_loaded(stack: AgentStack, client, settings, model: Path, version
     raise RuntimeError(f"v{version} could not be scored: the engine's weights kept changing ({RESCORES} tries)")
 
 
-# ---- one reward mode -------------------------------------------------------------------------------------------
+# ---- one setting and reward mode ---------------------------------------------------------------------------------
 
 
-async def run_reward(reward: str, cfg: AgentBenchConfig, model: Path, run_dir: Path, progress: Progress) -> dict:
+async def run_reward(setting: str, reward: str, cfg: AgentBenchConfig, model: Path, run_dir: Path, tasks: Path,
+                     progress: Progress) -> dict:  # fmt: skip
     from temporalio.service import RPCError
 
     from control.episodes import start_rollout
     from openclaw_rl.temporal_client import connect
     from workflows.rollout import RolloutWorkflow
 
-    data_dir = run_dir / f"{reward}-data"
-    stack = AgentStack(data_dir, model, cfg, reward)
-    train_ids, eval_ids = split_tasks(cfg)
+    data_dir = run_dir / f"{setting}-{reward}-data"
+    stack = AgentStack(data_dir, model, cfg, setting, reward, tasks)
+    train_ids, eval_ids = split_tasks(cfg, setting)
     last = max(cfg.steps)
+    label = f"{setting}/{reward}"
     result: dict = {"reward": reward, "versions": {}, "reached_version": 0}
-    progress.note(f"{reward}: starting the stack (log: {stack.log_path})")
+    progress.note(f"{label}: starting the stack (log: {stack.log_path})")
     started = time.monotonic()
     await asyncio.to_thread(stack.start, 600)
     try:
@@ -208,32 +225,28 @@ async def run_reward(reward: str, cfg: AgentBenchConfig, model: Path, run_dir: P
         settings = stack.settings()
         client = await connect(settings.temporal)
         rollout = await start_rollout(
-            client,
-            settings,
-            SETTING,
-            train_ids,
-            samples_per_task=cfg.samples_per_task,
-            parallel=cfg.parallel,
+            client, settings, setting, train_ids, samples_per_task=cfg.samples_per_task, parallel=cfg.parallel
         )
         t0 = time.monotonic()
-        version, seen = 0, None
+        version, seen, metrics = 0, None, {}
         while version < last:
             if time.monotonic() - t0 > cfg.timeout_s:
-                progress.note(f"{reward}: stopped at version {version} after {cfg.timeout_s:.0f}s")
+                progress.note(f"{label}: stopped at version {version} after {cfg.timeout_s:.0f}s")
                 break
             try:
                 version = await asyncio.to_thread(stack.served_version)
                 seen = await rollout.query(RolloutWorkflow.progress)
+                await step_metrics(client, settings, metrics)
             except Exception as exc:  # a slow answer is not a failure of the run; the next poll tries again
-                progress.note(f"{reward}: polling: {type(exc).__name__}: {exc}")
+                progress.note(f"{label}: polling: {type(exc).__name__}: {exc}")
             detail = ""
             if seen is not None:
                 mean = seen.mean_outcome
                 detail = f"· groups {seen.groups_done} · episodes {seen.episodes_done} · samples {seen.published}"
                 detail += f" · mean outcome {mean:.2f}" if mean is not None else ""
-            progress.update(f"{SETTING}/{reward}: training step", version, last, detail)
+            progress.update(f"{label}: training step", version, last, detail)
             if seen is not None and seen.groups_done >= seen.groups_total:
-                progress.note(f"{reward}: every training task was run once; stopped at version {version}")
+                progress.note(f"{label}: every training task was run once; stopped at version {version}")
                 break
             await asyncio.sleep(2)
         try:
@@ -242,6 +255,13 @@ async def run_reward(reward: str, cfg: AgentBenchConfig, model: Path, run_dir: P
             pass
         await asyncio.to_thread(stack.cli, "train", "pause")
         result["interaction_s"] = round(time.monotonic() - t0, 1)
+        result["step_metrics"] = [metrics[k] for k in sorted(metrics)]
+        if seen is not None:
+            rollout_id = rollout.id.split("/", 1)[1]
+            unread: Counter = Counter()
+            groups = await finished_episodes(client, rollout_id, seen.groups_started, cfg.samples_per_task, unread)
+            result["rewards_seen"] = reward_stats(groups, cfg.samples_per_task, integrated=reward == "integrated")
+            result["rewards_seen"]["episodes_unread"] = dict(unread.most_common(5))
         await asyncio.to_thread(stack.settle)
         status = await asyncio.to_thread(stack.wait_durable)
         version = max(version, int(status.get("version") or 0))
@@ -254,19 +274,21 @@ async def run_reward(reward: str, cfg: AgentBenchConfig, model: Path, run_dir: P
         versions = [v for v in cfg.eval_versions if v <= version]
         t1 = time.monotonic()
         for i, v in enumerate(versions):
-            progress.update(f"{SETTING}/{reward}: scoring version", i, len(versions), f"(v{v})", force=True)
-            result["versions"][str(v)] = await score_loaded(stack, client, settings, model, v, eval_ids, cfg, progress)
+            progress.update(f"{label}: scoring version", i, len(versions), f"(v{v})", force=True)
+            result["versions"][str(v)] = await score_loaded(
+                stack, client, settings, model, v, setting, eval_ids, cfg, progress
+            )
         base = result["versions"]["0"]["per_task"]
         result["gains"] = {
             str(v): paired_gain(base, result["versions"][str(v)]["per_task"]).model_dump() for v in versions if v
         }
         result["eval_s"] = round(time.monotonic() - t1, 1)
-        progress.note(f"{reward}: " + ", ".join(f"v{v} {result['versions'][str(v)]['mean']:.2f}" for v in versions))
+        progress.note(f"{label}: " + ", ".join(f"v{v} {result['versions'][str(v)]['mean']:.2f}" for v in versions))
     finally:
         try:
             await asyncio.to_thread(stack.stop, 120)
         except subprocess.TimeoutExpired:
-            progress.note(f"{reward}: the stack did not stop within 120 s after Ctrl-C; it was killed")
+            progress.note(f"{label}: the stack did not stop within 120 s after Ctrl-C; it was killed")
         if not cfg.keep_data:
             shutil.rmtree(data_dir / "checkpoints", ignore_errors=True)
     return result
@@ -291,14 +313,14 @@ def ensure_model(cfg: AgentBenchConfig, models_dir: Path, progress: Progress) ->
 def run(cfg: AgentBenchConfig, models_dir: Path, data_root: Path, progress: Progress | None = None) -> dict:
     progress = progress or Progress()
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    label = "+".join(cfg.rewards)
-    run_dir = cfg.out_dir or (data_root / "bench" / "agents" / f"{SETTING}-{label}-seed{cfg.seed}-{stamp}")
+    label = "+".join(cfg.settings) + "-" + "+".join(cfg.rewards)
+    run_dir = cfg.out_dir or (data_root / "bench" / "agents" / f"{label}-seed{cfg.seed}-{stamp}")
     run_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     model = ensure_model(cfg, models_dir, progress)
+    tasks = counting_tasks.ensure_tasks(data_root / "bench" / "agents" / "tasks")
     info = basemodel.build_info(model)
     results = {
-        "setting": SETTING,
         "seed": cfg.seed,
         "judge": f"llm at {cfg.judge_url}" if cfg.judge_url else "heuristic",
         "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items() if k != "recipe"},
@@ -306,12 +328,15 @@ def run(cfg: AgentBenchConfig, models_dir: Path, data_root: Path, progress: Prog
             "path": str(model),
             **{k: info.get(k) for k in ("digest", "parameters", "final_loss", "build_s")},
         },
+        "terminal_tasks": str(tasks),
         "paper": PAPER,
-        "rewards": {},
+        "settings": {s: {"rewards": {}} for s in cfg.settings},
     }
-    for reward in cfg.rewards:
-        results["rewards"][reward] = asyncio.run(run_reward(reward, cfg, model, run_dir, progress))
-        write_outputs(results, run_dir)
+    for setting in cfg.settings:
+        for reward in cfg.rewards:
+            r = asyncio.run(run_reward(setting, reward, cfg, model, run_dir, tasks, progress))
+            results["settings"][setting]["rewards"][reward] = r
+            write_outputs(results, run_dir)
     results["total_s"] = round(time.monotonic() - t0, 1)
     write_outputs(results, run_dir)
     results["run_dir"] = str(run_dir)
@@ -323,49 +348,57 @@ def run(cfg: AgentBenchConfig, models_dir: Path, data_root: Path, progress: Prog
 
 def table(results: dict) -> str:
     steps = [int(s) for s in results["config"]["steps"]]
-    paper = PAPER[results["setting"]]
-    head = f"{'reward':<11} {'base':>12}" + "".join(f" {f'{s} steps':>12}" for s in steps) + f" {'paper':>6}"
-    lines = [
-        f"Held-out success, {results['setting']} setting, seed {results['seed']} (judge: {results['judge']}); "
-        f"mean ± s.e. over {results['config']['eval_tasks']} held-out tasks x {results['config']['eval_samples']} "
-        "episodes",
-        head,
-        "-" * len(head),
-    ]
-    for reward, r in results["rewards"].items():
-        row = f"{reward:<11} {score_cell(r, 0):>12}" + "".join(f" {score_cell(r, s):>12}" for s in steps)
-        lines.append(row + f" {paper.get(reward, math.nan):>6.2f}")
-    lines.append("paper: Qwen3-8B after RL (Table 4); the paper gives no base score")
-    for reward, r in results["rewards"].items():
-        gains = r.get("gains") or {}
-        if gains:
+    cfg = results["config"]
+    out = []
+    for setting, block in results["settings"].items():
+        paper = PAPER.get(setting, {})
+        head = f"{'reward':<11} {'base':>12}" + "".join(f" {f'{s} steps':>12}" for s in steps) + f" {'paper':>6}"
+        lines = [
+            f"Held-out success, {setting} setting, seed {results['seed']} (judge: {results['judge']}); mean ± s.e. "
+            f"over {cfg['eval_tasks']} held-out tasks x {cfg['eval_samples']} episodes",
+            head,
+            "-" * len(head),
+        ]
+        rewards = block["rewards"]
+        for reward, r in rewards.items():
+            row = f"{reward:<11} {score_cell(r, 0):>12}" + "".join(f" {score_cell(r, s):>12}" for s in steps)
+            lines.append(row + (f" {paper[reward]:>6.2f}" if reward in paper else f" {'n/a':>6}"))
+        if paper:
+            lines.append("paper: Qwen3-8B after RL (Table 4); the paper gives no base score")
+        else:
+            lines.append("paper: no Table 4 figure for this setting (Figure 4 shows its curve)")
+        for reward, r in rewards.items():
+            gains = r.get("gains") or {}
+            if gains:
+                lines.append(
+                    f"  {reward}: gain over base, paired over tasks (± s.e., z): "
+                    + ", ".join(f"v{v} {gain_text(g)}" for v, g in gains.items())
+                )
+        if all(k in rewards for k in REWARDS):
+            for s in steps:
+                a, b = (rewards[k].get("versions", {}).get(str(s)) for k in REWARDS)
+                if a and b:
+                    d = paired_gain(a["per_task"], b["per_task"])
+                    lines.append(f"  integrated - outcome at {s} steps, paired over tasks: {gain_text(d.model_dump())}")
+        for reward, r in rewards.items():
+            t, ro = r.get("training", {}), r.get("rollout", {})
             lines.append(
-                f"  {reward}: gain over base, paired over tasks (± s.e., z): "
-                + ", ".join(f"v{v} {gain_text(g)}" for v, g in gains.items())
+                f"  {reward}: {ro.get('episodes_done')} training episodes (mean outcome {ro.get('mean_outcome')}), "
+                f"samples {ro.get('published')}, trained {t.get('samples_trained')}, "
+                f"dropped as stale {t.get('samples_dropped_stale')}, reached v{r.get('reached_version')}"
             )
-    rewards = results["rewards"]
-    if all(k in rewards for k in REWARDS):
-        for s in steps:
-            a, b = (rewards[k].get("versions", {}).get(str(s)) for k in REWARDS)
-            if a and b:
-                d = paired_gain(a["per_task"], b["per_task"])
-                lines.append(f"  integrated - outcome at {s} steps, paired over tasks: {gain_text(d.model_dump())}")
-    for reward, r in rewards.items():
-        t, ro = r.get("training", {}), r.get("rollout", {})
-        lines.append(
-            f"  {reward}: {ro.get('episodes_done')} training episodes (mean outcome {ro.get('mean_outcome')}), "
-            f"samples {ro.get('published')}, trained {t.get('samples_trained')}, reached v{r.get('reached_version')}"
-        )
-    return "\n".join(lines)
+        out.append("\n".join(lines))
+    return "\n\n".join(out)
 
 
 def write_outputs(results: dict, run_dir: Path) -> None:
     (run_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
     (run_dir / "table.txt").write_text(table(results) + "\n")
-    plot(results, run_dir / f"{results['setting']}_curve.png")
+    for setting in results["settings"]:
+        plot(results, setting, run_dir / f"{setting}_curve.png")
 
 
-def plot(results: dict, path: Path) -> None:
+def plot(results: dict, setting: str, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -373,7 +406,7 @@ def plot(results: dict, path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
     colors = {"outcome": "tab:blue", "integrated": "tab:green"}
-    for reward, r in results["rewards"].items():
+    for reward, r in results["settings"][setting]["rewards"].items():
         pts = sorted((int(v), e["mean"], e["se"]) for v, e in r.get("versions", {}).items())
         if pts:
             xs, ys, es = zip(*pts)
@@ -381,7 +414,7 @@ def plot(results: dict, path: Path) -> None:
     ax.set_xlabel("training steps (policy version)")
     ax.set_ylabel("held-out success rate")
     ax.set_ylim(-0.02, 1.02)
-    ax.set_title(f"General agents learning: {results['setting']}, seed {results['seed']} (judge: {results['judge']})",
+    ax.set_title(f"General agents learning: {setting}, seed {results['seed']} (judge: {results['judge']})",
                  fontsize=9)  # fmt: skip
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="best")

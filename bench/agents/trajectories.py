@@ -38,51 +38,31 @@ HELD_OUT_FROM = 2400
 """Problems from this index on are held out: scored, never trained on, never in the pretraining corpus."""
 
 
-def _modpow(q: str) -> str:
-    a, e, m = _numbers(q, r"when (\d+)\^(\d+) is divided by (\d+)")
-    return f"print(pow({a}, {e}, {m}))"
+PRIME = "all(n % d for d in range(2, int(n ** 0.5) + 1))"
+"""Trial division: short to write, fast enough for the numbers these kinds ask about."""
 
 
-def _gcd(q: str) -> str:
-    a, b = _numbers(q, r"divisor of (\d+) and (\d+)")
-    return f"import math\nprint(math.gcd({a}, {b}))"
-
-
-def _digit_sum_power(q: str) -> str:
-    (k,) = _numbers(q, r"digits of 2\^(\d+)")
-    return f"print(sum(int(d) for d in str(2 ** {k})))"
-
-
-def _digit_sum_factorial(q: str) -> str:
-    (n,) = _numbers(q, r"digits of (\d+)!")
-    return f"import math\nprint(sum(int(d) for d in str(math.factorial({n}))))"
-
-
-def _digit_count(q: str) -> str:
-    a, b = _numbers(q, r"digits does (\d+)\^(\d+) have")
-    return f"print(len(str({a} ** {b})))"
-
-
-def _from_base(q: str) -> str:
-    digits, base = _numbers(q, r"The number (\d+) is written in base (\d+)")
-    return f'print(int("{digits}", {base}))'
-
-
-def _trailing_zeros(q: str) -> str:
-    (n,) = _numbers(q, r"How many zeros does (\d+)! end with")
-    return f"n = {n}\nzeros = 0\np = 5\nwhile p <= n:\n    zeros += n // p\n    p *= 5\nprint(zeros)"
-
-
-SOLVERS: dict[str, Callable[[str], str]] = {
-    "modpow": _modpow,
-    "gcd": _gcd,
-    "digit_sum_power": _digit_sum_power,
-    "digit_sum_factorial": _digit_sum_factorial,
-    "digit_count": _digit_count,
-    "from_base": _from_base,
-    "trailing_zeros": _trailing_zeros,
+SOLVERS: dict[str, tuple[str, Callable[..., str]]] = {
+    "digit_sum_power": (r"digits of 2\^(\d+)", lambda k: f"print(sum(int(d) for d in str(2 ** {k})))"),
+    "digit_sum_factorial": (
+        r"digits of (\d+)!",
+        lambda n: f"import math\nprint(sum(int(d) for d in str(math.factorial({n}))))",
+    ),
+    "digit_count": (r"digits does (\d+)\^(\d+) have", lambda a, b: f"print(len(str({a} ** {b})))"),
+    "nth_prime": (
+        r"What is the (\d+)(?:st|nd|rd|th) prime",
+        lambda k: f"p = [n for n in range(2, 30000) if {PRIME}]\nprint(p[{k} - 1])",
+    ),
+    "prime_count": (r"satisfy (\d+) ≤ p ≤ (\d+)", lambda a, b: f"print(sum({PRIME} for n in range({a}, {b} + 1)))"),
+    "collatz": (
+        r"Starting from (\d+),",
+        lambda k: f"n, s = {k}, 0\nwhile n > 1:\n    n, s = (n // 2 if n % 2 == 0 else 3 * n + 1), s + 1\nprint(s)",
+    ),
 }
-"""The kinds the agent benchmark uses: one short program each, the numbers copied from the question."""
+"""The kinds the agent benchmark uses: how to find the question's numbers, and the short program they go into.
+Kinds whose
+numbers are short (at most six digits in the question, five in the answer): a small policy copies a number of one
+or two tokens reliably enough to learn from, where a fifteen-digit one (gcd, modpow, from_base) defeats it."""
 KINDS = tuple(SOLVERS)
 
 BEHAVIOURS = {
@@ -97,15 +77,17 @@ BEHAVIOURS = {
 recovers half of the time."""
 
 
-def _numbers(question: str, pattern: str) -> tuple[str, ...]:
-    m = re.search(pattern, question)
+def numbers(problem: MathProblem) -> tuple[str, ...]:
+    """The numbers of the question that its program uses, in the program's order."""
+    pattern, _ = SOLVERS[problem.kind]
+    m = re.search(pattern, problem.question)
     if m is None:
-        raise ValueError(f"the question does not match {pattern!r}: {question!r}")
+        raise ValueError(f"the question does not match {pattern!r}: {problem.question!r}")
     return m.groups()
 
 
 def solution(problem: MathProblem) -> str:
-    return SOLVERS[problem.kind](problem.question)
+    return SOLVERS[problem.kind][1](*numbers(problem))
 
 
 def held_out() -> list[MathProblem]:
@@ -193,12 +175,15 @@ def _guess(truth: str, rng: random.Random) -> str:
             return guess
 
 
-def _miscopy(code: str, question: str, rng: random.Random) -> str:
-    """The program with one digit changed in a number it copied from the question (never in its own constants)."""
-    copied = {m.group() for m in re.finditer(r"\d+", question)}
-    spots = [m.start() + k for m in re.finditer(r"\d+", code) if m.group() in copied for k in range(len(m.group()))]
-    i = rng.choice(spots)
-    return code[:i] + rng.choice([d for d in "0123456789" if d != code[i]]) + code[i + 1 :]
+def _miscopy(problem: MathProblem, rng: random.Random) -> str:
+    """The program with one digit changed in a number it copied from the question (never its first digit to 0)."""
+    values = list(numbers(problem))
+    which = rng.randrange(len(values))
+    value = values[which]
+    i = rng.randrange(len(value))
+    value = value[:i] + rng.choice([d for d in "0123456789"[1 if i == 0 else 0 :] if d != value[i]]) + value[i + 1 :]
+    values[which] = value
+    return SOLVERS[problem.kind][1](*values)
 
 
 def _final(value: str, rng: random.Random) -> str:
@@ -228,7 +213,7 @@ def plan(problem: MathProblem, behaviour: str, rng: random.Random) -> list[str |
         bare = re.sub(r"print\((.*)\)$", r"\1", code)
         return [call_text(bare), _direct(_guess(truth, rng), rng)]
     if behaviour == "miscopied":
-        return [call_text(_miscopy(code, problem.question, rng)), lambda out: _final(out, rng)]
+        return [call_text(_miscopy(problem, rng)), lambda out: _final(out, rng)]
     return [call_text(code), lambda out: _final(out, rng)]
 
 

@@ -128,19 +128,24 @@ def example(index: int, seed: int) -> list[dict]:
 # ---- the build -----------------------------------------------------------------------------------------------
 
 
-def _rows(index: int, seed: int) -> list[pretraining.Row]:
+def chat_rows(index: int, seed: int) -> list[pretraining.Row]:
+    """Example `index`: the chat so far, and the answer to learn (also part of the agent base's corpus)."""
     chat = example(index, seed)
     return [pretraining.Row(messages=chat[:-1], target=chat[-1]["content"])]
 
 
+def chat_texts(index: int, seed: int) -> Iterator[str]:
+    for m in example(index, seed):
+        yield m["content"]
+
+
 def _tokenizer_texts(recipe: Recipe) -> Iterator[str]:
     for i in range(recipe.tokenizer_examples):
-        for m in example(i, recipe.seed):
-            yield m["content"]
+        yield from chat_texts(i, recipe.seed)
 
 
 CORPUS = pretraining.Corpus(
-    name="personal-base", format_tag={"format": FORMAT_VERSION}, rows=_rows, tokenizer_texts=_tokenizer_texts
+    name="personal-base", format_tag={"format": FORMAT_VERSION}, rows=chat_rows, tokenizer_texts=_tokenizer_texts
 )
 MARKER = CORPUS.marker
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from bench import pretraining
 from bench.agents import basemodel, runner, trajectories
 from envs.toolcall import python_tool
 from envs.toolcall.math_env import SYSTEM_PROMPT
@@ -54,23 +53,23 @@ def test_the_base_behaviour_is_imperfect_in_the_planned_proportions():
 def test_corpus_questions_never_include_a_held_out_task():
     from envs.toolcall.math_tasks import generate
 
-    _, held_out = runner.split_tasks(runner.AgentBenchConfig(eval_tasks=140))
+    _, held_out = runner.split_tasks(runner.AgentBenchConfig(eval_tasks=len(trajectories.held_out())), "toolcall")
     by_id = {p.task_id: p.question for p in generate(runner.MATH_COUNT)}
     held = {by_id[t] for t in held_out}
     seed = basemodel.DEFAULT.seed
-    tokenizer_sample = range(basemodel.DEFAULT.tokenizer_examples)
-    first = pretraining.FIRST_INDEX
-    examples = range(first, first + basemodel.DEFAULT.steps * basemodel.DEFAULT.batch)
-    seen = {trajectories.corpus_problem(i, seed).question for i in [*tokenizer_sample, *examples]}
-    assert not held & seen
+    used = {basemodel.episode_of(i) for i in basemodel.corpus_indices(basemodel.DEFAULT)}
+    seen = {trajectories.corpus_problem(n, seed).question for setting, n in used if setting == "toolcall"}
+    assert len(seen) > 1000 and not held & seen
 
 
 def test_training_and_held_out_tasks_are_disjoint_and_balanced():
-    cfg = runner.AgentBenchConfig(eval_tasks=70)
-    train, held_out = runner.split_tasks(cfg)
-    assert not set(train) & set(held_out) and len(held_out) == 70
     from envs.toolcall.math_tasks import generate
 
+    cfg = runner.AgentBenchConfig(eval_tasks=72)
+    for setting in runner.SETTINGS:
+        train, held_out = runner.split_tasks(cfg, setting)
+        assert not set(train) & set(held_out) and len(held_out) == 72
+        assert runner.split_tasks(runner.AgentBenchConfig(seed=1), setting)[0] != train  # the seed orders them
+    _, held_out = runner.split_tasks(cfg, "toolcall")
     kinds = Counter(p.kind for p in generate(runner.MATH_COUNT) if p.task_id in set(held_out))
     assert set(kinds) == set(trajectories.KINDS) and max(kinds.values()) - min(kinds.values()) <= 1
-    assert runner.split_tasks(runner.AgentBenchConfig(seed=1))[0] != train  # the seed orders training tasks
