@@ -8,6 +8,7 @@ own function (`rlmath.stepwise`), so steps in constant buckets (dropped: no sign
 from __future__ import annotations
 
 import asyncio
+import re
 from collections import Counter, defaultdict
 
 from contracts.episodes import EpisodeResult, episode_workflow_id
@@ -33,9 +34,11 @@ async def finished_episodes(
     `errors` by why)."""
 
     async def one(group_id: str, k: int) -> tuple[str, EpisodeResult | None]:
-        handle = client.get_workflow_handle(episode_workflow_id(group_id, k))
+        from workflows.episode import EpisodeWorkflow
+
+        handle = client.get_workflow_handle_for(EpisodeWorkflow.run, episode_workflow_id(group_id, k))
         try:
-            return group_id, await handle.result(result_type=EpisodeResult, follow_runs=True)
+            return group_id, await handle.result()
         except Exception as exc:  # noqa: BLE001 - terminated with the rollout, failed, or never started
             if errors is not None:
                 errors[f"{type(exc).__name__}: {str(exc)[:120]}"] += 1
@@ -48,6 +51,43 @@ async def finished_episodes(
         if r is not None:
             out[group_id].append(r)
     return dict(out)
+
+
+async def group_episodes(client, group_id: str, samples: int) -> list[EpisodeResult]:
+    """The finished episodes of one task group."""
+    from workflows.episode import EpisodeWorkflow
+
+    out = []
+    for k in range(samples):
+        handle = client.get_workflow_handle_for(EpisodeWorkflow.run, episode_workflow_id(group_id, k))
+        try:
+            out.append(await handle.result())
+        except Exception:  # noqa: BLE001 - failed after its attempts: the group left it out too
+            continue
+    return out
+
+
+_TOOL_ERROR = re.compile(r"error|traceback|exit code [1-9]|No such file", re.IGNORECASE)
+BEHAVIOURS = ("success", "no_tool_call", "malformed_call", "tool_error", "other_failure")
+
+
+def behaviour(e: EpisodeResult) -> str:
+    """What an episode did, from its steps: succeeded; answered without ever calling a tool; sent a call that
+    could not be parsed; ran a tool that failed; or failed otherwise (a wrong copy, an answer not written...)."""
+    if e.outcome >= 0.5:
+        return "success"
+    if any(s.parse_error for s in e.steps):
+        return "malformed_call"
+    if not any(s.tool_calls for s in e.steps):
+        return "no_tool_call"
+    if any(s.tool_calls and _TOOL_ERROR.search(s.observation) for s in e.steps):
+        return "tool_error"
+    return "other_failure"
+
+
+def behaviour_rates(episodes: list[EpisodeResult]) -> dict[str, float]:
+    counts = Counter(behaviour(e) for e in episodes)
+    return {b: round(counts[b] / len(episodes), 4) for b in BEHAVIOURS} if episodes else {}
 
 
 def reward_stats(groups: dict[str, list[EpisodeResult]], samples: int, integrated: bool) -> dict:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
 from bench import pretraining
@@ -24,32 +26,37 @@ FORMAT_VERSION = 4
 
 SETTINGS = {"toolcall": trajectories, "terminal": terminal_trajectories}
 """The agent settings the corpus holds, with generated episodes."""
-CYCLE = ("toolcall", "terminal", "terminal", "toolcall", "terminal", "personal")
-"""The corpus's examples in turn: two tool-call episodes, three terminal ones (more words to copy, learned later),
-then a personal chat (the personalization benchmark's, so that one policy can be trained on both streams at once:
-`bench agents --mixed`)."""
-
-DRILL_PHASE = 0
-"""The first DRILL_PHASE examples are drills: the episode without the system prompt and tool list."""
-DRILL_EVERY = 0
-"""After the drill phase, all but every DRILL_EVERY-th example are still drills (0: none)."""
-
 
 NUMBER_WEIGHT = 3.0
 """The loss weight of a learned all-digit token (`Corpus.number_weight`)."""
 
-COPY_PHASE = 16_000
-"""The first COPY_PHASE examples are copy drills, later every COPY_LATER-th: a short row that only asks to copy
-numbers (into a program, a list, an answer). Copying the question's numbers into a program and the tool's printed
-value into the answer is what good tool use needs and what a small model learns last; alone, in short rows, the
-copying forms in a few minutes (measured: a copy task alone, 1,500 steps: 0/40 exact with three-digit number
-tokens, 11/40 with single digits and the loss at 0.2), and the episodes that follow carry it over."""
-COPY_LATER = 8
 
+@dataclass(frozen=True)
+class Mix:
+    """What a corpus holds, example by example."""
 
-def _is_copy_drill(index: int) -> bool:
-    n = index - pretraining.FIRST_INDEX
-    return 0 <= n < COPY_PHASE or (n >= COPY_PHASE and n % COPY_LATER == 0)
+    cycle: tuple[str, ...] = ("toolcall", "terminal", "terminal", "toolcall", "terminal", "personal")
+    """The sources in turn: the default has two tool-call episodes, three terminal ones (more to copy, learned
+    later), then a personal chat (the personalization benchmark's, so that one policy can be trained on both
+    streams at once: `bench agents --mixed`)."""
+    copy_phase: int = 16_000
+    """The first `copy_phase` examples are copy drills, later every `copy_later`-th: a short row that only asks to
+    copy numbers (into a program, a list, an answer) or the terminal tasks' names. Copying the question's numbers
+    into a program and the tool's printed value into the answer is what good tool use needs and what a small
+    model learns last; alone, in short rows, the copying forms in a few minutes (measured: a copy task alone,
+    1,500 steps: 0/40 exact with three-digit number tokens, 11/40 with single digits and the loss at 0.2), and the
+    episodes that follow carry it over."""
+    copy_later: int = 8
+
+    def is_copy_drill(self, index: int) -> bool:
+        n = index - pretraining.FIRST_INDEX
+        return 0 <= n < self.copy_phase or (n >= self.copy_phase and n % self.copy_later == 0)
+
+    def episode_of(self, index: int) -> tuple[str, int]:
+        """Which source example `index` comes from (an agent setting, or personal), and its index there."""
+        pos = index % len(self.cycle)
+        source = self.cycle[pos]
+        return source, (index // len(self.cycle)) * self.cycle.count(source) + self.cycle[:pos].count(source)
 
 
 def _copy_drill(index: int, seed: int) -> pretraining.Row:
@@ -70,41 +77,16 @@ def _copy_drill(index: int, seed: int) -> pretraining.Row:
     return pretraining.Row(messages=[{"role": "user", "content": ask}], target=target)
 
 
-def _is_drill(index: int) -> bool:
-    n = index - pretraining.FIRST_INDEX
-    return 0 <= n < DRILL_PHASE or (n >= DRILL_PHASE and DRILL_EVERY > 0 and n % DRILL_EVERY != 0)
-
-
-def episode_of(index: int) -> tuple[str, int]:
-    """Which source corpus example `index` comes from (an agent setting, or personal), and its index there."""
-    pos = index % len(CYCLE)
-    source = CYCLE[pos]
-    return source, (index // len(CYCLE)) * CYCLE.count(source) + CYCLE[:pos].count(source)
-
-
-def _episode(index: int, seed: int):
-    setting, n = episode_of(index)
-    return SETTINGS[setting].trajectory(n, seed)
-
-
-def corpus_indices(recipe: Recipe) -> list[int]:
-    """Every example index a build of `recipe` reads: the tokenizer's sample, then the pretraining rows."""
-    first = pretraining.FIRST_INDEX
-    return [*range(recipe.tokenizer_examples), *range(first, first + recipe.steps * recipe.batch)]
-
-
-def _rows(index: int, seed: int) -> list[pretraining.Row]:
-    """The whole episode in one row, every step learned (each as it was written after its own prompt)."""
-    if _is_copy_drill(index):
+def _rows(mix: Mix, index: int, seed: int) -> list[pretraining.Row]:
+    """A copy drill, a personal chat, or a whole episode in one row, every step learned (each as it was written
+    after its own prompt)."""
+    if mix.is_copy_drill(index):
         return [_copy_drill(index, seed)]
-    source, n = episode_of(index)
+    source, n = mix.episode_of(index)
     if source == "personal":
         return personal_base.chat_rows(n, seed)
-    steps, tools, _ = _episode(index, seed)
+    steps, tools, _ = SETTINGS[source].trajectory(n, seed)
     messages, text = steps[-1]
-    if _is_drill(index):
-        messages = [m for m in messages if m["role"] != "system"]
-        return [pretraining.Row(messages=messages, target=text, learn_history=True)]
     return [pretraining.Row(messages=messages, target=text, tools=tools, learn_history=True)]
 
 
@@ -118,61 +100,85 @@ def _shared_prefixes(tokenizer) -> list[list[int]]:
     return prefixes
 
 
-def _tokenizer_texts(recipe: Recipe) -> Iterator[str]:
+def _tokenizer_texts(mix: Mix, recipe: Recipe) -> Iterator[str]:
+    for name, module in SETTINGS.items():  # the tool lists once each, whatever the mix
+        yield from (json.dumps(t) for t in module.trajectory(0, recipe.seed)[1])
     for i in range(recipe.tokenizer_examples):
-        source, n = episode_of(i)
+        source, n = mix.episode_of(i)
         if source == "personal":
             yield from personal_base.chat_texts(n, recipe.seed)
             continue
-        steps, tools, _ = _episode(i, recipe.seed)
-        messages, _text = steps[-1]
-        if i < len(SETTINGS):
-            yield from (json.dumps(t) for t in tools)
-        for m in messages:
+        steps, _, _ = SETTINGS[source].trajectory(n, recipe.seed)
+        for m in steps[-1][0]:
             yield str(m.get("content") or "")
         for _, text in steps:
             yield text
 
 
-CORPUS = pretraining.Corpus(
-    name="agent-base",
-    format_tag={
-        "format": FORMAT_VERSION,
-        "cycle": list(CYCLE),
-        "personal_format": personal_base.FORMAT_VERSION,
-        "kinds": list(trajectories.KINDS),
-        "behaviours": [trajectories.BEHAVIOURS, terminal_trajectories.BEHAVIOURS],
-        "max_steps": [trajectories.MAX_STEPS, terminal_trajectories.MAX_STEPS],
-        "drill_phase": DRILL_PHASE,
-        "drill_every": DRILL_EVERY,
-        "numbers": "digits",
-        "number_weight": NUMBER_WEIGHT,
-        "copy_drills": [COPY_PHASE, COPY_LATER],
-    },
-    rows=_rows,
-    tokenizer_texts=_tokenizer_texts,
-    shared_prefixes=_shared_prefixes,
-    number_weight=NUMBER_WEIGHT,
-)
+def corpus(name: str, mix: Mix) -> pretraining.Corpus:
+    return pretraining.Corpus(
+        name=name,
+        format_tag={
+            "format": FORMAT_VERSION,
+            "mix": asdict(mix),
+            "personal_format": personal_base.FORMAT_VERSION,
+            "counting_format": counting_tasks.FORMAT_VERSION,
+            "kinds": list(trajectories.KINDS),
+            "behaviours": [trajectories.BEHAVIOURS, terminal_trajectories.BEHAVIOURS],
+            "max_steps": [trajectories.MAX_STEPS, terminal_trajectories.MAX_STEPS],
+            "number_weight": NUMBER_WEIGHT,
+        },
+        rows=partial(_rows, mix),
+        tokenizer_texts=partial(_tokenizer_texts, mix),
+        shared_prefixes=_shared_prefixes,
+        number_weight=NUMBER_WEIGHT,
+    )
+
+
+MIX = Mix()
+CORPUS = corpus("agent-base", MIX)
+FAST_CORPUS = corpus("agent-base-fast", Mix(cycle=("terminal",), copy_phase=4_000))
+"""Terminal episodes only, a short copy phase: the test suite's learning check builds it in a few minutes."""
 MARKER = CORPUS.marker
 
 DEFAULT = Recipe(seed=4321, hidden=128, layers=4, intermediate=384, tokenizer_examples=1500, steps=2000, lr=3e-3)
+FAST = Recipe(seed=4321, hidden=128, layers=4, intermediate=384, tokenizer_examples=400, steps=800, lr=3e-3)
 QUICK = Recipe(seed=4321, steps=8, batch=4, tokenizer_examples=100, hidden=64, layers=2, intermediate=192)
 """A miniature build for tests: the same code path in seconds (its output is not a usable policy)."""
 
 
-def default_dir(models_dir: Path, recipe: Recipe = DEFAULT) -> Path:
-    return CORPUS.folder(models_dir, recipe)
+def corpus_indices(recipe: Recipe) -> list[int]:
+    """Every example index a build of `recipe` reads: the tokenizer's sample, then the pretraining rows."""
+    first = pretraining.FIRST_INDEX
+    return [*range(recipe.tokenizer_examples), *range(first, first + recipe.steps * recipe.batch)]
+
+
+@dataclass(frozen=True)
+class Build:
+    corpus: pretraining.Corpus
+    recipe: Recipe
+
+
+BUILDS = {"default": Build(CORPUS, DEFAULT), "fast": Build(FAST_CORPUS, FAST), "quick": Build(CORPUS, QUICK)}
+
+
+def default_dir(models_dir: Path, build: Build = BUILDS["default"]) -> Path:
+    return build.corpus.folder(models_dir, build.recipe)
 
 
 def ensure_base_model(
     target: Path,
-    recipe: Recipe = DEFAULT,
+    build: Build = BUILDS["default"],
     progress: Callable[[int, int, float], None] | None = None,
     force: bool = False,
 ) -> Path:
-    return pretraining.ensure_model(target, CORPUS, recipe, progress, force)
+    return pretraining.ensure_model(target, build.corpus, build.recipe, progress, force)
 
 
 def build_info(path: Path) -> dict:
-    return pretraining.build_info(path, CORPUS)
+    """The marker of whichever build `path` holds."""
+    for build in BUILDS.values():
+        info = pretraining.build_info(path, build.corpus)
+        if info:
+            return info
+    return {}

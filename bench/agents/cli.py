@@ -43,6 +43,13 @@ def add_parser(bsub: argparse._SubParsersAction) -> None:
     p.add_argument("--parallel", type=int, default=16, help="episodes running at once")
     p.add_argument("--batch-size", type=int, default=32, help="training.batch_size: step samples per train step")
     p.add_argument("--lr", type=float, default=5e-4, help="training.lr (the paper's 1e-6 is for 8B models)")
+    p.add_argument(
+        "--temperature",
+        type=float,
+        default=0.6,
+        help="the policy's sampling temperature, in training and scoring (0.6: at 1.0 this small policy's number "
+        "copies are too noisy for it to succeed; docs/agents-benchmark.md)",
+    )
     p.add_argument("--judge-url", help="an OpenAI-compatible LLM step judge (default: the heuristic judge)")
     p.add_argument("--judge-model", default="default")
     p.add_argument("--model", type=Path, help="serve this checkpoint instead of building the base agent policy")
@@ -50,6 +57,17 @@ def add_parser(bsub: argparse._SubParsersAction) -> None:
     p.add_argument("--keep-data", action="store_true", help="keep the checkpoints of each stack")
     p.add_argument("--timeout-s", type=float, default=3600.0, help="per reward mode, for reaching the last step")
     p.add_argument("--build-model", action="store_true", help="only build (or find) the cached base agent policy")
+    p.add_argument(
+        "--mixed",
+        action="store_true",
+        help="one policy, two streams: simulated personal users (the personalization benchmark's students) and "
+        "tool-call episodes train the same weights at once; both held-out scores per version",
+    )
+    p.add_argument("--method", choices=["binary", "opd", "combined"], default="binary",
+                   help="--mixed: the personal users' learning method")  # fmt: skip
+    p.add_argument("--build", choices=["default", "fast"], default="default",
+                   help="which base agent policy to build: default (both settings and personal chats, ~15 min once), "
+                   "fast (tool-call only, a few minutes: the test suite's)")  # fmt: skip
     p.add_argument("--quick", action="store_true", help=argparse.SUPPRESS)  # tests: a miniature model, 1 step
 
 
@@ -57,7 +75,7 @@ def bench_command(args: argparse.Namespace, settings) -> int:
     from bench.agents import basemodel, runner
 
     progress = Progress()
-    recipe = basemodel.QUICK if args.quick else basemodel.DEFAULT
+    build = "quick" if args.quick else args.build
     try:
         cfg = runner.AgentBenchConfig(
             settings=runner.SETTINGS if args.setting == "both" else (args.setting,),
@@ -71,9 +89,10 @@ def bench_command(args: argparse.Namespace, settings) -> int:
             parallel=args.parallel,
             batch_size=args.batch_size,
             lr=args.lr,
+            temperature=args.temperature,
             judge_url=args.judge_url,
             judge_model=args.judge_model,
-            recipe=recipe,
+            build=build,
             model=args.model,
             out_dir=args.out,
             keep_data=args.keep_data,
@@ -91,6 +110,17 @@ def bench_command(args: argparse.Namespace, settings) -> int:
         path = runner.ensure_model(cfg, settings.models_dir, progress)
         progress.note(f"base agent policy: {path} {basemodel.build_info(path)}")
         print(path)
+        return 0
+    if args.mixed:
+        from bench.agents import mixed
+
+        cfg.settings = ("toolcall",)
+        results = mixed.run(
+            cfg, mixed.MixedConfig(method=args.method), settings.models_dir, settings.data_dir, progress
+        )
+        print()
+        print(mixed.table(results["run"], results["config"]))
+        print(f"\nresults: {results['run_dir']}/results.json, plot: {results['run_dir']}/mixed_curve.png")
         return 0
     results = runner.run(cfg, settings.models_dir, settings.data_dir, progress)
     print()

@@ -2,10 +2,10 @@
 
 Three kinds, each answered by one shell command whose words come from the instruction:
 
-- `grep`: how many lines of a log contain a word (`grep -c WORD PATH`); the workspace holds other logs too;
-- `find`: how many files with an extension lie under a project's folder, subfolders included
-  (`find DIR -name '*.EXT' | wc -l`); other projects' folders hold such files too;
-- `lines`: how many lines a file has (`wc -l < PATH`).
+- `grep`: how many lines of a day's log mention a user id (`grep -c ID PATH`); the workspace holds other days' logs;
+- `find`: how many .csv files lie under a batch folder, subfolders included (`find DIR -name '*.csv' | wc -l`);
+  other batches hold such files too, and `.csv.bak` files that are not;
+- `lines`: how many lines an export has (`wc -l < PATH`); other exports lie beside it.
 
 The agent cannot count what it has not run a command over, so only a good command succeeds. Tasks are generated
 from fixed seeds (the same folders on every machine) and written in the terminal setting's task layout with
@@ -31,23 +31,18 @@ HELD_OUT_FROM = 600
 """Tasks `count-0600` on are held out: scored, never trained on, their instructions never in pretraining."""
 FAMILY_SEED = 20261125
 ANSWER_FILE = "answer.txt"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 KINDS = ("grep", "find", "lines")
-LOG_NAMES = ("api", "web", "auth", "db", "worker", "billing", "search", "mail", "cron", "gateway", "cache", "queue")
-WORDS = (
-    "timeout", "refused", "retry", "denied", "expired", "dropped", "throttled", "corrupt",
-    "rollback", "deadlock", "overflow", "unreachable", "stale", "panic", "quota", "mismatch",
-)  # fmt: skip
-"""Words counted in logs: none is part of another, or of the filler text."""
-FILLER = (
-    "request served", "cache warmed", "user login", "job queued", "health check ok", "config loaded",
+ACTIONS = (
+    "request served", "cache warmed", "login", "job queued", "health check ok", "config loaded",
     "session opened", "session closed", "payment posted", "report built", "index updated", "backup done",
 )  # fmt: skip
 LEVELS = ("INFO", "INFO", "INFO", "WARN", "ERROR", "DEBUG")
-EXTS = ("csv", "txt", "json", "md", "py", "log", "png", "xml")
-PROJECTS = ("alpha", "beta", "gamma", "delta", "atlas", "orion", "nova", "zephyr", "apollo", "vega", "lyra", "juno")
-TABLES = ("sales", "users", "orders", "events", "prices", "stock", "visits", "scores", "clients", "items")
+OTHER_EXTS = ("json", "txt", "log", "md", "xml")
+"""What a task names varies only in numbers (a log's date, a user id, a batch, an export): the base policy, a
+1M-parameter model, copies digits reliably and whole words of a large vocabulary not at all (measured with the
+word-naming version of this family: the right command shape, another word of the same kind every time)."""
 
 
 class CountTask(BaseModel):
@@ -77,31 +72,36 @@ def _command(kind: str, s: dict[str, str]) -> str:
     return f"wc -l < {s['path']}"
 
 
-def _log(rng: random.Random, word: str, lines: int, rate: float) -> tuple[str, int]:
+def _uid(rng: random.Random) -> str:
+    while True:
+        uid = str(rng.randrange(1000, 10000))
+        if uid != "2026":  # every line's date holds 2026: a user id must not be found inside it
+            return uid
+
+
+def _log(rng: random.Random, day: int, uid: str, lines: int, rate: float) -> tuple[str, int]:
+    others = [_uid(rng) for _ in range(rng.randrange(3, 9))]
+    others = [o for o in others if o != uid] or ["4242" if uid != "4242" else "4343"]
     out, hits = [], 0
     for i in range(lines):
-        stamp = f"2026-03-{rng.randrange(1, 29):02d} {rng.randrange(24):02d}:{rng.randrange(60):02d}:{i % 60:02d}"
-        text = rng.choice(FILLER)
-        if rng.random() < rate:
-            text, hits = f"{text} {word}" if rng.random() < 0.5 else f"{word} after {text}", hits + 1
-        elif rng.random() < 0.3:  # other words, so that counting any error line is not the answer
-            text = f"{text} {rng.choice([w for w in WORDS if w != word])}"
-        out.append(f"{stamp} {rng.choice(LEVELS)} {text}")
+        hit = rng.random() < rate
+        hits += hit
+        stamp = f"2026-03-{day:02d} {rng.randrange(24):02d}:{rng.randrange(60):02d}:{i % 60:02d}"
+        out.append(f"{stamp} {rng.choice(LEVELS)} user={uid if hit else rng.choice(others)} {rng.choice(ACTIONS)}")
     return "\n".join(out) + "\n", hits
 
 
 def _grep_task(rng: random.Random, task_id: str) -> CountTask:
-    day = rng.randrange(1, 29)
-    names = [f"{n}-{day:02d}" for n in rng.sample(LOG_NAMES, rng.randrange(2, 5))]
-    word = rng.choice(WORDS)
+    days = rng.sample(range(1, 29), rng.randrange(2, 5))
+    uid = _uid(rng)
     files, answer = {}, 0
-    for n, name in enumerate(names):
-        content, hits = _log(rng, word, rng.randrange(30, 160), rng.uniform(0.05, 0.4))
-        files[f"logs/{name}.log"] = content
+    for n, day in enumerate(days):
+        content, hits = _log(rng, day, uid, rng.randrange(30, 160), rng.uniform(0.05, 0.4))
+        files[f"logs/2026-03-{day:02d}.log"] = content
         answer = hits if n == 0 else answer
-    path = f"logs/{names[0]}.log"
-    instruction = f"How many lines of {path} contain the word {word}? Write just the number to {ANSWER_FILE}."
-    slots = {"word": word, "path": path}
+    path = f"logs/2026-03-{days[0]:02d}.log"
+    instruction = f"How many lines of {path} mention user {uid}? Write just the number to {ANSWER_FILE}."
+    slots = {"word": uid, "path": path}
     return CountTask(
         task_id=task_id, kind="grep", instruction=instruction, files=files, answer=answer,
         command=_command("grep", slots), slots=slots,
@@ -109,24 +109,21 @@ def _grep_task(rng: random.Random, task_id: str) -> CountTask:
 
 
 def _find_task(rng: random.Random, task_id: str) -> CountTask:
-    dirs = rng.sample(PROJECTS, rng.randrange(2, 4))
-    ext = rng.choice(EXTS)
+    dirs = [f"batch-{b}" for b in rng.sample(range(100, 1000), rng.randrange(2, 4))]
     files, answer = {}, 0
     for n, d in enumerate(dirs):
-        subs = ["", *rng.sample(["old", "2025", "misc", "raw", "final"], rng.randrange(0, 3))]
+        subs = ["", *rng.sample(["old", "raw", "final", "tmp"], rng.randrange(0, 3))]
         for i in range(rng.randrange(4, 30)):
-            e = ext if rng.random() < 0.45 else rng.choice(EXTS)
+            ext = "csv" if rng.random() < 0.45 else rng.choice(OTHER_EXTS)
             if rng.random() < 0.1:
-                e = f"{ext}.bak"  # not a *.EXT file: the name ends in .bak
+                ext = "csv.bak"  # not a *.csv file: the name ends in .bak
             sub = rng.choice(subs)
-            path = f"{d}/{sub + '/' if sub else ''}{rng.choice(TABLES)}_{i:02d}.{e}"
-            files[path] = f"{i}\n"
-            answer += n == 0 and e == ext
+            files[f"{d}/{sub + '/' if sub else ''}part-{i:02d}.{ext}"] = f"{i}\n"
+            answer += n == 0 and ext == "csv"
     instruction = (
-        f"How many files ending in .{ext} are there under {dirs[0]}/ (subfolders included)?"
-        f" Write just the number to {ANSWER_FILE}."
+        f"How many .csv files are there under {dirs[0]}/ (subfolders included)? Write just the number to {ANSWER_FILE}."
     )
-    slots = {"dir": dirs[0], "ext": ext}
+    slots = {"dir": dirs[0], "ext": "csv"}
     return CountTask(
         task_id=task_id, kind="find", instruction=instruction, files=files, answer=answer,
         command=_command("find", slots), slots=slots,
@@ -134,14 +131,13 @@ def _find_task(rng: random.Random, task_id: str) -> CountTask:
 
 
 def _lines_task(rng: random.Random, task_id: str) -> CountTask:
-    month = rng.randrange(1, 13)
-    tables = [f"data/{t}_{month:02d}.csv" for t in rng.sample(TABLES, rng.randrange(2, 4))]
+    exports = [f"data/export-{e}.csv" for e in rng.sample(range(1000, 10000), rng.randrange(2, 4))]
     files, answer = {}, 0
-    for n, t in enumerate(tables):
+    for n, path in enumerate(exports):
         rows = rng.randrange(8, 240)
-        files[t] = "".join(f"{i},{rng.randrange(1, 999)},{rng.choice(LOG_NAMES)}\n" for i in range(rows))
+        files[path] = "".join(f"{i},{rng.randrange(1, 999)},{rng.choice(ACTIONS)}\n" for i in range(rows))
         answer = rows if n == 0 else answer
-    path = tables[0]
+    path = exports[0]
     instruction = f"How many lines does {path} have? Write just the number to {ANSWER_FILE}."
     slots = {"path": path}
     return CountTask(
@@ -154,17 +150,15 @@ MAKERS = {"grep": _grep_task, "find": _find_task, "lines": _lines_task}
 
 
 def copy_word(rng: random.Random) -> str:
-    """A word or path of the family's vocabulary, as its instructions use them (for the corpus's copy drills)."""
-    form = rng.randrange(5)
+    """A name as the family's instructions write them (for the corpus's copy drills)."""
+    form = rng.randrange(4)
     if form == 0:
-        return rng.choice(WORDS)
+        return _uid(rng)
     if form == 1:
-        return f"logs/{rng.choice(LOG_NAMES)}-{rng.randrange(1, 29):02d}.log"
+        return f"logs/2026-03-{rng.randrange(1, 29):02d}.log"
     if form == 2:
-        return rng.choice(PROJECTS)
-    if form == 3:
-        return f"data/{rng.choice(TABLES)}_{rng.randrange(1, 13):02d}.csv"
-    return "." + rng.choice(EXTS)
+        return f"batch-{rng.randrange(100, 1000)}"
+    return f"data/export-{rng.randrange(1000, 10000)}.csv"
 
 
 def make(rng: random.Random, kind: str, task_id: str) -> CountTask:
@@ -220,7 +214,7 @@ echo "expected {answer}, found '$got'"
 
 def digest() -> str:
     """Names the generated folder: changes whenever the family does."""
-    tag = {"format": FORMAT_VERSION, "tasks": TASKS, "seed": FAMILY_SEED, "kinds": KINDS, "words": WORDS}
+    tag = {"format": FORMAT_VERSION, "tasks": TASKS, "seed": FAMILY_SEED, "kinds": KINDS, "actions": ACTIONS}
     return hashlib.sha256(json.dumps(tag, sort_keys=True).encode()).hexdigest()[:12]
 
 

@@ -18,7 +18,7 @@ import shutil
 import subprocess
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bench.agents import runner
@@ -193,3 +193,56 @@ def table(result: dict, cfg: dict) -> str:
         f"trained {t.get('samples_trained')} samples, reached v{result.get('reached_version')}"
     )
     return "\n".join(lines)
+
+
+def run(cfg: AgentBenchConfig, mixed: MixedConfig, models_dir: Path, data_root: Path,
+        progress: Progress | None = None) -> dict:  # fmt: skip
+    progress = progress or Progress()
+    run_dir = cfg.out_dir or (
+        data_root / "bench" / "agents" / f"mixed-{mixed.method}-seed{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+    )
+    run_dir.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    model = runner.ensure_model(cfg, models_dir, progress)
+    tasks = runner.counting_tasks.ensure_tasks(data_root / "bench" / "agents" / "tasks")
+    info = runner.basemodel.build_info(model)
+    results = {
+        "seed": cfg.seed,
+        "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()},
+        "mixed": asdict(mixed),
+        "base_model": {"path": str(model), **{k: info.get(k) for k in ("digest", "parameters", "build_s")}},
+    }
+    results["run"] = asyncio.run(run_mixed(cfg, mixed, model, run_dir, tasks, progress))
+    results["total_s"] = round(time.monotonic() - t0, 1)
+    (run_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
+    (run_dir / "table.txt").write_text(table(results["run"], results["config"]) + "\n")
+    plot(results, run_dir / "mixed_curve.png")
+    results["run_dir"] = str(run_dir)
+    return results
+
+
+def plot(results: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+    versions = results["run"].get("versions", {})
+    for stream, label, color in (
+        (SETTING, "tool-call success", "tab:green"),
+        ("personal", "personal score", "tab:purple"),
+    ):
+        pts = sorted((int(v), e[stream]["mean"], e[stream]["se"]) for v, e in versions.items())
+        if pts:
+            xs, ys, es = zip(*pts)
+            ax.errorbar(xs, ys, yerr=es, marker="o", capsize=3, label=label, color=color)
+    ax.set_xlabel("training steps (policy version)")
+    ax.set_ylabel("held-out score")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title(f"One policy, two streams: personal users + tool-call episodes, seed {results['seed']}", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

@@ -25,9 +25,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bench.agents import basemodel, counting_tasks, terminal_trajectories, trajectories
-from bench.agents.analysis import finished_episodes, reward_stats, step_metrics
+from bench.agents.analysis import behaviour_rates, finished_episodes, group_episodes, reward_stats, step_metrics
 from bench.agents.trajectories import HELD_OUT_FROM, MATH_COUNT
-from bench.pretraining import Recipe
 from bench.progress import Progress
 from bench.stack import BenchStack
 from bench.stats import gain_text, mean_se, paired_gain, score_cell
@@ -60,11 +59,13 @@ class AgentBenchConfig:
     """Training episodes running at once (whole groups)."""
     batch_size: int = 32
     lr: float = 5e-4
-    temperature: float = 1.0
+    temperature: float = 0.6
+    """Of the policy's steps, in training and scoring (at 1.0 the small base policy's copies are too noisy)."""
     max_tokens: int = 160
     judge_url: str | None = None
     judge_model: str = "default"
-    recipe: Recipe = basemodel.DEFAULT
+    build: str = "default"
+    """Which base agent policy to build (`basemodel.BUILDS`) when `model` is not given."""
     model: Path | None = None
     out_dir: Path | None = None
     keep_data: bool = False
@@ -153,23 +154,27 @@ class AgentStack(BenchStack):
 # ---- evaluation ------------------------------------------------------------------------------------------------
 
 
-async def evaluate(client, settings, setting: str, task_ids: list[str], cfg: AgentBenchConfig) -> list[list[float]]:
+async def evaluate(client, settings, setting: str, task_ids: list[str], cfg: AgentBenchConfig
+                   ) -> tuple[list[list[float]], list]:  # fmt: skip
     """Outcomes of `eval_samples` episodes per task with the engine's current weights (task groups that publish
-    nothing; at most `parallel` episodes at once). A failed episode is left out (its task then has fewer)."""
+    nothing; at most `parallel` episodes at once), and the episodes. A failed episode is left out (its task then
+    has fewer)."""
     from control.episodes import episode_config, start_task_group
 
     config = episode_config(settings, setting, prm_votes=0)
     slots = asyncio.Semaphore(max(1, cfg.parallel // cfg.eval_samples))
 
-    async def one(task_id: str) -> list[float]:
+    async def one(task_id: str) -> tuple[list[float], list]:
         async with slots:
             handle = await start_task_group(
                 client, settings, setting, task_id, samples=cfg.eval_samples, publish=False, config=config
             )
             result = await handle.result()
-            return list(result.outcomes)
+            episodes = await group_episodes(client, handle.id.split("/", 1)[1], cfg.eval_samples)
+            return list(result.outcomes), episodes
 
-    return list(await asyncio.gather(*(one(t) for t in task_ids)))
+    done = await asyncio.gather(*(one(t) for t in task_ids))
+    return [o for o, _ in done], [e for _, eps in done for e in eps]
 
 
 def summarize(outcomes: list[list[float]], samples: int) -> dict:
@@ -191,7 +196,9 @@ async def score_loaded(stack: AgentStack, client, settings, model: Path, version
     for _ in range(RESCORES):
         await asyncio.to_thread(stack.load_version, model, version)
         started = time.monotonic()
-        entry = summarize(await evaluate(client, settings, setting, tasks, cfg), cfg.eval_samples)
+        outcomes, episodes = await evaluate(client, settings, setting, tasks, cfg)
+        entry = summarize(outcomes, cfg.eval_samples)
+        entry["behaviours"] = behaviour_rates(episodes)
         entry["eval_s"] = round(time.monotonic() - started, 1)
         served = await asyncio.to_thread(stack.served_weight_version)
         if served == f"eval-{version}":
@@ -300,14 +307,15 @@ async def run_reward(setting: str, reward: str, cfg: AgentBenchConfig, model: Pa
 def ensure_model(cfg: AgentBenchConfig, models_dir: Path, progress: Progress) -> Path:
     if cfg.model is not None:
         return cfg.model
-    target = basemodel.default_dir(models_dir, cfg.recipe)
-    if not (target / basemodel.MARKER).exists():
+    build = basemodel.BUILDS[cfg.build]
+    target = basemodel.default_dir(models_dir, build)
+    if not (target / build.corpus.marker).exists():
         progress.note(f"building the base agent policy into {target} (once; cached)")
 
     def built(step: int, total: int, loss: float) -> None:
         progress.update("base agent policy: pretraining step", step, total, f"· loss {loss:.3f}")
 
-    return basemodel.ensure_base_model(target, cfg.recipe, built)
+    return basemodel.ensure_base_model(target, build, built)
 
 
 def run(cfg: AgentBenchConfig, models_dir: Path, data_root: Path, progress: Progress | None = None) -> dict:
@@ -323,7 +331,7 @@ def run(cfg: AgentBenchConfig, models_dir: Path, data_root: Path, progress: Prog
     results = {
         "seed": cfg.seed,
         "judge": f"llm at {cfg.judge_url}" if cfg.judge_url else "heuristic",
-        "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items() if k != "recipe"},
+        "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()},
         "base_model": {
             "path": str(model),
             **{k: info.get(k) for k in ("digest", "parameters", "final_loss", "build_s")},

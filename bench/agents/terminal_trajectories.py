@@ -30,17 +30,19 @@ MAX_STEPS = 6
 """The episode step limit the policy is trained and served with (the system prompt states it)."""
 
 BEHAVIOURS = {
-    "good": 0.40,
-    "look": 0.12,
-    "no_tool": 0.14,
-    "guess": 0.10,
-    "malformed": 0.10,
+    "good": 0.28,
+    "look": 0.08,
+    "no_tool": 0.34,
+    "guess": 0.09,
+    "malformed": 0.09,
     "forgot": 0.07,
-    "miscopied": 0.07,
+    "miscopied": 0.05,
 }
 """How often the base policy does each thing (per trajectory): `good` (the command straight into the answer file)
 and `look` (the command, then its printed number written with echo) succeed; `malformed` recovers half of the
-time; `forgot` runs the right command and submits without writing the answer."""
+time; `forgot` runs the right command and submits without writing the answer. Answering in text without a
+command is the most common mistake, always opening the same way ("The answer is"), so that it stays a real choice
+at the first token when the policy samples below temperature 1."""
 
 
 # ---- a shell over the task's files, for corpus generation ---------------------------------------------------------
@@ -139,24 +141,22 @@ def _guess(rng: random.Random) -> str:
 
 
 def _miscopied(task: CountTask, rng: random.Random) -> str:
-    """The command with one copied word replaced by a plausible other one."""
-    slot = rng.choice(sorted(task.slots))
+    """The command with one digit changed in the number a name carries (a log's day, a user id, a batch, an export:
+    the last number in it), never its first digit to 0."""
+    slot = rng.choice([k for k, v in sorted(task.slots.items()) if any(c.isdigit() for c in v)])
     value = task.slots[slot]
-    others = sorted(task.files)  # the workspace's other files and folders: the wrong one a careless copy takes
-    choices = {
-        "word": counting_tasks.WORDS,
-        "ext": counting_tasks.EXTS,
-        "dir": sorted({p.split("/")[0] for p in others}),
-        "path": others,
-    }[slot]
-    return task.command_with(**{slot: rng.choice([c for c in choices if c != value])})
+    number = list(re.finditer(r"\d+", value))[-1]
+    i = rng.randrange(*number.span())
+    first = i == number.start()
+    digit = rng.choice([d for d in "0123456789"[1 if first else 0 :] if d != value[i]])
+    return task.command_with(**{slot: value[:i] + digit + value[i + 1 :]})
 
 
 def plan(task: CountTask, behaviour: str, rng: random.Random) -> list[str | Callable[[str], str]]:
     """The policy's texts, step by step; a callable step writes its text from the previous tool result."""
     into = f"{task.command} > {ANSWER_FILE}"
     if behaviour == "no_tool":
-        return [rng.choice(["The answer is {g}.", "There are {g}.", "I count {g}."]).format(g=_guess(rng))]
+        return [f"The answer is {_guess(rng)}."]
     if behaviour == "guess":
         return [bash(f"echo {_guess(rng)} > {ANSWER_FILE}"), SUBMIT]
     if behaviour == "malformed":

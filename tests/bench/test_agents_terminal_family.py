@@ -43,7 +43,7 @@ def test_tasks_are_balanced_reproducible_and_their_answers_vary():
 
 def test_held_out_instructions_never_appear_in_the_corpus():
     held = counting_tasks.held_out_instructions()
-    used = {basemodel.episode_of(i) for i in basemodel.corpus_indices(basemodel.DEFAULT)}
+    used = {basemodel.MIX.episode_of(i) for i in basemodel.corpus_indices(basemodel.DEFAULT)}
     seed = basemodel.DEFAULT.seed
     seen = {counting_tasks.corpus_task(n, seed).instruction for setting, n in used if setting == "terminal"}
     assert len(seen) > 1000 and not held & seen
@@ -110,7 +110,9 @@ def test_the_stand_in_shell_answers_as_the_sandbox_does(tmp_path, sandboxes):
 def test_the_base_behaviour_is_imperfect_in_the_planned_proportions():
     runs = [terminal_trajectories.trajectory(i, 11) for i in range(1200)]
     success = sum(o for _, _, o in runs) / len(runs)
-    # good (0.40) + look (0.12) + half of malformed (0.05) + a miscopy that finds the same count (rare)
-    assert 0.50 < success < 0.64, success
+    # good (0.28) + look (0.08) + half of malformed (0.045) + a miscopy that finds the same count (rare)
+    assert 0.34 < success < 0.47, success
     texts = [s[0][1] for s, _, _ in runs]
-    assert 0.10 * len(runs) < sum(not t.startswith("<tool_call>") for t in texts) < 0.18 * len(runs)  # no_tool 0.14
+    no_tool = [t for t in texts if not t.startswith("<tool_call>")]
+    assert 0.29 * len(runs) < len(no_tool) < 0.39 * len(runs)  # planned: 0.34
+    assert all(t.startswith("The answer is") for t in no_tool)

@@ -29,7 +29,7 @@ def tokenizer(tmp_path_factory):
 
 def _episode_rows(tokenizer, n: int) -> list[pretraining.Encoded]:
     eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
-    first = pretraining.FIRST_INDEX + basemodel.COPY_PHASE  # past the copy drills: episodes and chats
+    first = pretraining.FIRST_INDEX + basemodel.MIX.copy_phase  # past the copy drills: episodes and chats
     rows = []
     for i in range(first, first + n):
         rows += [pretraining.encode(tokenizer, row, eos) for row in basemodel.CORPUS.rows(i, RECIPE.seed)]
