@@ -77,6 +77,10 @@ class TrainerConfig:
     activation_checkpointing: bool = False
     """Recompute each layer's activations in the backward instead of keeping them (torch backend): far less memory
     for long samples, about a third more compute."""
+    share_prompt_prefix: bool = True
+    """Run a prompt prefix that every sample of a micro-batch shares (an agent's system prompt and tools, the episode
+    so far) once instead of once per sample (torch backend, without activation checkpointing): the same loss and
+    gradients, a fraction of the compute for agent steps."""
     kl_by_source: dict[str, float] = field(default_factory=dict)
     """The KL coefficient of each sample stream (the paper: 0 for personal agents, 0.01 for general agents); a
     stream not named takes `loss.kl_coef`."""
@@ -307,7 +311,8 @@ class PolicyTrainer(ABC):
         a batch of `batch_size` samples: the loss is a mean over samples, so the shares' gradients add up to the
         batch's whatever the split (micro-batches here, data-parallel replicas in megatron's job)."""
         totals = LossTotals()
-        for group in micro_batches(samples, self.cfg.micro_batch_tokens):
+        sharing = self.backend == "torch" and self.cfg.share_prompt_prefix and not self.cfg.activation_checkpointing
+        for group in micro_batches(samples, self.cfg.micro_batch_tokens, share_prefixes=sharing):
             new_lp, entropy, estimate = self._scored(group, *self.response_logits(self.model, group))
             old_lp, adv, mask = self._targets(group, new_lp.shape[1])
             ref_lp = None
@@ -467,17 +472,37 @@ def padded_ids(group: list[TrainingSample]) -> tuple[torch.Tensor, torch.Tensor,
     return ids, attn, any(len(x) != width for x in seqs)
 
 
-def micro_batches(samples: list[TrainingSample], budget: int) -> list[list[TrainingSample]]:
+def micro_batches(
+    samples: list[TrainingSample], budget: int, share_prefixes: bool = False
+) -> list[list[TrainingSample]]:
+    """Consecutive samples in groups of at most `budget` tokens (rows padded to the longest). `share_prefixes`: the
+    samples are ordered by prompt first, and a prompt prefix the whole group shares counts once (the trainer runs
+    it once)."""
+    if share_prefixes:
+        samples = sorted(samples, key=lambda s: s.prompt_ids)
     groups: list[list[TrainingSample]] = []
     current: list[TrainingSample] = []
-    longest = 0
+    longest = shared = 0
     for s in samples:
         n = len(s.prompt_ids) + len(s.response_ids)
-        if current and max(longest, n) * (len(current) + 1) > budget:
+        if current and share_prefixes:
+            shared = min(shared, _common(current[0].prompt_ids, s.prompt_ids))
+        cost = shared + (max(longest, n) - shared) * (len(current) + 1)
+        if current and cost > budget:
             groups.append(current)
             current, longest = [], 0
+        if not current:
+            shared = len(s.prompt_ids) if share_prefixes else 0
         current.append(s)
         longest = max(longest, n)
     if current:
         groups.append(current)
     return groups
+
+
+def _common(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    k = 0
+    while k < n and a[k] == b[k]:
+        k += 1
+    return k

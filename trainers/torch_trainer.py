@@ -32,6 +32,41 @@ from trainers.lora import base_of, with_lora, write_lora_checkpoint
 
 __all__ = ["TorchTrainer", "TrainerConfig", "StepMetrics"]
 
+SHARED_PREFIX_MIN = 64
+"""Shared prompt tokens below which a micro-batch is run row by row as before (nothing worth sharing)."""
+
+
+def _cache_arg() -> str:
+    """The decoder's keyword for past keys and values (`cache` in newer transformers, `past_key_values` before)."""
+    import inspect
+
+    from transformers.models.qwen3.modeling_qwen3 import Qwen3Model
+
+    return "cache" if "cache" in inspect.signature(Qwen3Model.forward).parameters else "past_key_values"
+
+
+CACHE_ARG = _cache_arg()
+
+
+def shared_prefix(group: list[TrainingSample]) -> int:
+    """How many leading prompt tokens every sample of `group` has in common (0: fewer than SHARED_PREFIX_MIN, or
+    one sample). Stops a token before the shortest prompt: the last prompt position predicts the first response
+    token, so it must be run per row."""
+    if len(group) < 2:
+        return 0
+    first = group[0].prompt_ids
+    n = min(len(s.prompt_ids) for s in group) - 1
+    for s in group[1:]:
+        other = s.prompt_ids
+        k = 0
+        while k < n and other[k] == first[k]:
+            k += 1
+        n = k
+        if n < SHARED_PREFIX_MIN:
+            return 0
+    return n
+
+
 log = structlog.get_logger(__name__)
 
 
@@ -73,16 +108,36 @@ class TorchTrainer(PolicyTrainer):
 
     def response_logits(self, model: torch.nn.Module, group: list[TrainingSample]) -> tuple[torch.Tensor, torch.Tensor]:
         """Only response positions are projected: the prompt's logits would be [B, W, V] (gigabytes at 150k
-        vocabulary) for nothing."""
+        vocabulary) for nothing. A prompt prefix every sample of the micro-batch shares (an agent's system prompt
+        and tools, the episode so far) is run once (`shared_prefix`)."""
         ids, attn, padded = padded_ids(group)
         ids, attn = ids.to(self.device), attn.to(self.device)
         b, t, _, _ = response_rows(group, self.device)
+        sharing = self.cfg.share_prompt_prefix and not self.cfg.activation_checkpointing
+        shared = shared_prefix(group) if sharing else 0
         with self.autocast():
-            hidden = model.get_decoder()(
-                input_ids=ids, attention_mask=attn if padded else None
-            ).last_hidden_state  # [B, W, H]
+            if shared:
+                hidden = self._over_shared_prefix(model, ids, attn, shared)
+                t = t - shared
+            else:
+                hidden = model.get_decoder()(
+                    input_ids=ids, attention_mask=attn if padded else None
+                ).last_hidden_state  # [B, W, H]
         # The projection in fp32 (outside autocast): bf16 logits would put ~0.06 of error into each log-prob.
-        return model.get_output_embeddings()(hidden[b, t].float()), ids[b, t + 1]
+        return model.get_output_embeddings()(hidden[b, t].float()), ids[b, t + shared + 1]
+
+    def _over_shared_prefix(self, model: torch.nn.Module, ids: torch.Tensor, attn: torch.Tensor, shared: int):
+        """The hidden states [B, W - shared, H] after the first `shared` positions, which every row has in common:
+        those run once as one row, their keys and values repeated for each row (gradients flow through them, so
+        the step is the one full rows give: tested to float tolerance)."""
+        decoder = model.get_decoder()
+        prefix = decoder(input_ids=ids[:1, :shared], use_cache=True).past_key_values
+        prefix.batch_repeat_interleave(ids.shape[0])
+        positions = torch.arange(shared, ids.shape[1], device=ids.device).unsqueeze(0).expand(ids.shape[0], -1)
+        kwargs = {CACHE_ARG: prefix}
+        return decoder(
+            input_ids=ids[:, shared:], attention_mask=attn, position_ids=positions, **kwargs
+        ).last_hidden_state
 
     def write_weights(self, folder: Path) -> None:
         if self.cfg.lora:

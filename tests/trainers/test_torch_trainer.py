@@ -117,3 +117,27 @@ def test_bf16_mixed_precision_keeps_fp32_weights_and_moves_log_probs_like_fp32(e
 def test_an_unknown_precision_is_refused_with_its_name():
     with pytest.raises(ValueError, match="fp8"):
         TrainerConfig(precision="fp8")
+
+
+def test_a_shared_prompt_prefix_run_once_gives_the_same_log_probs_and_gradients(engine_url, tiny_model):
+    """Agent steps share their system prompt and tools: run once per micro-batch, nothing about the step changes."""
+    system = "You are an agent in a shell sandbox with tools; think, then call one. " * 6
+    batch = [
+        with_advantage(rollout(engine_url, system + f"Task {i}: count the lines of file {i}.", 1.0), a)
+        for i, a in enumerate([1.0, -1.0, 0.5, -0.25])
+    ]
+    shared = TorchTrainer(tiny_model, TrainerConfig(lr=1e-3, micro_batch_tokens=100_000))
+    plain = TorchTrainer(tiny_model, TrainerConfig(lr=1e-3, micro_batch_tokens=100_000, share_prompt_prefix=False))
+    from trainers.torch_trainer import shared_prefix
+
+    assert shared_prefix(batch) >= 64  # the case under test: a long common prefix
+    for s in batch:
+        assert shared.logprobs(shared.model, batch)[batch.index(s)][: len(s.response_ids)].tolist() == pytest.approx(
+            s.rollout_logprobs, abs=1e-4
+        )
+    grads = []
+    for trainer in (shared, plain):
+        trainer.opt.zero_grad(set_to_none=True)
+        trainer.accumulate(batch, len(batch))
+        grads.append(torch.cat([p.grad.flatten() for p in trainer.model.parameters() if p.grad is not None]))
+    assert float((grads[0] - grads[1]).norm() / grads[1].norm()) < 1e-4
