@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -58,6 +57,8 @@ UID_LOCKS = Path(tempfile.gettempdir()) / "openclaw-rl-sandbox-uids"
 PROBE_UID = UID_BASE + UID_SLOTS - 1
 """Never leased: the start-up probes run as it."""
 ROOT_ENV = "OPENCLAW_RL_ENVS__SANDBOX__ROOT"
+PRLIMIT = shutil.which("prlimit") or "/usr/bin/prlimit"
+"""util-linux's (Essential in Debian): sets a command's resource limits, then runs it."""
 _SIG_EXIT = {128 + signal.SIGXCPU: "cpu_time", 128 + signal.SIGXFSZ: "file_size", 128 + signal.SIGKILL: "killed"}
 
 
@@ -98,12 +99,14 @@ def sandbox_problem() -> str | None:
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         return "bubblewrap (bwrap) is not installed: `apt-get install bubblewrap` (make install does it as root)"
+    if not Path(PRLIMIT).exists():
+        return "prlimit (util-linux) is not installed: `apt-get install util-linux`"
     probe = subprocess.run(
         [bwrap, "--unshare-all", "--die-with-parent", *_system_binds(), "--", "/bin/true"],
         capture_output=True,
         text=True,
         timeout=30,
-        preexec_fn=_as_uid(PROBE_UID) if os.geteuid() == 0 else None,
+        **(_as_uid(PROBE_UID) if os.geteuid() == 0 else {}),
     )
     if probe.returncode != 0:
         return f"bubblewrap cannot create namespaces here: {probe.stderr.strip()[:300]}"
@@ -132,7 +135,7 @@ def workspace_problem(root: Path) -> str | None:
             text=True,
             timeout=30,
             cwd="/",
-            preexec_fn=_as_uid(PROBE_UID),
+            **_as_uid(PROBE_UID),
         )
     finally:
         shutil.rmtree(workspace, ignore_errors=True)
@@ -176,7 +179,7 @@ class Sandbox:
         wall = wall_s or self.limits.wall_s
         with tempfile.TemporaryDirectory(prefix="oc-out-") as out_dir:
             out, err = Path(out_dir) / "stdout", Path(out_dir) / "stderr"
-            argv = self._argv(["/bin/bash", "-c", command], ro_binds or {}, rw_binds or {})
+            argv = self._limited(self._argv(["/bin/bash", "-c", command], ro_binds or {}, rw_binds or {}))
             started = time.monotonic()
             with open(out, "wb") as fo, open(err, "wb") as fe:
                 proc = tracked_popen(
@@ -187,7 +190,7 @@ class Sandbox:
                     cwd=self.workspace,
                     env=self._env(),
                     start_new_session=True,  # its own process group: killed whole at the wall-clock limit
-                    preexec_fn=self._limits_then_uid,
+                    **(_as_uid(self.uid) if self.uid is not None else {}),
                 )
                 # A timer kills at the wall clock while this thread blocks in waitpid: Popen's own timeout polls with
                 # sleeps of up to 50 ms, which every command would pay on top of its run time.
@@ -258,7 +261,7 @@ class Sandbox:
             timeout=30,
             cwd="/",
             env={"PATH": "/usr/bin:/bin", "LANG": "C"},
-            preexec_fn=_as_uid(self.uid),
+            **_as_uid(self.uid),
         )
         if res.returncode == 0:
             return None
@@ -294,16 +297,22 @@ class Sandbox:
             "PYTHONDONTWRITEBYTECODE": "1",
         }
 
-    def _limits_then_uid(self) -> None:
+    def _limited(self, argv: list[str]) -> list[str]:
+        """`argv` under the sandbox's resource limits, set by `prlimit` (util-linux) after the switch to the
+        sandbox's uid and before bwrap. Not in a `preexec_fn`: Python code between fork and exec in this threaded
+        worker can deadlock on a lock another thread held at the fork (seen: a forked child stuck on a futex, the
+        activity's thread blocked in Popen forever, the env pool hung)."""
         lim = self.limits
         mb = 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (lim.memory_mb * mb, lim.memory_mb * mb))
-        resource.setrlimit(resource.RLIMIT_CPU, (lim.cpu_s, lim.cpu_s + 1))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (lim.file_size_mb * mb, lim.file_size_mb * mb))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        limits = [
+            f"--as={lim.memory_mb * mb}",
+            f"--cpu={lim.cpu_s}:{lim.cpu_s + 1}",
+            f"--fsize={lim.file_size_mb * mb}",
+            "--core=0",
+        ]
         if self.uid is not None:
-            resource.setrlimit(resource.RLIMIT_NPROC, (lim.processes, lim.processes))
-            _as_uid(self.uid)()
+            limits.append(f"--nproc={lim.processes}")
+        return [PRLIMIT, *limits, "--", *argv]
 
     def _kill(self, proc: subprocess.Popen) -> None:
         try:
@@ -430,13 +439,10 @@ def _system_binds() -> list[str]:
     return binds + ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
 
 
-def _as_uid(uid: int):
-    def drop() -> None:
-        os.setgroups([])
-        os.setgid(uid)
-        os.setuid(uid)
-
-    return drop
+def _as_uid(uid: int) -> dict:
+    """Popen arguments that run the child as `uid` with no supplementary groups: switched in C between fork and
+    exec, never by Python code there (see `Sandbox._limited`)."""
+    return {"user": uid, "group": uid, "extra_groups": []}
 
 
 def _kill_uid(uid: int) -> None:

@@ -130,3 +130,58 @@ def test_up_refuses_without_a_sandbox_unless_told(monkeypatch):
     why = sandbox_refusal(Settings())
     assert why and "bubblewrap" in why and "OPENCLAW_RL_ENVS__SANDBOX__MODE=unsandboxed" in why
     assert sandbox_refusal(Settings(envs={"sandbox": {"mode": "unsandboxed"}})) is None
+
+
+def test_commands_start_without_python_code_between_fork_and_exec(box, monkeypatch):
+    """A `preexec_fn` runs Python in the forked child of a threaded worker; a lock held by another thread at the
+    fork (logging, the allocator) is never released there, and the child hung on a futex with the activity's
+    thread blocked in Popen (seen in the agents benchmark). The uid switch and the limits happen in C and prlimit."""
+    import subprocess
+
+    seen: list[dict] = []
+    real = subprocess.Popen
+
+    def recording(*args, **kwargs):
+        seen.append(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", recording)
+    res = box.run("ulimit -v; ulimit -u; id -u")
+    assert seen and all(kw.get("preexec_fn") is None for kw in seen)
+    memory_kb, processes, uid = res.stdout.split()
+    assert int(memory_kb) == box.limits.memory_mb * 1024 and int(processes) == box.limits.processes
+    assert int(uid) == box.uid
+
+
+def test_commands_from_many_threads_while_others_log_all_finish(box, pool):
+    import threading
+
+    import structlog
+
+    log = structlog.get_logger("stress")
+    stop = threading.Event()
+
+    def chatter() -> None:
+        while not stop.is_set():
+            log.info("busy", payload="x" * 200)
+
+    boxes = [pool.open(f"stress-{uuid.uuid4().hex[:6]}") for _ in range(4)]
+    results: list[int] = []
+    noise = [threading.Thread(target=chatter, daemon=True) for _ in range(2)]
+
+    def commands(b) -> None:
+        for _ in range(10):
+            results.append(b.run("echo ok").exit_code)
+
+    workers = [threading.Thread(target=commands, args=(b,), daemon=True) for b in boxes]
+    try:
+        for t in noise + workers:
+            t.start()
+        for t in workers:
+            t.join(timeout=120)
+        assert not any(t.is_alive() for t in workers), "a command never started"
+        assert results == [0] * 40
+    finally:
+        stop.set()
+        for b in boxes:
+            b.close()
