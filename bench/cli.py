@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 
 from bench.agents import cli as agents_cli
 from bench.personalization import cli as personalization_cli
@@ -21,5 +22,12 @@ def add_parser(sub: argparse._SubParsersAction, func) -> None:
     bench.set_defaults(func=func, exits_hard=True)
 
 
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 def bench_command(args: argparse.Namespace, settings) -> int:
+    # A benchmark killed (SIGTERM: `kill`, a CI timeout) stops its stacks as Ctrl-C does, through the runners'
+    # `finally`, instead of leaving a Temporal server, an engine and workers behind.
+    signal.signal(signal.SIGTERM, _interrupt)
     return COMMANDS[args.bench_command].bench_command(args, settings)
