@@ -35,14 +35,14 @@ def add_parser(bsub: argparse._SubParsersAction) -> None:
         help="outcome: the episode's outcome alone; integrated: outcome + step-wise PRM votes; both (default)",
     )
     p.add_argument("--seed", type=int, default=0, help="orders the training tasks")
-    p.add_argument("--steps", type=steps_arg, default=(8, 16), help="versions to report, comma-separated (8,16)")
-    p.add_argument("--curve-every", type=int, default=4, help="also score every N-th version for the curve")
+    p.add_argument("--steps", type=steps_arg, default=(4, 8), help="versions to report, comma-separated (4,8)")
+    p.add_argument("--curve-every", type=int, default=2, help="also score every N-th version for the curve")
     p.add_argument("--eval-tasks", type=int, default=120, help="held-out tasks scored per version and setting")
     p.add_argument("--eval-samples", type=int, default=2, help="episodes per held-out task and version")
     p.add_argument("--samples-per-task", type=int, default=8, help="episodes per training task group")
-    p.add_argument("--parallel", type=int, default=16, help="episodes running at once")
+    p.add_argument("--parallel", type=int, default=8, help="episodes running at once")
     p.add_argument("--batch-size", type=int, default=32, help="training.batch_size: step samples per train step")
-    p.add_argument("--lr", type=float, default=5e-4, help="training.lr (the paper's 1e-6 is for 8B models)")
+    p.add_argument("--lr", type=float, default=1e-4, help="training.lr (the paper's 1e-6 is for 8B models)")
     p.add_argument(
         "--temperature",
         type=float,
@@ -67,7 +67,7 @@ def add_parser(bsub: argparse._SubParsersAction) -> None:
                    help="--mixed: the personal users' learning method")  # fmt: skip
     p.add_argument("--build", choices=["default", "fast"], default="default",
                    help="which base agent policy to build: default (both settings and personal chats, ~15 min once), "
-                   "fast (tool-call only, a few minutes: the test suite's)")  # fmt: skip
+                   "fast (terminal only, ~5 min: the test suite's)")  # fmt: skip
     p.add_argument("--quick", action="store_true", help=argparse.SUPPRESS)  # tests: a miniature model, 1 step
 
 

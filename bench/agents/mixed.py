@@ -137,7 +137,7 @@ async def run_mixed(cfg: AgentBenchConfig, mixed: MixedConfig, model: Path, run_
             k: status.get(k)
             for k in ("version", "steps", "samples_trained", "samples_dropped_stale", "samples_dropped_bad")
         }
-        result["samples_by_stream"] = status.get("samples_by_source") or status.get("sources")
+        result["samples_by_stream"] = trained_by_stream(data_dir)
         result["judging"] = personal.judging_stats(data_dir)
         versions = [v for v in cfg.eval_versions if v <= version]
         for i, v in enumerate(versions):
@@ -171,6 +171,17 @@ async def run_mixed(cfg: AgentBenchConfig, mixed: MixedConfig, model: Path, run_
     return result
 
 
+def trained_by_stream(data_dir: Path) -> dict[str, int]:
+    """Samples trained per stream, from the training workflow's record of each version's sample ids (a personal
+    turn's id starts with `session/`, an episode step's with `episode/`)."""
+    counts = {"personal": 0, SETTING: 0}
+    path = data_dir / "records" / "trained.jsonl"
+    for line in path.read_text().splitlines() if path.exists() else []:
+        for sid in json.loads(line).get("sample_ids", []):
+            counts["personal" if sid.startswith("session/") else SETTING] += 1
+    return counts
+
+
 def table(result: dict, cfg: dict) -> str:
     steps = [int(s) for s in cfg["steps"]]
     head = f"{'stream':<28} {'base':>12}" + "".join(f" {f'{s} steps':>12}" for s in steps)
@@ -190,7 +201,8 @@ def table(result: dict, cfg: dict) -> str:
     t, ro = result.get("training", {}), result.get("rollout", {})
     lines.append(
         f"  {result.get('turns')} chat turns {result.get('reactions')}, {ro.get('episodes_done')} tool-call episodes; "
-        f"trained {t.get('samples_trained')} samples, reached v{result.get('reached_version')}"
+        f"trained {t.get('samples_trained')} samples {result.get('samples_by_stream')}, "
+        f"reached v{result.get('reached_version')}"
     )
     return "\n".join(lines)
 
