@@ -34,7 +34,11 @@ async def test_stream_ends_with_the_non_streamed_answer(client):
     snaps = [s async for s in client.generate_stream([9707, 1879], greedy)]
     whole = await client.generate([9707, 1879], greedy)
     assert snaps[-1].output_ids == whole.output_ids and snaps[-1].finish_reason is not None
-    assert [len(s.new_ids) for s in snaps] == [1] * 7  # incremental: each event only its new token
+    # incremental: each event carries only its new tokens, which add up to the answer. One token per event when the
+    # client keeps up; tokens that queue behind a slow write go out as one event (the engine's rule), so on a busy
+    # machine an event may carry two: the count of events is not asserted, only that it streamed.
+    assert all(s.new_ids for s in snaps) and len(snaps) > 1
+    assert [t for s in snaps for t in s.new_ids] == whole.output_ids
 
 
 async def test_score_equals_the_engines_input_logprobs(client, engine_url):
