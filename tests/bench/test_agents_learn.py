@@ -49,4 +49,5 @@ def test_a_few_training_steps_raise_held_out_success_beyond_its_noise(tmp_path):
     assert r["reached_version"] >= STEPS, report
     gain = r["gains"][str(STEPS)]
     assert gain["problems"] == 60
+    assert (out / "terminal_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert gain["z"] > Z_MARGIN, f"no gain beyond {Z_MARGIN} standard errors after {STEPS} steps: {report}"
