@@ -194,6 +194,12 @@ class PolicyTrainer(ABC):
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=torch.bfloat16)
 
+    @property
+    def shares_prefixes(self) -> bool:
+        """Whether this backend runs a micro-batch's shared prompt prefix once (`TrainerConfig.share_prompt_prefix`);
+        micro-batches are then grouped by prompt so that sharers meet."""
+        return False
+
     # ---- what a backend provides ---------------------------------------------------
     @abstractmethod
     def response_logits(self, model: torch.nn.Module, group: list[TrainingSample]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -311,8 +317,7 @@ class PolicyTrainer(ABC):
         a batch of `batch_size` samples: the loss is a mean over samples, so the shares' gradients add up to the
         batch's whatever the split (micro-batches here, data-parallel replicas in megatron's job)."""
         totals = LossTotals()
-        sharing = self.backend == "torch" and self.cfg.share_prompt_prefix and not self.cfg.activation_checkpointing
-        for group in micro_batches(samples, self.cfg.micro_batch_tokens, share_prefixes=sharing):
+        for group in micro_batches(samples, self.cfg.micro_batch_tokens, share_prefixes=self.shares_prefixes):
             new_lp, entropy, estimate = self._scored(group, *self.response_logits(self.model, group))
             old_lp, adv, mask = self._targets(group, new_lp.shape[1])
             ref_lp = None
@@ -486,7 +491,7 @@ def micro_batches(
     for s in samples:
         n = len(s.prompt_ids) + len(s.response_ids)
         if current and share_prefixes:
-            shared = min(shared, _common(current[0].prompt_ids, s.prompt_ids))
+            shared = min(shared, common_prefix(current[0].prompt_ids, s.prompt_ids))
         cost = shared + (max(longest, n) - shared) * (len(current) + 1)
         if current and cost > budget:
             groups.append(current)
@@ -500,8 +505,9 @@ def micro_batches(
     return groups
 
 
-def _common(a: list[int], b: list[int]) -> int:
-    n = min(len(a), len(b))
+def common_prefix(a: list[int], b: list[int], limit: int | None = None) -> int:
+    """How many leading tokens `a` and `b` share (at most `limit`)."""
+    n = min(len(a), len(b), limit if limit is not None else len(a))
     k = 0
     while k < n and a[k] == b[k]:
         k += 1

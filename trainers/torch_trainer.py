@@ -23,6 +23,7 @@ from trainers.base import (
     PolicyTrainer,
     Snapshot,
     TrainerConfig,
+    common_prefix,
     copy_tokenizer,
     padded_ids,
     response_rows,
@@ -57,11 +58,7 @@ def shared_prefix(group: list[TrainingSample]) -> int:
     first = group[0].prompt_ids
     n = min(len(s.prompt_ids) for s in group) - 1
     for s in group[1:]:
-        other = s.prompt_ids
-        k = 0
-        while k < n and other[k] == first[k]:
-            k += 1
-        n = k
+        n = common_prefix(first, s.prompt_ids, n)
         if n < SHARED_PREFIX_MIN:
             return 0
     return n
@@ -72,6 +69,10 @@ log = structlog.get_logger(__name__)
 
 class TorchTrainer(PolicyTrainer):
     backend = "torch"
+
+    @property
+    def shares_prefixes(self) -> bool:
+        return self.cfg.share_prompt_prefix and not self.cfg.activation_checkpointing
 
     def __init__(self, checkpoint: Path, cfg: TrainerConfig = TrainerConfig()):
         from transformers import AutoModelForCausalLM
@@ -113,8 +114,7 @@ class TorchTrainer(PolicyTrainer):
         ids, attn, padded = padded_ids(group)
         ids, attn = ids.to(self.device), attn.to(self.device)
         b, t, _, _ = response_rows(group, self.device)
-        sharing = self.cfg.share_prompt_prefix and not self.cfg.activation_checkpointing
-        shared = shared_prefix(group) if sharing else 0
+        shared = shared_prefix(group) if self.shares_prefixes else 0
         with self.autocast():
             if shared:
                 hidden = self._over_shared_prefix(model, ids, attn, shared)
