@@ -31,6 +31,7 @@ from temporalio.exceptions import ApplicationError
 from activities import durable_checkpoints
 from activities.heartbeat import heartbeating
 from activities.held_trainer import HeldTrainer
+from activities.step_log import record_train_step
 from activities.weight_publication import TrainerLost, WeightPublisher
 from contracts.errors import ErrorType
 from contracts.training import (
@@ -242,6 +243,7 @@ class TrainingActivities:
             memory=trainer.memory(),
         )
         self.held.advance(inp.version + 1, summary)
+        await asyncio.to_thread(record_train_step, self.settings.records_dir, summary, samples, inp.version)
         return summary
 
     @contextlib.asynccontextmanager
@@ -317,6 +319,7 @@ class TrainingActivities:
             raise
         self.held.advance(inp.version + 1, summary)
         await asyncio.to_thread(_record, self.settings, summary, inp.version)
+        await asyncio.to_thread(record_train_step, self.settings.records_dir, summary, samples, inp.version)
         prune_versions(self.settings.checkpoints_dir, inp.version + 1, self.settings.training.checkpoint.keep)
         return summary
 

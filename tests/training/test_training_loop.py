@@ -14,6 +14,7 @@ import httpx
 import pytest
 import redis
 
+from activities.step_log import read_steps
 from tests.api.conftest import chat_stack_env, create_key
 from tests.helpers import CLI, REPO, RunningStack
 from tests.learning.conftest import chat
@@ -149,6 +150,9 @@ def test_sixteen_samples_make_a_step_and_the_engine_serves_it(loop_stack):
     m = s["last_metrics"]
     assert m["tokens"] > 0 and m["logprob_gap"] < 1e-3  # trainer and engine agree on the rollout policy
     assert s["recent_losses"][-1] == pytest.approx(m["loss"]) and s["backlog"] >= 0
+    steps = read_steps(stack.data_dir / "records")  # the curves' source: the step's line, its samples by stream
+    assert steps and steps[0].version == 1 and steps[0].metrics.loss == pytest.approx(s["recent_losses"][0])
+    assert steps[0].sources["personal"].samples >= 16 and steps[0].sources["personal"].tokens > 0
     assert f"policy v{s['version']}" in ui_details(
         stack
     )  # what the Temporal UI shows as the workflow's current details
