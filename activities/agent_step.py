@@ -12,19 +12,29 @@ from __future__ import annotations
 import json
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from activities.episode_data import conversation
 from activities.heartbeat import heartbeating
 from activities.rollout import Rollout
 from contracts.chat import AGENTS_TENANT, ChatSampling
+from contracts.client_episodes import (
+    CLIENT_CLOSING,
+    CLIENT_STEP,
+    ClientStepActivityInput,
+    ClientStepActivityOutput,
+    ClosingInput,
+)
 from contracts.episodes import AGENT_STEP, AgentStepInput, AgentStepOutput
+from contracts.errors import ErrorType
 from contracts.summary import clip
-from envs.base import Action, ToolCallAction
+from envs.base import Action, Observation, ToolCallAction, ToolResult
 from openclaw_rl.settings import Settings
 from policy_client import PolicyClient
-from policy_client.chat_output import CALL_OPEN, parse_completion
+from policy_client.chat import message_text
+from policy_client.chat_output import CALL_OPEN, generate_output, parse_completion
 from store.client import Store
-from store.episodes import StepAction
+from store.episodes import EpisodeOpening, StepAction, StepObservation
 from store.turns import TurnTokens
 
 HEARTBEAT_S = 5.0
@@ -70,6 +80,72 @@ class AgentActivities:
             completion_tokens=len(gen.ids),
         )
 
+    @activity.defn(name=CLIENT_STEP.name)
+    async def client_step(self, inp: ClientStepActivityInput) -> ClientStepActivityOutput:
+        """A client-driven episode's model call: its messages rendered as sent (token-exact samples), the answer
+        kept as the step's action, and what the request added since the previous answer as that step's next
+        state."""
+        req = await self.store.requests.load_key(inp.request_key)
+        if req is None:
+            raise ApplicationError(
+                f"the model call's request {inp.request_key} is not in Redis",
+                type=ErrorType.REQUEST_MISSING,
+                non_retryable=True,
+            )
+        eps = self.store.episodes
+        previous = None
+        if inp.step == 0:  # the opening is what the agent's harness sent first (its own system prompt and task)
+            await eps.open(
+                inp.attempt_key, EpisodeOpening(messages=req.messages, tools=req.tools or [], setting=inp.setting)
+            )
+        else:
+            added = messages_after_last_answer(req.messages)
+            obs = observation_of(added)
+            await eps.save_observation(inp.attempt_key, inp.step - 1, StepObservation(observation=obs, messages=added))
+            previous = clip(obs.text())
+        prompt_ids = await self.rollout.render(req.messages, req.tools)
+        sampling = ChatSampling(temperature=inp.temperature, top_p=inp.top_p, max_tokens=inp.max_tokens, stop=inp.stop)
+        params = await self.rollout.params(sampling, len(prompt_ids))
+        async with heartbeating(HEARTBEAT_S):
+            gen = await self.rollout.generate(prompt_ids, params, tenant=AGENTS_TENANT)
+        text = self.rollout.decode(gen.ids)
+        await self.rollout.keep(
+            TurnTokens(
+                turn_id=inp.step_id,
+                prompt_ids=prompt_ids,
+                response_ids=gen.ids,
+                response_logprobs=gen.logprobs,
+                weight_version=gen.weight_version,
+                finish_reason=gen.finish,
+                response_text=text,
+                temperature=inp.temperature,
+            )
+        )
+        prefix = f"s{inp.step}"
+        action, message = parse_action(text, call_id_prefix=prefix)
+        await eps.save_action(inp.attempt_key, inp.step, StepAction(message=message, action=action))
+        output = generate_output(
+            text,
+            gen.finish,
+            call_id_prefix=prefix,
+            prompt_tokens=len(prompt_ids),
+            completion_tokens=len(gen.ids),
+            weight_version=gen.weight_version,
+        )
+        return ClientStepActivityOutput(output=output, action=summarize(action), previous_observation=previous)
+
+    @activity.defn(name=CLIENT_CLOSING.name)
+    async def client_closing(self, inp: ClosingInput) -> None:
+        results = [
+            ToolResult(call_id="", name=name, content=r.content, exit_code=r.exit_code, error=r.error)
+            for name, r in zip(inp.tool_names, inp.tool_results)
+        ]
+        added = [{"role": "tool", "name": r.name, "content": r.content} for r in results]
+        obs = Observation(tool_results=results, done=True, done_reason="answered")
+        await self.store.episodes.save_observation(
+            inp.attempt_key, inp.step, StepObservation(observation=obs, messages=added)
+        )
+
     async def aclose(self) -> None:
         await self.policy.aclose()
         await self.store.aclose()
@@ -95,6 +171,27 @@ def parse_action(text: str, call_id_prefix: str) -> tuple[Action, dict]:
     if parsed.tool_calls:
         message["tool_calls"] = [c.to_openai() for c in parsed.tool_calls]
     return action, message
+
+
+def messages_after_last_answer(messages: list[dict]) -> list[dict]:
+    """What a client's request adds after the assistant's last answer: tool results, a user's reply."""
+    last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
+    return [dict(m) for m in messages[last + 1 :]]
+
+
+def observation_of(added: list[dict]) -> Observation:
+    """The next state a client's messages make: tool messages as tool results, the rest as what the user said."""
+    results = [
+        ToolResult(
+            call_id=str(m.get("tool_call_id") or ""),
+            name=str(m.get("name") or "tool"),
+            content=message_text(m.get("content")),
+        )
+        for m in added
+        if m.get("role") == "tool"
+    ]
+    said = "\n\n".join(message_text(m.get("content")) for m in added if m.get("role") != "tool")
+    return Observation(tool_results=results, user_message=said or None)
 
 
 def summarize(action: Action) -> str:

@@ -21,6 +21,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import heartbeating
+from contracts.client_episodes import ENV_FINAL_ANSWER, ENV_TOOL, ClientToolResult, EnvFinalAnswerInput, EnvToolInput
 from contracts.episodes import (
     ENV_CLOSE,
     ENV_OPEN,
@@ -38,7 +39,7 @@ from contracts.episodes import (
 )
 from contracts.errors import ErrorType
 from contracts.summary import clip
-from envs.base import EnvCrashed, Environment, Observation, TaskSource, UnknownTask
+from envs.base import Action, EnvCrashed, Environment, Observation, TaskSource, ToolCallAction, UnknownTask
 from envs.registry import PluginError, UnknownSetting, task_source
 from envs.sandbox import SandboxPool, WorkspaceUnreachable
 from openclaw_rl.settings import Settings
@@ -60,6 +61,8 @@ class _Held:
     last_result: EnvStepResult | None = None
     outcome: Outcome | None = None
     touched: float = field(default_factory=time.monotonic)
+    last_call: tuple[str, ClientToolResult] | None = None
+    """A client-driven episode's last tool call (id, result): a retried call is answered, not run again."""
 
 
 class EnvActivities:
@@ -172,6 +175,40 @@ class EnvActivities:
                 errors=sum(r.error for r in obs.tool_results),
             )
             held.last_step, held.last_result, held.touched = inp.step, result, time.monotonic()
+            return result
+
+    @activity.defn(name=ENV_TOOL.name)
+    async def env_tool(self, inp: EnvToolInput) -> ClientToolResult:
+        """A client-driven episode's tool call, run by the environment as a step with that one call."""
+        call = ToolCallAction(id=inp.call_id, name=inp.name, arguments=inp.arguments)
+        return await self._client_action(inp.attempt_key, inp.call_id, Action(text="", tool_calls=[call]))
+
+    @activity.defn(name=ENV_FINAL_ANSWER.name)
+    async def env_final_answer(self, inp: EnvFinalAnswerInput) -> ClientToolResult:
+        """A client-driven episode's last answer, given to the environment before its outcome is checked."""
+        try:
+            answer = (await self.store.episodes.action(inp.attempt_key, inp.step)).action
+        except EpisodeDataMissing as exc:
+            raise ApplicationError(str(exc), type=ErrorType.EPISODE_DATA_MISSING, non_retryable=True) from exc
+        return await self._client_action(inp.attempt_key, "final-answer", Action(text=answer.text, tool_calls=[]))
+
+    async def _client_action(self, attempt_key: str, call_id: str, action: Action) -> ClientToolResult:
+        held = self._get(attempt_key)
+        async with held.lock:
+            if held.last_call is not None and held.last_call[0] == call_id:
+                return held.last_call[1]  # a retry whose first result never reached Temporal: the call ran once
+            if held.outcome is not None:
+                raise ApplicationError(
+                    "the episode's outcome is already checked: no more actions", type=ErrorType.INVALID_REQUEST
+                )
+            async with self._lost_on_crash(attempt_key, held), heartbeating(HEARTBEAT_S):
+                obs: Observation = await self._blocking(held.env.step, action)
+            if obs.tool_results:
+                r = obs.tool_results[0]
+                result = ClientToolResult(content=r.content, exit_code=r.exit_code, error=r.error, done=obs.done)
+            else:
+                result = ClientToolResult(content=obs.user_message or "", done=obs.done)
+            held.last_call, held.touched = (call_id, result), time.monotonic()
             return result
 
     @activity.defn(name=ENV_OUTCOME.name)

@@ -11,7 +11,7 @@ import structlog
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
-from api import audit, chat, metrics, openapi_spec
+from api import audit, chat, episodes, metrics, openapi_spec
 from api.admission import Admission
 from api.errors import install_error_handlers
 from api.policy_version import PolicyVersionWatcher
@@ -49,6 +49,7 @@ def create_app(settings: Settings) -> FastAPI:
     install_error_handlers(app)
     app.include_router(chat.router)
     app.include_router(audit.router)
+    app.include_router(episodes.router)
     metrics.install(app)
     _document_hand_read_bodies(app)
 

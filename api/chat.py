@@ -50,7 +50,7 @@ from api.session_identity import (
     strip_routing_fields,
 )
 from api.token_relay import relay_tokens
-from contracts.chat import ChatSampling, StoredChatRequest, TurnType
+from contracts.chat import ChatSampling, GenerateOutput, StoredChatRequest, TurnType
 from contracts.learning import NextState
 from contracts.session import TurnRequest, TurnResult
 from contracts.summary import clip
@@ -110,7 +110,7 @@ _REFUSED = (400, 429)
 async def chat_completions(request: Request, caller: Caller = Depends(authenticate)) -> Any:
     app = request.app
     body = await read_json(request, app.state.settings.api.max_request_bytes)
-    chat = _validate(body)
+    chat = validate_chat(body)
     key = idempotency.key_from(request.headers)
     t = await _prepare(app, caller.user_id, request.headers, body, chat)
     fresh = True
@@ -140,7 +140,7 @@ async def chat_completions(request: Request, caller: Caller = Depends(authentica
     return await _respond(app, t, update)
 
 
-def _validate(body: dict[str, Any]) -> ChatCompletionRequest:
+def validate_chat(body: dict[str, Any]) -> ChatCompletionRequest:
     try:
         return ChatCompletionRequest.model_validate(strip_routing_fields(body))
     except ValidationError as exc:
@@ -170,13 +170,17 @@ async def _prepare(
         identity=identity,
         messages=messages,
         stored=StoredChatRequest(messages=messages, tools=chat.template_tools()),
-        sampling=ChatSampling(
-            temperature=1.0 if chat.temperature is None else chat.temperature,
-            top_p=1.0 if chat.top_p is None else chat.top_p,
-            max_tokens=chat.max_completion_tokens or chat.max_tokens,
-            stop=chat.stop_list(),
-        ),
+        sampling=chat_sampling(chat),
         marker=marker,
+    )
+
+
+def chat_sampling(chat: ChatCompletionRequest) -> ChatSampling:
+    return ChatSampling(
+        temperature=1.0 if chat.temperature is None else chat.temperature,
+        top_p=1.0 if chat.top_p is None else chat.top_p,
+        max_tokens=chat.max_completion_tokens or chat.max_tokens,
+        stop=chat.stop_list(),
     )
 
 
@@ -250,7 +254,7 @@ async def _remember(app: FastAPI, t: _Turn, result: TurnResult) -> None:
         if t.record is not None:
             await idempotency.save_result(store.idempotency, t.key_turn_id, t.record, result)
         if t.identity.turn_type is TurnType.MAIN:
-            reply = _assistant_message(result).model_dump(exclude_none=True)
+            reply = assistant_message(result.output).model_dump(exclude_none=True)
             await prefix_links.remember(
                 store.prefix_links,
                 t.user_id,
@@ -378,8 +382,7 @@ def _next_state(messages: list[dict[str, Any]], marker: str, turn_id: str) -> Ne
     )
 
 
-def _assistant_message(result: TurnResult) -> AssistantMessage:
-    out = result.output
+def assistant_message(out: GenerateOutput) -> AssistantMessage:
     calls = [c.to_openai() for c in out.tool_calls] or None
     return AssistantMessage(
         content=out.content if (out.content or not calls) else None, reasoning_content=out.reasoning, tool_calls=calls
@@ -400,7 +403,7 @@ def _completion(t: _Turn, result: TurnResult) -> ChatCompletion:
         id=f"chatcmpl-{t.turn_id}",
         created=t.created,
         model=t.model,
-        choices=[Choice(message=_assistant_message(result), finish_reason=result.output.finish_reason)],
+        choices=[Choice(message=assistant_message(result.output), finish_reason=result.output.finish_reason)],
         usage=_usage(result),
         system_fingerprint=result.output.weight_version,
     )

@@ -53,10 +53,27 @@ class EpisodeConfig(BaseModel):
     vote_timeout_s: float = Field(180.0, gt=0)
 
 
+class ClientDriven(BaseModel):
+    """An episode an outside agent drives: it sends its model calls to the API under the episode's id, runs the
+    task's tools through the API, and ends the episode (contracts.client_episodes)."""
+
+    owner: str
+    """The user whose API key opened the episode: only that key may drive it."""
+    free_form: bool = False
+    """No task environment: the client posts the outcome. Else the task's checker gives it."""
+    idle_timeout_s: float = Field(600.0, gt=0, le=86_400)
+    """An episode with no call from its client for this long is abandoned: it fails, and trains nothing."""
+    outcome_min: float = 0.0
+    outcome_max: float = 1.0
+    """The bounds of an outcome a client may post (free-form episodes)."""
+
+
 class EpisodeInput(BaseModel):
     setting: SettingName
     task_id: str
     config: EpisodeConfig = Field(default_factory=EpisodeConfig)
+    client: ClientDriven | None = None
+    """Set: the episode is driven by an outside agent through the API, not by the policy pool's loop."""
     group_id: str | None = None
     """Set when the episode belongs to a task group (the group publishes its samples)."""
     retry_of: str | None = None
@@ -91,7 +108,7 @@ class EpisodeResult(BaseModel):
     """Redis prefix of the finishing attempt's data."""
     outcome: float
     steps: list[StepRecord]
-    end: Literal["submitted", "answered", "no_more_turns", "step_limit", "context_full"]
+    end: Literal["submitted", "answered", "no_more_turns", "step_limit", "context_full", "client_finished"]
     group_id: str | None = None
 
 
@@ -217,6 +234,8 @@ class TaskGroupInput(BaseModel):
     config: EpisodeConfig = Field(default_factory=EpisodeConfig)
     publish: bool = True
     """Publish step samples to `oc:samples:<setting>` (False: evaluate only)."""
+    client: ClientDriven | None = None
+    """Set: every episode of the group is driven by an outside agent (EpisodeInput.client)."""
 
 
 class TaskGroupResult(BaseModel):

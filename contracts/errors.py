@@ -54,6 +54,13 @@ class ErrorType(StrEnum):
     the sandbox uids may not traverse): a misconfigured machine, reported instead of an outcome of 0."""
     ENV_PLUGIN_BROKEN = "EnvPluginBroken"
     """An environment plugin failed to load or broke the protocol (the message names it): retrying cannot help."""
+    EPISODE_ABANDONED = "EpisodeAbandoned"
+    """A client-driven episode heard nothing from its client for its idle timeout: it ends without an outcome."""
+    EPISODE_NOT_YOURS = "EpisodeNotYours"
+    """A client-driven episode's call with another user's key: answered as if the episode did not exist."""
+    EPISODE_CONFLICT = "EpisodeConflict"
+    """A client-driven episode's call does not fit its state (a step after the end, another outcome than the one
+    posted, a tool of an episode without an environment)."""
     # health
     POOL_MISMATCH = "PoolMismatch"
     """A ping reached a worker of another pool: a misrouted task queue."""

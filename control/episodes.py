@@ -9,7 +9,16 @@ from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
 
-from contracts.episodes import EpisodeConfig, EpisodeInput, RolloutInput, RolloutPart, TaskGroupInput
+from contracts.client_episodes import FREE_FORM_SETTING
+from contracts.episodes import (
+    ClientDriven,
+    EpisodeConfig,
+    EpisodeInput,
+    RolloutInput,
+    RolloutPart,
+    TaskGroupInput,
+    episode_workflow_id,
+)
 from envs.registry import setting_config
 from openclaw_rl.settings import Pool, Settings
 from workflows.episode import EpisodeWorkflow
@@ -84,6 +93,69 @@ async def start_task_group(
         ),
         id=f"group/{group_id}",
         task_queue=_queue(settings),
+    )
+
+
+async def start_client_group(
+    client: Client,
+    settings: Settings,
+    owner: str,
+    *,
+    setting: str | None,
+    task_id: str | None,
+    samples: int,
+    label: str | None = None,
+) -> tuple[str, list[str]]:
+    """Episodes an outside agent drives (`EpisodeInput.client`), as one task group: a task of `setting` (its checker
+    gives the outcome) or, with no setting, free-form ones whose outcome the client posts, in the stream `label`.
+    Returns the group id and the episodes' workflow ids. UnknownSetting / ValueError for what cannot start."""
+    c = settings.envs.client
+    free_form = setting is None
+    if free_form:
+        name = label or FREE_FORM_SETTING
+        config = episode_config_for_free_form(settings, c.max_steps, c.prm_votes)
+    else:
+        name = setting
+        config = episode_config(settings, setting)  # UnknownSetting for a setting no environment provides
+    group_id = f"client-{uuid.uuid4().hex[:16]}"
+    driven = ClientDriven(
+        owner=owner,
+        free_form=free_form,
+        idle_timeout_s=c.idle_timeout_s,
+        outcome_min=c.outcome_min,
+        outcome_max=c.outcome_max,
+    )
+    await client.start_workflow(
+        TaskGroupWorkflow.run,
+        TaskGroupInput(
+            group_id=group_id,
+            setting=name,
+            task_id=task_id or "free-form",
+            samples=samples,
+            config=config,
+            client=driven,
+        ),
+        id=f"group/{group_id}",
+        task_queue=_queue(settings),
+        static_summary=f"driven by {owner}: {name} {task_id or 'free-form'} x{samples}",
+    )
+    return group_id, [episode_workflow_id(group_id, k) for k in range(samples)]
+
+
+def episode_config_for_free_form(settings: Settings, max_steps: int, prm_votes: int) -> EpisodeConfig:
+    """A free-form episode's configuration: no setting's, the client episodes' own limits."""
+    t = settings.temporal
+    return EpisodeConfig(
+        max_steps=max_steps,
+        prm_votes=prm_votes,
+        judge_name=settings.judge().type,
+        policy_task_queue=t.task_queue(Pool.POLICY),
+        judge_task_queue=t.task_queue(Pool.JUDGE),
+        env_task_queue=t.task_queue(Pool.ENV),
+        attempts=1,
+        env_lost_after_s=settings.envs.env_lost_after_s,
+        step_timeout_s=settings.envs.step_timeout_s,
+        vote_timeout_s=settings.learning.vote_timeout_s,
     )
 
 

@@ -606,8 +606,34 @@ class PluginSettingConfig(AgentSettingConfig):
     """`module:attribute` of the plugin's factory; None: an installed entry point (group `openclaw_rl.envs`)."""
 
 
+class ClientEpisodeSettings(BaseModel):
+    """Episodes an outside agent drives through the API (`POST /v1/episodes`): its model calls, tools and end."""
+
+    enabled: bool = True
+    idle_timeout_s: float = Field(600.0, gt=0, le=86_400)
+    """An episode with no call from its client for this long is abandoned: it fails and trains nothing."""
+    max_steps: int = Field(50, ge=1, le=200)
+    """Model calls per free-form episode (a task episode has its setting's limit)."""
+    max_group: int = Field(16, ge=1, le=64)
+    """Episodes one request may open together (a group: standardised together, as the paper's 8 per task)."""
+    outcome_min: float = 0.0
+    outcome_max: float = 1.0
+    """The bounds of an outcome a client posts for a free-form episode."""
+    prm_votes: int = Field(1, ge=0, le=16)
+    """PRM votes per step of a free-form episode (a task episode has its setting's)."""
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "ClientEpisodeSettings":
+        if not self.outcome_min < self.outcome_max:
+            raise ValueError(f"outcome_min ({self.outcome_min}) must be below outcome_max ({self.outcome_max})")
+        return self
+
+
 class EnvsSettings(BaseModel):
     """General-agent episodes: the env pool, its sandbox, and each setting."""
+
+    client: ClientEpisodeSettings = Field(default_factory=ClientEpisodeSettings)
+    """Episodes driven by outside agents through the API."""
 
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     terminal: AgentSettingConfig = Field(default_factory=lambda: AgentSettingConfig(max_steps=10))

@@ -79,6 +79,9 @@ class EpisodeData(Records):
             raise EpisodeDataMissing(f"step {step} of {attempt_key} has no action")
         return StepAction.model_validate_json(raw)
 
+    async def opening(self, attempt_key: str) -> EpisodeOpening:
+        return self._opening(attempt_key, await self._r.get(keys.episode_opening(attempt_key)))
+
     async def history(self, attempt_key: str, upto: int) -> tuple[EpisodeOpening, list[EpisodeStepData]]:
         """The opening and steps 0..upto-1 (what the policy has seen before step `upto`)."""
         async with self._r.pipeline(transaction=False) as pipe:

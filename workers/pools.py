@@ -62,7 +62,13 @@ def components_for(pool: Pool, settings: Settings) -> PoolComponents:
         from activities.learning import LearningActivities
 
         generate, teacher, agent = GenerateActivities(settings), LearningActivities(settings), AgentActivities(settings)
-        parts.activities += [generate.generate, teacher.teacher_logprobs, agent.agent_step]
+        parts.activities += [
+            generate.generate,
+            teacher.teacher_logprobs,
+            agent.agent_step,
+            agent.client_step,
+            agent.client_closing,
+        ]
         parts.closers += [generate.aclose, teacher.aclose, agent.aclose]
     elif pool is Pool.JUDGE:
         import rlmath.advantages  # noqa: F401  (torch, for publish_sample: loaded at start, not on the first sample)
@@ -112,7 +118,15 @@ def components_for(pool: Pool, settings: Settings) -> PoolComponents:
             nexus_supplier=FixedSizeSlotSupplier(1),
         )
         parts.own_queue_slots = capacity
-        parts.activities += [envs.list_tasks, envs.env_open, envs.env_step, envs.env_outcome, envs.env_close]
+        parts.activities += [
+            envs.list_tasks,
+            envs.env_open,
+            envs.env_step,
+            envs.env_outcome,
+            envs.env_close,
+            envs.env_tool,
+            envs.env_final_answer,
+        ]
         parts.closers.append(envs.aclose)
     return parts
 

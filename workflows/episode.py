@@ -21,6 +21,27 @@ from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
 
 with workflow.unsafe.imports_passed_through():
     from contracts.activity import ActivityDef
+    from contracts.client_episodes import (
+        CLIENT_CLOSING,
+        CLIENT_FINISH_UPDATE,
+        CLIENT_STEP,
+        CLIENT_STEP_UPDATE,
+        CLIENT_TOOL_UPDATE,
+        ENV_FINAL_ANSWER,
+        ENV_TOOL,
+        ClientEpisodeView,
+        ClientFinished,
+        ClientFinishInput,
+        ClientStepActivityInput,
+        ClientStepActivityOutput,
+        ClientStepInput,
+        ClientStepOutput,
+        ClientToolInput,
+        ClientToolResult,
+        ClosingInput,
+        EnvFinalAnswerInput,
+        EnvToolInput,
+    )
     from contracts.episodes import (
         AGENT_STEP,
         ENV_CLOSE,
@@ -45,6 +66,7 @@ with workflow.unsafe.imports_passed_through():
         StepVoteInput,
     )
     from contracts.errors import ErrorType
+    from contracts.summary import clip
     from openclaw_rl.search_attributes import OUTCOME, POLICY_VERSION, SETTING, TASK_ID
     from store import keys
     from workflows.activity_calls import execute
@@ -67,10 +89,24 @@ class EpisodeWorkflow:
         self.phase = "starting"
         self._cfg = inp.config
         self._policy_version: int | None = None
+        # a client-driven episode (inp.client): its calls arrive as updates, one at a time
+        self._client_lock = asyncio.Lock()
+        self._client_calls = 0
+        self._key = keys.episode_attempt(workflow.info().workflow_id, 1)
+        self._opened: EnvOpened | None = None
+        self._ready = False
+        self._failed: str | None = None
+        self._finished: ClientFinished | None = None
+        self._posted: float | None = None
+        self._tools_since: list[tuple[str, ClientToolResult]] = []
+        self._votes: list[asyncio.Task] = []
+        self._inp = inp
 
     @workflow.run
     async def run(self, inp: EpisodeInput) -> EpisodeResult:
         workflow.upsert_search_attributes([SETTING.value_set(inp.setting), TASK_ID.value_set(inp.task_id)])
+        if inp.client is not None:
+            return await self._client_driven(inp)
         for attempt in range(1, inp.config.attempts + 1):
             self.attempt, self.steps, self.outcome = attempt, [], None
             try:
@@ -210,6 +246,230 @@ class EpisodeWorkflow:
                 return None  # a failed vote is no vote, never fatal
 
         rec.votes = list(await asyncio.gather(*(one(i) for i in range(self._cfg.prm_votes))))
+
+    # ---- driven by an outside agent (contracts.client_episodes) -----------------------------------------------
+    async def _client_driven(self, inp: EpisodeInput) -> EpisodeResult:
+        client = inp.client
+        assert client is not None
+        self.attempt = 1
+        if not client.free_form:
+            self._details(inp, "opening the environment")
+            try:
+                self._opened = await execute(
+                    ENV_OPEN,
+                    EnvOpenInput(attempt_key=self._key, setting=inp.setting, task_id=inp.task_id),
+                    task_queue=inp.config.env_task_queue,
+                )
+            except ActivityError as exc:
+                self._failed = "the environment could not be opened"
+                raise _cause_as_application_error(exc, self._failed) from exc
+        self._ready = True
+        self._details(inp, "waiting for the agent's first call")
+        idle = timedelta(seconds=client.idle_timeout_s)
+        while self._finished is None:
+            seen = self._client_calls
+            try:
+                await workflow.wait_condition(
+                    lambda: self._client_calls != seen or self._finished is not None, timeout=idle
+                )
+            except asyncio.TimeoutError:
+                if self._client_lock.locked():  # a long call in progress is not silence
+                    continue
+                self._failed = f"abandoned: no call from its client for {client.idle_timeout_s:g} s"
+                self._details(inp, self._failed)
+                if self._opened is not None:
+                    await self._close(self._key, self._opened)
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                raise ApplicationError(
+                    f"episode {workflow.info().workflow_id} was {self._failed}; it trains nothing",
+                    type=ErrorType.EPISODE_ABANDONED,
+                    non_retryable=True,
+                )
+        if self._opened is not None:
+            await self._close(self._key, self._opened)
+        self._details(inp, "judging the last steps")
+        await asyncio.gather(*self._votes)
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        workflow.upsert_search_attributes([OUTCOME.value_set(self._finished.outcome)])
+        self.phase = "done"
+        self._details(inp, f"outcome {self._finished.outcome:g}")
+        return EpisodeResult(
+            episode_id=workflow.info().workflow_id,
+            setting=inp.setting,
+            task_id=inp.task_id,
+            attempt=1,
+            attempt_key=self._key,
+            outcome=self._finished.outcome,
+            steps=self.steps,
+            end=self._finished.end,
+            group_id=inp.group_id,
+        )
+
+    def _client_refusal(self, caller: str) -> None:
+        """A call that cannot run now: another user's, after the end, or after a failure."""
+        assert self._inp.client is not None
+        if caller != self._inp.client.owner:
+            raise ApplicationError("no such episode for this key", type=ErrorType.EPISODE_NOT_YOURS)
+        if self._failed is not None:
+            raise ApplicationError(f"the episode is over: {self._failed}", type=ErrorType.EPISODE_CONFLICT)
+        if self._finished is not None:
+            raise ApplicationError(
+                f"the episode has ended (outcome {self._finished.outcome:g})", type=ErrorType.EPISODE_CONFLICT
+            )
+
+    @workflow.update(name=CLIENT_STEP_UPDATE)
+    async def client_step(self, call: ClientStepInput) -> ClientStepOutput:
+        inp = self._inp
+        await workflow.wait_condition(lambda: self._ready or self._failed is not None)
+        async with self._client_lock:
+            self._client_refusal(call.caller)
+            t = len(self.steps)
+            limit = (self._opened.max_steps if self._opened else None) or inp.config.max_steps
+            if t >= limit:
+                raise ApplicationError(
+                    f"the episode has used its {limit} steps: end it (POST .../outcome)",
+                    type=ErrorType.EPISODE_CONFLICT,
+                )
+            self._client_calls += 1
+            self._details(inp, f"step {t + 1}/{limit}: policy")
+            step_id = keys.episode_step_id(workflow.info().workflow_id, 1, t)
+            out: ClientStepActivityOutput = await execute(
+                CLIENT_STEP,
+                ClientStepActivityInput(
+                    attempt_key=self._key,
+                    setting=inp.setting,
+                    step=t,
+                    step_id=step_id,
+                    request_key=call.request_key,
+                    temperature=call.temperature,
+                    top_p=call.top_p,
+                    max_tokens=call.max_tokens,
+                    stop=call.stop,
+                    opened=self._opened is not None,
+                ),
+                task_queue=inp.config.policy_task_queue,
+            )
+            if t > 0:  # this request carries the previous step's next state: it can be judged now
+                prev = self.steps[t - 1]
+                prev.observation = out.previous_observation or ""
+                self._tools_since = []
+                if inp.config.prm_votes:
+                    self._votes.append(asyncio.ensure_future(self._vote(inp, self._key, prev)))
+            o = out.output
+            self.steps.append(
+                StepRecord(
+                    index=t,
+                    step_id=step_id,
+                    action=out.action,
+                    tool_calls=len(o.tool_calls),
+                    weight_version=o.weight_version,
+                    prompt_tokens=o.prompt_tokens,
+                    completion_tokens=o.completion_tokens,
+                )
+            )
+            self._note_policy_version(o.weight_version)
+            self._details(inp, f"step {t + 1}/{limit}: waiting for the agent")
+            return ClientStepOutput(step=t, output=o)
+
+    @workflow.update(name=CLIENT_TOOL_UPDATE)
+    async def client_tool(self, call: ClientToolInput) -> ClientToolResult:
+        await workflow.wait_condition(lambda: self._ready or self._failed is not None)
+        async with self._client_lock:
+            self._client_refusal(call.caller)
+            if self._opened is None:
+                raise ApplicationError(
+                    "a free-form episode has no environment to run tools in: run them yourself",
+                    type=ErrorType.EPISODE_CONFLICT,
+                )
+            self._client_calls += 1
+            call_id = f"c{self._client_calls}"  # one per call in this history: a retried activity is not run twice
+            result: ClientToolResult = await self._on_env(
+                ENV_TOOL,
+                EnvToolInput(attempt_key=self._key, call_id=call_id, name=call.name, arguments=call.arguments),
+                self._opened,
+                self._cfg.step_timeout_s,
+            )
+            self._tools_since.append((call.name, result.model_copy(update={"content": clip(result.content)})))
+            return result
+
+    @workflow.update(name=CLIENT_FINISH_UPDATE)
+    async def client_finish(self, call: ClientFinishInput) -> ClientFinished:
+        inp = self._inp
+        assert inp.client is not None
+        await workflow.wait_condition(lambda: self._ready or self._failed is not None)
+        async with self._client_lock:
+            if call.caller != inp.client.owner:
+                raise ApplicationError("no such episode for this key", type=ErrorType.EPISODE_NOT_YOURS)
+            if self._finished is not None:  # posted again: the same answer, or a conflict
+                if call.outcome is not None and call.outcome != self._posted:
+                    raise ApplicationError(
+                        f"the episode already ended with outcome {self._finished.outcome:g}",
+                        type=ErrorType.EPISODE_CONFLICT,
+                    )
+                return self._finished
+            self._client_refusal(call.caller)
+            if not self.steps:
+                raise ApplicationError("the episode has no step yet: nothing to end", type=ErrorType.EPISODE_CONFLICT)
+            self._client_calls += 1
+            if inp.client.free_form:
+                outcome = call.outcome
+                if outcome is None:
+                    raise ApplicationError("a free-form episode needs the outcome", type=ErrorType.INVALID_REQUEST)
+                lo, hi = inp.client.outcome_min, inp.client.outcome_max
+                if not lo <= outcome <= hi:
+                    raise ApplicationError(
+                        f"the outcome must be within [{lo:g}, {hi:g}], got {outcome:g}", type=ErrorType.INVALID_REQUEST
+                    )
+            else:
+                if call.outcome is not None:
+                    raise ApplicationError(
+                        "a task episode's outcome is its checker's: post no outcome", type=ErrorType.INVALID_REQUEST
+                    )
+                assert self._opened is not None
+                self._details(inp, "checking the outcome")
+                await self._on_env(
+                    ENV_FINAL_ANSWER,
+                    EnvFinalAnswerInput(attempt_key=self._key, step=self.steps[-1].index),
+                    self._opened,
+                    self._cfg.step_timeout_s,
+                )
+                checked: Outcome = await self._on_env(
+                    ENV_OUTCOME, EnvRef(attempt_key=self._key), self._opened, self._cfg.step_timeout_s
+                )
+                outcome = checked.outcome
+            last = self.steps[-1]
+            await execute(
+                CLIENT_CLOSING,
+                ClosingInput(
+                    attempt_key=self._key,
+                    step=last.index,
+                    tool_names=[n for n, _ in self._tools_since],
+                    tool_results=[r for _, r in self._tools_since],
+                ),
+                task_queue=inp.config.policy_task_queue,
+            )
+            last.observation = clip("; ".join(r.content for _, r in self._tools_since))
+            if inp.config.prm_votes:
+                self._votes.append(asyncio.ensure_future(self._vote(inp, self._key, last)))
+            self.outcome, self._posted = outcome, call.outcome
+            self._finished = ClientFinished(outcome=outcome, steps=len(self.steps), end="client_finished")
+            return self._finished
+
+    @workflow.query
+    def client_view(self) -> ClientEpisodeView:
+        inp = self._inp
+        assert inp.client is not None, "not a client-driven episode"
+        return ClientEpisodeView(
+            owner=inp.client.owner,
+            setting=inp.setting,
+            task_id=inp.task_id,
+            free_form=inp.client.free_form,
+            ready=self._ready,
+            steps=len(self.steps),
+            max_steps=(self._opened.max_steps if self._opened else None) or inp.config.max_steps,
+            failed=self._failed,
+            finished=self._finished,
+        )
 
     def _details(self, inp: EpisodeInput, what: str) -> None:
         self.phase = what

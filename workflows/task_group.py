@@ -94,7 +94,13 @@ class TaskGroupWorkflow:
         try:
             result: EpisodeResult = await workflow.execute_child_workflow(
                 EpisodeWorkflow.run,
-                EpisodeInput(setting=inp.setting, task_id=inp.task_id, config=inp.config, group_id=inp.group_id),
+                EpisodeInput(
+                    setting=inp.setting,
+                    task_id=inp.task_id,
+                    config=inp.config,
+                    group_id=inp.group_id,
+                    client=inp.client,
+                ),
                 id=episode_workflow_id(inp.group_id, k),
                 static_summary=f"{inp.setting} {inp.task_id} #{k}",
             )

@@ -1,0 +1,311 @@
+"""Episodes an outside agent drives: open them, send the model calls under them, run the task's tools, end them.
+
+    POST /v1/episodes                              {"setting": "swe", "task_id": "...", "samples": 2}
+                                                   or {"samples": 1} (free-form: the client posts the outcome)
+    GET  /v1/episodes/{id}                         state; the task's opening messages and tools once open
+    POST /v1/episodes/{id}/chat/completions        OpenAI chat completions: point a client's base_url at
+                                                   /v1/episodes/{id} and its loop runs unmodified
+    POST /v1/episodes/{id}/tools/{name}            {"arguments": {...}}: a tool of the task's environment
+    POST /v1/episodes/{id}/outcome                 {} (a task: its checker decides) or {"outcome": 0.7}
+
+Each call is an update of the episode's EpisodeWorkflow (contracts.client_episodes); only the key's user that
+opened an episode can see or drive it (others get 404). Episodes opened together are one task group: their steps
+are standardised together when the last one ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+import structlog
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, Field, ValidationError
+from temporalio.client import WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
+
+from api.auth import Caller, authenticate
+from api.chat import assistant_message, chat_sampling, validate_chat
+from api.errors import ApiError
+from api.openai_schema import ChatCompletion, ChatCompletionChunk, Choice, ChunkChoice, Delta, Usage
+from api.request_body import read_json
+from contracts.chat import GenerateOutput, StoredChatRequest
+from contracts.client_episodes import (
+    CLIENT_FINISH_UPDATE,
+    CLIENT_STEP_UPDATE,
+    CLIENT_TOOL_UPDATE,
+    ClientCall,
+    ClientEpisodeView,
+    ClientFinished,
+    ClientFinishInput,
+    ClientStepInput,
+    ClientStepOutput,
+    ClientToolInput,
+    ClientToolResult,
+    client_episode_id,
+)
+from contracts.episodes import SettingName, episode_workflow_id
+from contracts.errors import ErrorType
+from control.episodes import start_client_group
+from envs.registry import UnknownSetting
+from store import keys
+from store.errors import StoreError
+
+log = structlog.get_logger(__name__)
+
+router = APIRouter()
+
+_OPEN_WAIT_S = 120.0
+"""How long GET waits for a task episode's environment to open before answering without its opening."""
+_STATUS = {
+    ErrorType.EPISODE_NOT_YOURS: (404, "episode_not_found"),
+    ErrorType.EPISODE_CONFLICT: (409, "episode_conflict"),
+    ErrorType.EPISODE_ABANDONED: (409, "episode_conflict"),
+    ErrorType.INVALID_REQUEST: (400, "invalid_request"),
+    ErrorType.PROMPT_TOO_LONG: (400, "context_length_exceeded"),
+    ErrorType.POLICY_UNAVAILABLE: (503, "policy_unavailable"),
+}
+
+
+class EpisodeOpenRequest(BaseModel):
+    setting: SettingName | None = None
+    """A task of this setting (its checker gives the outcome); none: free-form episodes."""
+    task_id: str | None = Field(None, min_length=1, max_length=200)
+    samples: int = Field(1, ge=1, le=64)
+    """Episodes of the same task, standardised together (the paper: 8)."""
+    label: SettingName | None = None
+    """Free-form episodes: their sample stream (default `client`)."""
+
+
+class OpenedEpisode(BaseModel):
+    id: str
+    base_url: str
+    """Give this to an OpenAI client as its base URL: its chat completions are this episode's steps."""
+    workflow_id: str
+
+
+class EpisodeGroupOpened(BaseModel):
+    group_id: str
+    episodes: list[OpenedEpisode]
+
+
+class ToolCallRequest(BaseModel):
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class OutcomeRequest(BaseModel):
+    outcome: float | None = Field(None, allow_inf_nan=False)
+
+
+def _workflow_id(episode_id: str) -> str:
+    group, sep, index = episode_id.rpartition(".")
+    if not sep or not group.startswith("client-") or not index.isdigit():
+        raise ApiError(404, f"no episode {episode_id!r} for this API key's user", code="episode_not_found")
+    return episode_workflow_id(group, int(index))
+
+
+def _parse(model: type[BaseModel], body: Any) -> Any:
+    try:
+        return model.model_validate(body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ApiError(422, f"{where or 'body'}: {first['msg']}", param=where or None) from None
+
+
+@router.post("/v1/episodes")
+async def open_episodes(request: Request, caller: Caller = Depends(authenticate)) -> EpisodeGroupOpened:
+    app = request.app
+    settings = app.state.settings
+    if not settings.envs.client.enabled:
+        raise ApiError(403, "client-driven episodes are turned off here (envs.client.enabled)", code="disabled")
+    req: EpisodeOpenRequest = _parse(EpisodeOpenRequest, await read_json(request, settings.api.max_request_bytes))
+    if (req.setting is None) != (req.task_id is None):
+        raise ApiError(400, "name both setting and task_id (a task), or neither (free-form)", code="invalid_request")
+    if req.setting is not None and req.label is not None:
+        raise ApiError(400, "label is for free-form episodes (a task's samples go to its setting's stream)")
+    if req.samples > settings.envs.client.max_group:
+        raise ApiError(400, f"at most {settings.envs.client.max_group} episodes at once (envs.client.max_group)")
+    client = await app.state.gateway.client()
+    try:
+        group_id, ids = await start_client_group(
+            client,
+            settings,
+            caller.user_id,
+            setting=req.setting,
+            task_id=req.task_id,
+            samples=req.samples,
+            label=req.label,
+        )
+    except (UnknownSetting, ValueError) as exc:
+        raise ApiError(400, str(exc), code="unknown_setting") from None
+    base = str(request.base_url).rstrip("/")
+    episodes = [
+        OpenedEpisode(
+            id=client_episode_id(group_id, k),
+            base_url=f"{base}/v1/episodes/{client_episode_id(group_id, k)}",
+            workflow_id=w,
+        )
+        for k, w in enumerate(ids)
+    ]
+    log.info("client episodes opened", user=caller.user_id, group=group_id, setting=req.setting, samples=req.samples)
+    return EpisodeGroupOpened(group_id=group_id, episodes=episodes)
+
+
+@router.get("/v1/episodes/{episode_id}")
+async def episode_state(request: Request, episode_id: str, caller: Caller = Depends(authenticate)) -> dict:
+    """The episode's state; for a task, its opening messages and tools (what the agent starts from)."""
+    view = await _view(request, episode_id, caller)
+    deadline = time.monotonic() + _OPEN_WAIT_S
+    while not view.ready and view.failed is None and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+        view = await _view(request, episode_id, caller)
+    out: dict[str, Any] = view.model_dump(exclude={"owner"})
+    if view.ready and not view.free_form:
+        try:
+            key = keys.episode_attempt(_workflow_id(episode_id), 1)
+            opening = await request.app.state.store.episodes.opening(key)
+            out["messages"], out["tools"] = opening.messages, opening.tools
+        except (LookupError, StoreError) as exc:
+            raise ApiError(503, f"the episode's opening could not be read: {exc}", code="store_unavailable") from None
+    return out
+
+
+async def _view(request: Request, episode_id: str, caller: Caller) -> ClientEpisodeView:
+    client = await request.app.state.gateway.client()
+    handle = client.get_workflow_handle(_workflow_id(episode_id))
+    try:
+        view = await handle.query("client_view", result_type=ClientEpisodeView)
+    except RPCError as exc:
+        if exc.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.INVALID_ARGUMENT):
+            raise ApiError(
+                404, f"no episode {episode_id!r} for this API key's user", code="episode_not_found"
+            ) from None
+        raise
+    if view.owner != caller.user_id:
+        raise ApiError(404, f"no episode {episode_id!r} for this API key's user", code="episode_not_found")
+    return view
+
+
+async def _update(request: Request, episode_id: str, name: str, arg: ClientCall, result_type: type) -> Any:
+    client = await request.app.state.gateway.client()
+    handle = client.get_workflow_handle(_workflow_id(episode_id))
+    try:
+        return await handle.execute_update(name, arg, result_type=result_type, id=uuid.uuid4().hex)
+    except WorkflowUpdateFailedError as exc:
+        cause = exc.cause
+        kind = cause.type if isinstance(cause, ApplicationError) else None
+        status, code = _STATUS.get(kind or "", (500, "episode_call_failed"))
+        message = getattr(cause, "message", None) or str(cause or exc)
+        if status == 404:
+            message = f"no episode {episode_id!r} for this API key's user"
+        raise ApiError(status, message, code=code) from None
+    except RPCError as exc:
+        if exc.status not in (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION):
+            raise
+    # The workflow has closed (ended or abandoned), or never existed: its state says which, to its owner only.
+    view = await _view(request, episode_id, Caller(user_id=arg.caller, key_id=""))
+    if isinstance(arg, ClientFinishInput) and view.finished is not None:  # the end, asked again
+        if arg.outcome is None or arg.outcome == view.finished.outcome:
+            return view.finished
+        raise ApiError(
+            409, f"the episode already ended with outcome {view.finished.outcome:g}", code="episode_conflict"
+        )
+    why = view.failed or (f"it ended with outcome {view.finished.outcome:g}" if view.finished else "it has closed")
+    raise ApiError(409, f"the episode is over: {why}", code="episode_conflict")
+
+
+@router.post("/v1/episodes/{episode_id}/chat/completions")
+async def episode_chat(request: Request, episode_id: str, caller: Caller = Depends(authenticate)) -> Any:
+    app = request.app
+    body = await read_json(request, app.state.settings.api.max_request_bytes)
+    chat = validate_chat(body)
+    turn_id = uuid.uuid4().hex
+    stored = StoredChatRequest(messages=[m.for_template() for m in chat.messages], tools=chat.template_tools())
+    try:
+        request_key = await app.state.store.requests.save(turn_id, stored)
+    except StoreError as exc:
+        raise ApiError(503, f"the request could not be kept: {exc}", code="store_unavailable") from None
+    s = chat_sampling(chat)
+    out: ClientStepOutput = await _update(
+        request,
+        episode_id,
+        CLIENT_STEP_UPDATE,
+        ClientStepInput(
+            caller=caller.user_id,
+            request_key=request_key,
+            temperature=s.temperature,
+            top_p=s.top_p,
+            max_tokens=s.max_tokens,
+            stop=s.stop,
+        ),
+        ClientStepOutput,
+    )
+    cid, created, model = f"chatcmpl-{turn_id}", int(time.time()), chat.model or app.state.settings.api.model_name
+    if chat.stream:
+        return StreamingResponse(_one_chunk_stream(cid, created, model, out.output), media_type="text/event-stream")
+    completion = ChatCompletion(
+        id=cid,
+        created=created,
+        model=model,
+        choices=[Choice(message=assistant_message(out.output), finish_reason=out.output.finish_reason)],
+        usage=_usage(out.output),
+        system_fingerprint=out.output.weight_version,
+    )
+    return JSONResponse(completion.model_dump(exclude_none=True), headers={"X-Episode-Step": str(out.step)})
+
+
+def _usage(o: GenerateOutput) -> Usage:
+    return Usage(
+        prompt_tokens=o.prompt_tokens,
+        completion_tokens=o.completion_tokens,
+        total_tokens=o.prompt_tokens + o.completion_tokens,
+    )
+
+
+async def _one_chunk_stream(cid: str, created: int, model: str, out: GenerateOutput):
+    """A streaming client gets the whole answer as one content chunk (the step has run when the update returns)."""
+
+    def chunk(delta: Delta, finish: str | None = None) -> str:
+        c = ChatCompletionChunk(
+            id=cid, created=created, model=model, choices=[ChunkChoice(delta=delta, finish_reason=finish)]
+        )
+        return f"data: {c.model_dump_json(exclude_none=True)}\n\n"
+
+    yield chunk(Delta(role="assistant", content=out.content or ""))
+    if out.tool_calls:
+        yield chunk(Delta(tool_calls=[call.to_openai(index=i) for i, call in enumerate(out.tool_calls)]))
+    yield chunk(Delta(), finish=out.finish_reason)
+    yield "data: [DONE]\n\n"
+
+
+@router.post("/v1/episodes/{episode_id}/tools/{name}")
+async def episode_tool(
+    request: Request, episode_id: str, name: str, caller: Caller = Depends(authenticate)
+) -> ClientToolResult:
+    body = await read_json(request, request.app.state.settings.api.max_request_bytes)
+    req: ToolCallRequest = _parse(ToolCallRequest, body)
+    return await _update(
+        request,
+        episode_id,
+        CLIENT_TOOL_UPDATE,
+        ClientToolInput(caller=caller.user_id, name=name, arguments=req.arguments),
+        ClientToolResult,
+    )
+
+
+@router.post("/v1/episodes/{episode_id}/outcome")
+async def episode_outcome(request: Request, episode_id: str, caller: Caller = Depends(authenticate)) -> ClientFinished:
+    body = await read_json(request, request.app.state.settings.api.max_request_bytes)
+    req: OutcomeRequest = _parse(OutcomeRequest, body)
+    return await _update(
+        request,
+        episode_id,
+        CLIENT_FINISH_UPDATE,
+        ClientFinishInput(caller=caller.user_id, outcome=req.outcome),
+        ClientFinished,
+    )
