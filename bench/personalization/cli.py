@@ -29,6 +29,13 @@ def add_parser(bsub: argparse._SubParsersAction) -> None:
     p.add_argument("--setting", choices=["student", "teacher"], default="student")
     p.add_argument("--seed", type=int, default=0, help="the users' seed (tasks and reactions)")
     p.add_argument("--users", type=int, default=4, help="simulated users chatting at once")
+    p.add_argument(
+        "--teacher",
+        choices=["policy", "frozen"],
+        default="policy",
+        help="who scores OPD's hint-enhanced context: the policy itself (the paper), or the base policy, frozen, "
+        "on an engine of its own (the reference's choice)",
+    )
     p.add_argument("--lr", type=float, default=3e-4, help="training.lr (the paper's 1e-5 is for 4B-32B models)")
     p.add_argument("--eval-problems", type=int, default=36, help="held-out problems scored per version")
     p.add_argument("--steps", type=steps_arg, default=(8, 16), help="versions to report, comma-separated (8,16)")
@@ -93,6 +100,7 @@ def _config(args: argparse.Namespace, recipe: basemodel.Recipe) -> runner.BenchC
         seed=args.seed,
         users=args.users,
         lr=args.lr,
+        teacher=args.teacher,
         steps=args.steps,
         batch_size=args.batch_size,
         eval_problems=args.eval_problems,

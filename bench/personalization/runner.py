@@ -29,7 +29,8 @@ from bench.personalization.users import TASKS_PER_SESSION, SimulatedUser
 from bench.progress import Progress
 from bench.stack import BenchStack
 from bench.stats import gain_text, mean_se, paired_gain, score_cell
-from stack.running import isolated_env
+from openclaw_rl.ports import free_port
+from stack.running import CLI, REPO, isolated_env
 
 PAPER = {"base": 0.17, "binary": {8: 0.25, 16: 0.23}, "opd": {8: 0.25, 16: 0.72}, "combined": {8: 0.76, 16: 0.81}}
 METHODS = ("binary", "opd", "combined")
@@ -52,6 +53,9 @@ class BenchConfig:
     users: int = 4
     batch_size: int = 16
     lr: float = 3e-4
+    teacher: str = "policy"
+    """policy: the served policy scores OPD's hint-enhanced context (the paper); frozen: the base policy does, on an
+    engine of its own (the reference)."""
     temperature: float = 1.0
     max_tokens: int = 160
     judge_url: str | None = None
@@ -105,7 +109,47 @@ class Stack(BenchStack):
             env["OPENCLAW_RL_LEARNING__PRM_VOTES"] = "1"  # the heuristic judge is deterministic: votes would agree
         if shutil.which("bwrap") is None:  # this benchmark runs no environments; `up` needs a sandbox otherwise
             env["OPENCLAW_RL_ENVS__SANDBOX__MODE"] = "unsandboxed"
+        self.model = model
+        self.teacher_port = free_port() if cfg.teacher == "frozen" else None
+        self.teacher_proc: subprocess.Popen | None = None
+        if self.teacher_port is not None:
+            env["OPENCLAW_RL_LEARNING__TEACHER"] = json.dumps({"url": f"http://127.0.0.1:{self.teacher_port}"})
         super().__init__(env)
+
+    def start(self, timeout: float = 240.0) -> "Stack":
+        if self.teacher_port is not None:  # the frozen teacher: the base policy on an engine the trainer never updates
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            log = open(self.data_dir.parent / f"{self.data_dir.name}-teacher.log", "ab")
+            self.teacher_proc = subprocess.Popen(
+                CLI + ["engine", "--model", str(self.model), "--port", str(self.teacher_port), "--weight-version", "0"],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=REPO,
+            )
+            url, deadline = f"http://127.0.0.1:{self.teacher_port}/get_weight_version", time.monotonic() + timeout
+            while True:
+                try:
+                    if httpx.get(url, timeout=5).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if self.teacher_proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the frozen teacher's engine did not start (log: {log.name})")
+                time.sleep(0.5)
+        super().start(timeout)
+        return self
+
+    def stop(self, timeout: float = 60.0) -> int:
+        try:
+            return super().stop(timeout)
+        finally:
+            if self.teacher_proc is not None and self.teacher_proc.poll() is None:
+                self.teacher_proc.terminate()
+                try:
+                    self.teacher_proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    self.teacher_proc.kill()
 
 
 # ---- users -----------------------------------------------------------------------------------------------------
