@@ -21,7 +21,16 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import heartbeating
-from contracts.client_episodes import ENV_FINAL_ANSWER, ENV_TOOL, ClientToolResult, EnvFinalAnswerInput, EnvToolInput
+from contracts.client_episodes import (
+    ENV_EXEC,
+    ENV_FINAL_ANSWER,
+    ENV_TOOL,
+    ClientExecResult,
+    ClientToolResult,
+    EnvExecInput,
+    EnvFinalAnswerInput,
+    EnvToolInput,
+)
 from contracts.episodes import (
     ENV_CLOSE,
     ENV_OPEN,
@@ -63,6 +72,7 @@ class _Held:
     touched: float = field(default_factory=time.monotonic)
     last_call: tuple[str, ClientToolResult] | None = None
     """A client-driven episode's last tool call (id, result): a retried call is answered, not run again."""
+    last_exec: tuple[str, ClientExecResult] | None = None
 
 
 class EnvActivities:
@@ -182,6 +192,28 @@ class EnvActivities:
         """A client-driven episode's tool call, run by the environment as a step with that one call."""
         call = ToolCallAction(id=inp.call_id, name=inp.name, arguments=inp.arguments)
         return await self._client_action(inp.attempt_key, inp.call_id, Action(text="", tool_calls=[call]))
+
+    @activity.defn(name=ENV_EXEC.name)
+    async def env_exec(self, inp: EnvExecInput) -> ClientExecResult:
+        """A client-driven episode's shell command, in the task's workspace (environments with `run_command`)."""
+        held = self._get(inp.attempt_key)
+        if not callable(getattr(held.env, "run_command", None)):
+            raise ApplicationError(
+                f"the {held.env.setting} environment has no shell to run commands in: use its tools",
+                type=ErrorType.INVALID_REQUEST,
+                non_retryable=True,
+            )
+        async with held.lock:
+            if held.last_exec is not None and held.last_exec[0] == inp.call_id:
+                return held.last_exec[1]  # a retry whose first result never reached Temporal: run once
+            try:
+                async with self._lost_on_crash(inp.attempt_key, held), heartbeating(HEARTBEAT_S):
+                    code, output = await self._blocking(held.env.run_command, inp.command)
+            except (ValueError, OSError) as exc:  # a NUL byte, a command too long for the kernel
+                code, output = 126, f"the command could not be started: {exc}"
+            result = ClientExecResult(output=output, returncode=code)
+            held.last_exec, held.touched = (inp.call_id, result), time.monotonic()
+            return result
 
     @activity.defn(name=ENV_FINAL_ANSWER.name)
     async def env_final_answer(self, inp: EnvFinalAnswerInput) -> ClientToolResult:

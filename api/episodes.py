@@ -6,6 +6,7 @@
     POST /v1/episodes/{id}/chat/completions        OpenAI chat completions: point a client's base_url at
                                                    /v1/episodes/{id} and its loop runs unmodified
     POST /v1/episodes/{id}/tools/{name}            {"arguments": {...}}: a tool of the task's environment
+    POST /v1/episodes/{id}/exec                    {"command": "..."}: a shell command in the task's workspace
     POST /v1/episodes/{id}/outcome                 {} (a task: its checker decides) or {"outcome": 0.7}
 
 Each call is an update of the episode's EpisodeWorkflow (contracts.client_episodes); only the key's user that
@@ -35,11 +36,14 @@ from api.openai_schema import ChatCompletion, ChatCompletionChunk, Choice, Chunk
 from api.request_body import read_json
 from contracts.chat import GenerateOutput, StoredChatRequest
 from contracts.client_episodes import (
+    CLIENT_EXEC_UPDATE,
     CLIENT_FINISH_UPDATE,
     CLIENT_STEP_UPDATE,
     CLIENT_TOOL_UPDATE,
     ClientCall,
     ClientEpisodeView,
+    ClientExecInput,
+    ClientExecResult,
     ClientFinished,
     ClientFinishInput,
     ClientStepInput,
@@ -61,6 +65,8 @@ router = APIRouter()
 
 _OPEN_WAIT_S = 120.0
 """How long GET waits for a task episode's environment to open before answering without its opening."""
+_START_WAIT_S = 30.0
+"""How long opening episodes waits for the group to start them."""
 _STATUS = {
     ErrorType.EPISODE_NOT_YOURS: (404, "episode_not_found"),
     ErrorType.EPISODE_CONFLICT: (409, "episode_conflict"),
@@ -143,6 +149,7 @@ async def open_episodes(request: Request, caller: Caller = Depends(authenticate)
         )
     except (UnknownSetting, ValueError) as exc:
         raise ApiError(400, str(exc), code="unknown_setting") from None
+    await _wait_started(client, ids)
     base = str(request.base_url).rstrip("/")
     episodes = [
         OpenedEpisode(
@@ -154,6 +161,25 @@ async def open_episodes(request: Request, caller: Caller = Depends(authenticate)
     ]
     log.info("client episodes opened", user=caller.user_id, group=group_id, setting=req.setting, samples=req.samples)
     return EpisodeGroupOpened(group_id=group_id, episodes=episodes)
+
+
+async def _wait_started(client, workflow_ids: list[str]) -> None:
+    """The group starts its episodes as child workflows: answer once each exists, so the client's first call (a
+    chat completion, or GET) finds it."""
+    deadline = time.monotonic() + _START_WAIT_S
+    for wf_id in workflow_ids:
+        while True:
+            try:
+                await client.get_workflow_handle(wf_id).describe()
+                break
+            except RPCError as exc:
+                if exc.status != RPCStatusCode.NOT_FOUND:
+                    raise
+                if time.monotonic() > deadline:
+                    raise ApiError(
+                        503, "the episodes did not start in time; retry", code="episodes_not_started"
+                    ) from None
+                await asyncio.sleep(0.05)
 
 
 @router.get("/v1/episodes/{episode_id}")
@@ -295,6 +321,24 @@ async def episode_tool(
         CLIENT_TOOL_UPDATE,
         ClientToolInput(caller=caller.user_id, name=name, arguments=req.arguments),
         ClientToolResult,
+    )
+
+
+class ExecRequest(BaseModel):
+    command: str = Field(min_length=1, max_length=100_000)
+
+
+@router.post("/v1/episodes/{episode_id}/exec")
+async def episode_exec(request: Request, episode_id: str, caller: Caller = Depends(authenticate)) -> ClientExecResult:
+    """A shell command in the task's workspace (terminal, swe): what an agent that runs its own commands needs."""
+    body = await read_json(request, request.app.state.settings.api.max_request_bytes)
+    req: ExecRequest = _parse(ExecRequest, body)
+    return await _update(
+        request,
+        episode_id,
+        CLIENT_EXEC_UPDATE,
+        ClientExecInput(caller=caller.user_id, command=req.command),
+        ClientExecResult,
     )
 
 

@@ -23,6 +23,7 @@ from contracts.errors import ErrorType
 CLIENT_STEP_UPDATE = "client_step"
 CLIENT_TOOL_UPDATE = "client_tool"
 CLIENT_FINISH_UPDATE = "client_finish"
+CLIENT_EXEC_UPDATE = "client_exec"
 FREE_FORM_SETTING = "client"
 """The setting (and sample stream) of free-form episodes, unless the client names its own."""
 
@@ -64,6 +65,17 @@ class ClientToolResult(BaseModel):
     error: bool = False
     done: bool = False
     """The environment considers the episode over (a `submit` tool)."""
+
+
+class ClientExecInput(ClientCall):
+    command: str = Field(min_length=1, max_length=100_000)
+    """A shell command, run in the task's workspace with the sandbox's limits (settings with a shell)."""
+
+
+class ClientExecResult(BaseModel):
+    output: str
+    """stdout then stderr (and why the sandbox stopped the command, if it did)."""
+    returncode: int
 
 
 class ClientFinishInput(ClientCall):
@@ -131,6 +143,12 @@ class EnvToolInput(BaseModel):
     arguments: dict[str, Any] = Field(default_factory=dict)
 
 
+class EnvExecInput(BaseModel):
+    attempt_key: str
+    call_id: str
+    command: str
+
+
 class EnvFinalAnswerInput(BaseModel):
     attempt_key: str
     step: int
@@ -171,4 +189,6 @@ _ENV_RETRY = Retry(
 )
 ENV_TOOL = ActivityDef("env_tool", EnvToolInput, ClientToolResult, retry=_ENV_RETRY)
 """One tool call of a client-driven episode, run by the environment (env worker holding it)."""
+ENV_EXEC = ActivityDef("env_exec", EnvExecInput, ClientExecResult, retry=_ENV_RETRY)
+"""A shell command of a client-driven episode, in the task's workspace (environments with `run_command`)."""
 ENV_FINAL_ANSWER = ActivityDef("env_final_answer", EnvFinalAnswerInput, ClientToolResult, retry=_ENV_RETRY)

@@ -104,6 +104,13 @@ class Environment(Protocol):
         ...
 
 
+class Shell(Protocol):
+    """An environment with a workspace an outside agent may run commands in (client-driven episodes' `exec`):
+    optional, beside `Environment`. Returns (exit code, output)."""
+
+    def run_command(self, command: str) -> tuple[int, str]: ...
+
+
 class TaskSource(Protocol):
     """A setting's task set: listing and building environments."""
 

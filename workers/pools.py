@@ -125,6 +125,7 @@ def components_for(pool: Pool, settings: Settings) -> PoolComponents:
             envs.env_outcome,
             envs.env_close,
             envs.env_tool,
+            envs.env_exec,
             envs.env_final_answer,
         ]
         parts.closers.append(envs.aclose)

@@ -23,13 +23,17 @@ with workflow.unsafe.imports_passed_through():
     from contracts.activity import ActivityDef
     from contracts.client_episodes import (
         CLIENT_CLOSING,
+        CLIENT_EXEC_UPDATE,
         CLIENT_FINISH_UPDATE,
         CLIENT_STEP,
         CLIENT_STEP_UPDATE,
         CLIENT_TOOL_UPDATE,
+        ENV_EXEC,
         ENV_FINAL_ANSWER,
         ENV_TOOL,
         ClientEpisodeView,
+        ClientExecInput,
+        ClientExecResult,
         ClientFinished,
         ClientFinishInput,
         ClientStepActivityInput,
@@ -39,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
         ClientToolInput,
         ClientToolResult,
         ClosingInput,
+        EnvExecInput,
         EnvFinalAnswerInput,
         EnvToolInput,
     )
@@ -390,6 +395,27 @@ class EpisodeWorkflow:
                 self._cfg.step_timeout_s,
             )
             self._tools_since.append((call.name, result.model_copy(update={"content": clip(result.content)})))
+            return result
+
+    @workflow.update(name=CLIENT_EXEC_UPDATE)
+    async def client_exec(self, call: ClientExecInput) -> ClientExecResult:
+        await workflow.wait_condition(lambda: self._ready or self._failed is not None)
+        async with self._client_lock:
+            self._client_refusal(call.caller)
+            if self._opened is None:
+                raise ApplicationError(
+                    "a free-form episode has no environment to run commands in", type=ErrorType.EPISODE_CONFLICT
+                )
+            self._client_calls += 1
+            result: ClientExecResult = await self._on_env(
+                ENV_EXEC,
+                EnvExecInput(attempt_key=self._key, call_id=f"c{self._client_calls}", command=call.command),
+                self._opened,
+                self._cfg.step_timeout_s,
+            )
+            self._tools_since.append(
+                ("exec", ClientToolResult(content=clip(result.output), exit_code=result.returncode))
+            )
             return result
 
     @workflow.update(name=CLIENT_FINISH_UPDATE)

@@ -119,6 +119,11 @@ class SweEnv:
             )
         return self.verdict.outcome
 
+    def run_command(self, command: str) -> tuple[int, str]:
+        """A client-driven episode's command (envs.base.Shell): what a bash block of a step would run."""
+        res = self._open_box().run(command)
+        return res.exit_code, protocol.output_of(res)
+
     def close(self) -> None:
         if self.box is not None:
             self.box.close()

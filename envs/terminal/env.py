@@ -131,6 +131,11 @@ class TerminalEnv:
             self.box.close()
             self.box = None
 
+    def run_command(self, command: str) -> tuple[int, str]:
+        """A client-driven episode's command (envs.base.Shell), in /app with the sandbox's limits."""
+        res = self._open_box().run(command)
+        return res.exit_code, res.report()
+
     # ---- oracle ----------------------------------------------------------------------
     def run_oracle(self) -> CommandResult:
         """Run the task's solution/solve.sh in /app (the reference solution: every test should then pass)."""

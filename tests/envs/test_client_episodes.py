@@ -24,6 +24,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from contracts.episodes import EpisodeResult, TaskGroupResult
 from envs.sandbox import sandbox_problem
+from envs.swe import SweTasks
 from envs.terminal.source import TerminalTasks
 from store.samples import decode_sample
 from tests.api.conftest import create_key
@@ -36,11 +37,17 @@ pytestmark = [
 ]
 
 TASK = "text-top-ips"
+SWE_TASK = "pager__paginate-1"
 IDLE_S = 20
 SOLVE = (TerminalTasks().get(TASK).solution_dir / "solve.sh").read_text()
+SWE = SweTasks().get(SWE_TASK)
 
 
 def script(prompt: str) -> str:
+    if "Please solve this issue" in prompt and SWE.problem_statement.strip()[:80] in prompt:  # mini-swe-agent
+        if prompt.count("<|im_start|>assistant") - 1 == 0:
+            return tool_call("bash", command=f"git apply <<'EOF_PATCH'\n{SWE.patch}EOF_PATCH")
+        return tool_call("bash", command="echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")
     if "You are agent A" in prompt:
         if "<|im_start|>tool" not in prompt and "tool_response" not in prompt:
             return tool_call("bash", command=SOLVE)
@@ -202,3 +209,17 @@ def test_an_abandoned_episode_ends_cleanly_and_bad_requests_get_reasons(stack):
     assert "abandoned" in view["failed"]
     late = api(stack, key, "POST", f"/v1/episodes/{ep['id']}/outcome", {})
     assert late.status_code in (404, 409), late.text
+
+
+def test_mini_swe_agents_own_loop_solves_a_swe_task_with_its_commands_in_the_sandbox(stack):
+    """mini-swe-agent 2.4 (PyPI), unmodified: its DefaultAgent, its litellm model at the episode's base URL, its
+    default config (tool calls); only its environment is ours (harnesses.mini_swe_agent)."""
+    from harnesses.mini_swe_agent import run_episode
+
+    key = create_key(stack, "mini")
+    out = run_episode(stack.api, key, "swe", SWE_TASK, step_limit=5)
+    assert out["exit_status"] == "Submitted", out
+    assert out["commands"][0].startswith("git apply") and out["outcome"] == 1.0  # the hidden tests pass
+    result: EpisodeResult = temporal_result(stack, f"episode/{out['episode'].replace('.', '/')}", EpisodeResult)
+    assert result.setting == "swe" and len(result.steps) == 2 and result.steps[0].tool_calls == 1
+    assert all(s.votes for s in result.steps)

@@ -1,0 +1,1 @@
+"""Adapters that let outside agent harnesses, unmodified, drive client-driven episodes (api.episodes)."""
