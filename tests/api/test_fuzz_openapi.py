@@ -55,6 +55,12 @@ OPERATIONS = [
     ("DELETE", "/v1/sessions/{session_id}", 25),
     ("GET", "/v1/sessions", 15),
     ("GET", "/v1/models", 5),
+    ("POST", "/v1/episodes", 8),
+    ("GET", "/v1/episodes/{episode_id}", 8),
+    ("POST", "/v1/episodes/{episode_id}/chat/completions", 6),
+    ("POST", "/v1/episodes/{episode_id}/tools/{name}", 6),
+    ("POST", "/v1/episodes/{episode_id}/exec", 6),
+    ("POST", "/v1/episodes/{episode_id}/outcome", 6),
     ("GET", "/healthz", 3),
     ("GET", "/readyz", 3),
 ]
