@@ -218,6 +218,10 @@ class EnvActivities:
     @activity.defn(name=ENV_FINAL_ANSWER.name)
     async def env_final_answer(self, inp: EnvFinalAnswerInput) -> ClientToolResult:
         """A client-driven episode's last answer, given to the environment before its outcome is checked."""
+        if callable(getattr(self._get(inp.attempt_key).env, "run_command", None)):
+            # A shell's outcome is its workspace's state, and the client ran its commands itself: a text step
+            # would run the last answer's command block once more.
+            return ClientToolResult(content="")
         try:
             answer = (await self.store.episodes.action(inp.attempt_key, inp.step)).action
         except EpisodeDataMissing as exc:

@@ -17,6 +17,7 @@ are standardised together when the last one ends.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 import uuid
 from typing import Any
@@ -25,7 +26,7 @@ import structlog
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field, ValidationError
-from temporalio.client import WorkflowUpdateFailedError
+from temporalio.client import WorkflowQueryFailedError, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -33,6 +34,7 @@ from api.auth import Caller, authenticate
 from api.chat import assistant_message, chat_sampling, validate_chat
 from api.errors import ApiError
 from api.openai_schema import ChatCompletion, ChatCompletionChunk, Choice, ChunkChoice, Delta, Usage
+from api.openapi_spec import CHAT_OPENAPI, EPISODE_ERRORS, json_body
 from api.request_body import read_json
 from contracts.chat import GenerateOutput, StoredChatRequest
 from contracts.client_episodes import (
@@ -56,6 +58,7 @@ from contracts.episodes import SettingName, episode_workflow_id
 from contracts.errors import ErrorType
 from control.episodes import start_client_group
 from envs.registry import UnknownSetting
+from openclaw_rl.settings import GENERAL_AGENT_STREAMS
 from store import keys
 from store.errors import StoreError
 
@@ -65,6 +68,8 @@ router = APIRouter()
 
 _OPEN_WAIT_S = 120.0
 """How long GET waits for a task episode's environment to open before answering without its opening."""
+CHAT_BODY = {"requestBody": CHAT_OPENAPI["requestBody"]}
+"""The chat route's body (its headers are the session's, not an episode's)."""
 _START_WAIT_S = 30.0
 """How long opening episodes waits for the group to start them."""
 _STATUS = {
@@ -74,6 +79,14 @@ _STATUS = {
     ErrorType.INVALID_REQUEST: (400, "invalid_request"),
     ErrorType.PROMPT_TOO_LONG: (400, "context_length_exceeded"),
     ErrorType.POLICY_UNAVAILABLE: (503, "policy_unavailable"),
+    ErrorType.STORE_UNAVAILABLE: (503, "store_unavailable"),
+    ErrorType.REQUEST_MISSING: (503, "request_lost"),
+    ErrorType.ENV_LOST: (409, "episode_conflict"),
+}
+_RPC_STATUS = {
+    RPCStatusCode.RESOURCE_EXHAUSTED: (429, "too many calls in flight on this episode; retry shortly"),
+    RPCStatusCode.UNAVAILABLE: (503, "Temporal could not be reached; retry shortly"),
+    RPCStatusCode.DEADLINE_EXCEEDED: (503, "Temporal did not answer in time; retry shortly"),
 }
 
 
@@ -123,7 +136,7 @@ def _parse(model: type[BaseModel], body: Any) -> Any:
         raise ApiError(422, f"{where or 'body'}: {first['msg']}", param=where or None) from None
 
 
-@router.post("/v1/episodes")
+@router.post("/v1/episodes", responses=EPISODE_ERRORS, openapi_extra=json_body(EpisodeOpenRequest))
 async def open_episodes(request: Request, caller: Caller = Depends(authenticate)) -> EpisodeGroupOpened:
     app = request.app
     settings = app.state.settings
@@ -134,6 +147,11 @@ async def open_episodes(request: Request, caller: Caller = Depends(authenticate)
         raise ApiError(400, "name both setting and task_id (a task), or neither (free-form)", code="invalid_request")
     if req.setting is not None and req.label is not None:
         raise ApiError(400, "label is for free-form episodes (a task's samples go to its setting's stream)")
+    taken = {"personal", *GENERAL_AGENT_STREAMS, *settings.envs.builtin(), *settings.envs.plugins}
+    if req.label is not None and req.label in taken:
+        raise ApiError(
+            400, f"label {req.label!r} is a setting's sample stream: free-form samples need a name of their own"
+        )
     if req.samples > settings.envs.client.max_group:
         raise ApiError(400, f"at most {settings.envs.client.max_group} episodes at once (envs.client.max_group)")
     client = await app.state.gateway.client()
@@ -182,7 +200,7 @@ async def _wait_started(client, workflow_ids: list[str]) -> None:
                 await asyncio.sleep(0.05)
 
 
-@router.get("/v1/episodes/{episode_id}")
+@router.get("/v1/episodes/{episode_id}", responses=EPISODE_ERRORS)
 async def episode_state(request: Request, episode_id: str, caller: Caller = Depends(authenticate)) -> dict:
     """The episode's state; for a task, its opening messages and tools (what the agent starts from)."""
     view = await _view(request, episode_id, caller)
@@ -206,6 +224,8 @@ async def _view(request: Request, episode_id: str, caller: Caller) -> ClientEpis
     handle = client.get_workflow_handle(_workflow_id(episode_id))
     try:
         view = await handle.query("client_view", result_type=ClientEpisodeView)
+    except WorkflowQueryFailedError:  # not an episode this route serves
+        raise ApiError(404, f"no episode {episode_id!r} for this API key's user", code="episode_not_found") from None
     except RPCError as exc:
         if exc.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.INVALID_ARGUMENT):
             raise ApiError(
@@ -217,20 +237,30 @@ async def _view(request: Request, episode_id: str, caller: Caller) -> ClientEpis
     return view
 
 
-async def _update(request: Request, episode_id: str, name: str, arg: ClientCall, result_type: type) -> Any:
+async def _update(
+    request: Request, episode_id: str, name: str, arg: ClientCall, result_type: type, update_id: str | None = None
+) -> Any:
+    """The call as an update of the episode's workflow. `update_id`: a retry with the same id gets the first
+    call's result (Temporal deduplicates updates by id within a run) instead of running again."""
     client = await request.app.state.gateway.client()
     handle = client.get_workflow_handle(_workflow_id(episode_id))
+    failure: str | None = None
     try:
-        return await handle.execute_update(name, arg, result_type=result_type, id=uuid.uuid4().hex)
+        return await handle.execute_update(name, arg, result_type=result_type, id=update_id or uuid.uuid4().hex)
     except WorkflowUpdateFailedError as exc:
         cause = exc.cause
         kind = cause.type if isinstance(cause, ApplicationError) else None
-        status, code = _STATUS.get(kind or "", (500, "episode_call_failed"))
-        message = getattr(cause, "message", None) or str(cause or exc)
-        if status == 404:
-            message = f"no episode {episode_id!r} for this API key's user"
-        raise ApiError(status, message, code=code) from None
+        if kind in _STATUS:
+            status, code = _STATUS[kind]
+            message = getattr(cause, "message", None) or str(cause or exc)
+            if status == 404:
+                message = f"no episode {episode_id!r} for this API key's user"
+            raise ApiError(status, message, code=code) from None
+        failure = getattr(cause, "message", None) or str(cause or exc)  # the workflow may have closed meanwhile
     except RPCError as exc:
+        if exc.status in _RPC_STATUS:
+            status, message = _RPC_STATUS[exc.status]
+            raise ApiError(status, message) from None
         if exc.status not in (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION):
             raise
     # The workflow has closed (ended or abandoned), or never existed: its state says which, to its owner only.
@@ -241,11 +271,13 @@ async def _update(request: Request, episode_id: str, name: str, arg: ClientCall,
         raise ApiError(
             409, f"the episode already ended with outcome {view.finished.outcome:g}", code="episode_conflict"
         )
+    if failure is not None and view.failed is None and view.finished is None:
+        raise ApiError(500, f"the call failed: {failure}", code="episode_call_failed")
     why = view.failed or (f"it ended with outcome {view.finished.outcome:g}" if view.finished else "it has closed")
     raise ApiError(409, f"the episode is over: {why}", code="episode_conflict")
 
 
-@router.post("/v1/episodes/{episode_id}/chat/completions")
+@router.post("/v1/episodes/{episode_id}/chat/completions", responses=EPISODE_ERRORS, openapi_extra=CHAT_BODY)
 async def episode_chat(request: Request, episode_id: str, caller: Caller = Depends(authenticate)) -> Any:
     app = request.app
     body = await read_json(request, app.state.settings.api.max_request_bytes)
@@ -270,6 +302,7 @@ async def episode_chat(request: Request, episode_id: str, caller: Caller = Depen
             stop=s.stop,
         ),
         ClientStepOutput,
+        update_id=_idempotency_id(request, episode_id, caller),
     )
     cid, created, model = f"chatcmpl-{turn_id}", int(time.time()), chat.model or app.state.settings.api.model_name
     if chat.stream:
@@ -283,6 +316,14 @@ async def episode_chat(request: Request, episode_id: str, caller: Caller = Depen
         system_fingerprint=out.output.weight_version,
     )
     return JSONResponse(completion.model_dump(exclude_none=True), headers={"X-Episode-Step": str(out.step)})
+
+
+def _idempotency_id(request: Request, episode_id: str, caller: Caller) -> str | None:
+    """A chat call retried with the same `Idempotency-Key` is the same step (without one, a retry is a new step)."""
+    key = request.headers.get("idempotency-key")
+    if not key:
+        return None
+    return "step-" + hashlib.sha256(f"{caller.user_id}\n{episode_id}\n{key}".encode()).hexdigest()[:32]
 
 
 def _usage(o: GenerateOutput) -> Usage:
@@ -309,7 +350,9 @@ async def _one_chunk_stream(cid: str, created: int, model: str, out: GenerateOut
     yield "data: [DONE]\n\n"
 
 
-@router.post("/v1/episodes/{episode_id}/tools/{name}")
+@router.post(
+    "/v1/episodes/{episode_id}/tools/{name}", responses=EPISODE_ERRORS, openapi_extra=json_body(ToolCallRequest)
+)
 async def episode_tool(
     request: Request, episode_id: str, name: str, caller: Caller = Depends(authenticate)
 ) -> ClientToolResult:
@@ -328,7 +371,7 @@ class ExecRequest(BaseModel):
     command: str = Field(min_length=1, max_length=100_000)
 
 
-@router.post("/v1/episodes/{episode_id}/exec")
+@router.post("/v1/episodes/{episode_id}/exec", responses=EPISODE_ERRORS, openapi_extra=json_body(ExecRequest))
 async def episode_exec(request: Request, episode_id: str, caller: Caller = Depends(authenticate)) -> ClientExecResult:
     """A shell command in the task's workspace (terminal, swe): what an agent that runs its own commands needs."""
     body = await read_json(request, request.app.state.settings.api.max_request_bytes)
@@ -342,7 +385,7 @@ async def episode_exec(request: Request, episode_id: str, caller: Caller = Depen
     )
 
 
-@router.post("/v1/episodes/{episode_id}/outcome")
+@router.post("/v1/episodes/{episode_id}/outcome", responses=EPISODE_ERRORS, openapi_extra=json_body(OutcomeRequest))
 async def episode_outcome(request: Request, episode_id: str, caller: Caller = Depends(authenticate)) -> ClientFinished:
     body = await read_json(request, request.app.state.settings.api.max_request_bytes)
     req: OutcomeRequest = _parse(OutcomeRequest, body)

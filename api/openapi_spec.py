@@ -69,6 +69,22 @@ SESSION_ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
+EPISODE_ERRORS: dict[int | str, dict[str, Any]] = {
+    **AUTH_ERRORS,
+    400: _error("A request that does not fit the episode (a bad setting, an outcome out of bounds, too long a prompt)"),
+    404: _error("No such episode for this API key's user"),
+    409: _error("The episode cannot take the call now (it ended, was abandoned, or has used its steps)"),
+    413: _error("The body is over api.max_request_bytes"),
+    422: _error("A field of the wrong type or value (`param` names it)"),
+    503: _error("Temporal, the store or the policy servers were unreachable"),
+}
+
+
+def json_body(model: type[BaseModel]) -> dict[str, Any]:
+    """openapi_extra for a route that reads a flat pydantic model's body by hand (api.request_body)."""
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": model.model_json_schema()}}}}
+
+
 def _header(name: str, description: str, **schema: Any) -> dict[str, Any]:
     return {"name": name, "in": "header", "required": False, "description": description, "schema": schema}
 

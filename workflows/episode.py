@@ -14,6 +14,7 @@ under a fresh attempt key so the attempts' data never mix.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import timedelta
 
 from temporalio import workflow
@@ -101,6 +102,7 @@ class EpisodeWorkflow:
         self._opened: EnvOpened | None = None
         self._ready = False
         self._failed: str | None = None
+        self._env_lost = False
         self._finished: ClientFinished | None = None
         self._posted: float | None = None
         self._tools_since: list[tuple[str, ClientToolResult]] = []
@@ -267,29 +269,32 @@ class EpisodeWorkflow:
                 )
             except ActivityError as exc:
                 self._failed = "the environment could not be opened"
+                await workflow.wait_condition(workflow.all_handlers_finished)  # calls waiting for it are refused
                 raise _cause_as_application_error(exc, self._failed) from exc
         self._ready = True
         self._details(inp, "waiting for the agent's first call")
         idle = timedelta(seconds=client.idle_timeout_s)
-        while self._finished is None:
+        while self._finished is None and self._failed is None:
             seen = self._client_calls
             try:
                 await workflow.wait_condition(
-                    lambda: self._client_calls != seen or self._finished is not None, timeout=idle
+                    lambda: self._client_calls != seen or self._finished is not None or self._failed is not None,
+                    timeout=idle,
                 )
             except asyncio.TimeoutError:
-                if self._client_lock.locked():  # a long call in progress is not silence
-                    continue
-                self._failed = f"abandoned: no call from its client for {client.idle_timeout_s:g} s"
-                self._details(inp, self._failed)
-                if self._opened is not None:
-                    await self._close(self._key, self._opened)
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                raise ApplicationError(
-                    f"episode {workflow.info().workflow_id} was {self._failed}; it trains nothing",
-                    type=ErrorType.EPISODE_ABANDONED,
-                    non_retryable=True,
-                )
+                if not self._client_lock.locked():  # a long call in progress is not silence
+                    self._failed = f"abandoned: no call from its client for {client.idle_timeout_s:g} s"
+        if self._failed is not None:  # abandoned, or its environment lost during a call
+            self._details(inp, self._failed)
+            if self._opened is not None and not self._env_lost:
+                await self._close(self._key, self._opened)
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            raise ApplicationError(
+                f"episode {workflow.info().workflow_id}: {self._failed}; it trains nothing",
+                type=ErrorType.ENV_LOST if self._env_lost else ErrorType.EPISODE_ABANDONED,
+                non_retryable=True,
+            )
+        assert self._finished is not None
         if self._opened is not None:
             await self._close(self._key, self._opened)
         self._details(inp, "judging the last steps")
@@ -310,24 +315,40 @@ class EpisodeWorkflow:
             group_id=inp.group_id,
         )
 
-    def _client_refusal(self, caller: str) -> None:
-        """A call that cannot run now: another user's, after the end, or after a failure."""
-        assert self._inp.client is not None
-        if caller != self._inp.client.owner:
+    @contextlib.asynccontextmanager
+    async def _client_call(self, caller: str, *, after_end: bool = False):
+        """One call of the episode's client, after the ones before it: refused when it cannot run (another user's
+        key, after the end or a failure); the idle clock starts again when it ends; failures become the
+        ApplicationErrors the API maps to statuses."""
+        client = self._inp.client
+        if client is None or caller != client.owner:  # an agent-driven episode takes no client calls
             raise ApplicationError("no such episode for this key", type=ErrorType.EPISODE_NOT_YOURS)
-        if self._failed is not None:
-            raise ApplicationError(f"the episode is over: {self._failed}", type=ErrorType.EPISODE_CONFLICT)
-        if self._finished is not None:
-            raise ApplicationError(
-                f"the episode has ended (outcome {self._finished.outcome:g})", type=ErrorType.EPISODE_CONFLICT
-            )
+        await workflow.wait_condition(lambda: self._ready or self._failed is not None)
+        async with self._client_lock:
+            if self._failed is not None:
+                raise ApplicationError(f"the episode is over: {self._failed}", type=ErrorType.EPISODE_CONFLICT)
+            if self._finished is not None and not after_end:
+                raise ApplicationError(
+                    f"the episode has ended (outcome {self._finished.outcome:g})", type=ErrorType.EPISODE_CONFLICT
+                )
+            self._client_calls += 1
+            try:
+                yield
+            except EnvLost as exc:  # the env worker holding the task is gone: a client's steps cannot be replayed
+                self._env_lost = True
+                self._failed = f"its environment was lost ({exc})"
+                raise ApplicationError(
+                    f"the episode is over: {self._failed}", type=ErrorType.ENV_LOST, non_retryable=True
+                ) from exc
+            except ActivityError as exc:
+                raise _cause_as_application_error(exc, "the call failed") from exc
+            finally:
+                self._client_calls += 1
 
     @workflow.update(name=CLIENT_STEP_UPDATE)
     async def client_step(self, call: ClientStepInput) -> ClientStepOutput:
         inp = self._inp
-        await workflow.wait_condition(lambda: self._ready or self._failed is not None)
-        async with self._client_lock:
-            self._client_refusal(call.caller)
+        async with self._client_call(call.caller):
             t = len(self.steps)
             limit = (self._opened.max_steps if self._opened else None) or inp.config.max_steps
             if t >= limit:
@@ -335,7 +356,6 @@ class EpisodeWorkflow:
                     f"the episode has used its {limit} steps: end it (POST .../outcome)",
                     type=ErrorType.EPISODE_CONFLICT,
                 )
-            self._client_calls += 1
             self._details(inp, f"step {t + 1}/{limit}: policy")
             step_id = keys.episode_step_id(workflow.info().workflow_id, 1, t)
             out: ClientStepActivityOutput = await execute(
@@ -376,22 +396,24 @@ class EpisodeWorkflow:
             self._details(inp, f"step {t + 1}/{limit}: waiting for the agent")
             return ClientStepOutput(step=t, output=o)
 
+    def _environment(self) -> EnvOpened:
+        if self._opened is None:
+            raise ApplicationError(
+                "a free-form episode has no environment: run tools and commands yourself",
+                type=ErrorType.EPISODE_CONFLICT,
+            )
+        return self._opened
+
     @workflow.update(name=CLIENT_TOOL_UPDATE)
     async def client_tool(self, call: ClientToolInput) -> ClientToolResult:
-        await workflow.wait_condition(lambda: self._ready or self._failed is not None)
-        async with self._client_lock:
-            self._client_refusal(call.caller)
-            if self._opened is None:
-                raise ApplicationError(
-                    "a free-form episode has no environment to run tools in: run them yourself",
-                    type=ErrorType.EPISODE_CONFLICT,
-                )
-            self._client_calls += 1
-            call_id = f"c{self._client_calls}"  # one per call in this history: a retried activity is not run twice
+        async with self._client_call(call.caller):
             result: ClientToolResult = await self._on_env(
                 ENV_TOOL,
-                EnvToolInput(attempt_key=self._key, call_id=call_id, name=call.name, arguments=call.arguments),
-                self._opened,
+                # the call's id is its number in this history: a retried activity answers, it does not run again
+                EnvToolInput(
+                    attempt_key=self._key, call_id=f"c{self._client_calls}", name=call.name, arguments=call.arguments
+                ),
+                self._environment(),
                 self._cfg.step_timeout_s,
             )
             self._tools_since.append((call.name, result.model_copy(update={"content": clip(result.content)})))
@@ -399,18 +421,11 @@ class EpisodeWorkflow:
 
     @workflow.update(name=CLIENT_EXEC_UPDATE)
     async def client_exec(self, call: ClientExecInput) -> ClientExecResult:
-        await workflow.wait_condition(lambda: self._ready or self._failed is not None)
-        async with self._client_lock:
-            self._client_refusal(call.caller)
-            if self._opened is None:
-                raise ApplicationError(
-                    "a free-form episode has no environment to run commands in", type=ErrorType.EPISODE_CONFLICT
-                )
-            self._client_calls += 1
+        async with self._client_call(call.caller):
             result: ClientExecResult = await self._on_env(
                 ENV_EXEC,
                 EnvExecInput(attempt_key=self._key, call_id=f"c{self._client_calls}", command=call.command),
-                self._opened,
+                self._environment(),
                 self._cfg.step_timeout_s,
             )
             self._tools_since.append(
@@ -421,11 +436,8 @@ class EpisodeWorkflow:
     @workflow.update(name=CLIENT_FINISH_UPDATE)
     async def client_finish(self, call: ClientFinishInput) -> ClientFinished:
         inp = self._inp
-        assert inp.client is not None
-        await workflow.wait_condition(lambda: self._ready or self._failed is not None)
-        async with self._client_lock:
-            if call.caller != inp.client.owner:
-                raise ApplicationError("no such episode for this key", type=ErrorType.EPISODE_NOT_YOURS)
+        async with self._client_call(call.caller, after_end=True):
+            assert inp.client is not None  # _client_call refuses agent-driven episodes
             if self._finished is not None:  # posted again: the same answer, or a conflict
                 if call.outcome is not None and call.outcome != self._posted:
                     raise ApplicationError(
@@ -433,10 +445,8 @@ class EpisodeWorkflow:
                         type=ErrorType.EPISODE_CONFLICT,
                     )
                 return self._finished
-            self._client_refusal(call.caller)
             if not self.steps:
                 raise ApplicationError("the episode has no step yet: nothing to end", type=ErrorType.EPISODE_CONFLICT)
-            self._client_calls += 1
             if inp.client.free_form:
                 outcome = call.outcome
                 if outcome is None:
@@ -451,16 +461,16 @@ class EpisodeWorkflow:
                     raise ApplicationError(
                         "a task episode's outcome is its checker's: post no outcome", type=ErrorType.INVALID_REQUEST
                     )
-                assert self._opened is not None
+                opened = self._environment()
                 self._details(inp, "checking the outcome")
                 await self._on_env(
                     ENV_FINAL_ANSWER,
                     EnvFinalAnswerInput(attempt_key=self._key, step=self.steps[-1].index),
-                    self._opened,
+                    opened,
                     self._cfg.step_timeout_s,
                 )
                 checked: Outcome = await self._on_env(
-                    ENV_OUTCOME, EnvRef(attempt_key=self._key), self._opened, self._cfg.step_timeout_s
+                    ENV_OUTCOME, EnvRef(attempt_key=self._key), opened, self._cfg.step_timeout_s
                 )
                 outcome = checked.outcome
             last = self.steps[-1]
@@ -483,13 +493,13 @@ class EpisodeWorkflow:
 
     @workflow.query
     def client_view(self) -> ClientEpisodeView:
+        """An agent-driven episode has no owner: the API answers 404 for it."""
         inp = self._inp
-        assert inp.client is not None, "not a client-driven episode"
         return ClientEpisodeView(
-            owner=inp.client.owner,
+            owner=inp.client.owner if inp.client else "",
             setting=inp.setting,
             task_id=inp.task_id,
-            free_form=inp.client.free_form,
+            free_form=bool(inp.client and inp.client.free_form),
             ready=self._ready,
             steps=len(self.steps),
             max_steps=(self._opened.max_steps if self._opened else None) or inp.config.max_steps,

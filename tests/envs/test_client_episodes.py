@@ -168,6 +168,12 @@ def test_a_free_form_episode_takes_a_bounded_outcome_once(stack):
         first.model_dump(exclude_none=True),
         {"role": "tool", "tool_call_id": first.tool_calls[0].id, "content": "lookup result: 42"},
     ]
+    # a call retried with the same Idempotency-Key is the same step, not a second one
+    body, headers = {"messages": messages, "tools": tools}, {"Authorization": f"Bearer {key}", "Idempotency-Key": "k1"}
+    url = f"{stack.api}/v1/episodes/{ep['id']}/chat/completions"
+    once, again = (httpx.post(url, json=body, headers=headers, timeout=120) for _ in range(2))
+    assert once.headers["X-Episode-Step"] == again.headers["X-Episode-Step"] == "1"
+    assert api(stack, key, "GET", f"/v1/episodes/{ep['id']}").json()["steps"] == 2
     stream = llm.chat.completions.create(model="p", messages=messages, tools=tools, stream=True)
     assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == "The value is 42."
     # the tools of a free-form episode are the client's own
@@ -175,7 +181,7 @@ def test_a_free_form_episode_takes_a_bounded_outcome_once(stack):
     assert api(stack, key, "POST", f"/v1/episodes/{ep['id']}/outcome", {}).status_code == 400  # it needs one
     assert api(stack, key, "POST", f"/v1/episodes/{ep['id']}/outcome", {"outcome": 7}).status_code == 400  # bounded
     ok = api(stack, key, "POST", f"/v1/episodes/{ep['id']}/outcome", {"outcome": 0.75})
-    assert ok.status_code == 200 and ok.json()["outcome"] == 0.75 and ok.json()["steps"] == 2
+    assert ok.status_code == 200 and ok.json()["outcome"] == 0.75 and ok.json()["steps"] == 3
     assert api(stack, key, "POST", f"/v1/episodes/{ep['id']}/outcome", {"outcome": 0.75}).json() == ok.json()
     assert api(stack, key, "POST", f"/v1/episodes/{ep['id']}/outcome", {"outcome": 0.25}).status_code == 409
     result: EpisodeResult = temporal_result(stack, ep["workflow_id"], EpisodeResult)
@@ -190,6 +196,7 @@ def test_an_abandoned_episode_ends_cleanly_and_bad_requests_get_reasons(stack):
         ({"setting": "nosuch", "task_id": "t"}, 400),
         ({"samples": 0}, 422),
         ({"samples": 1000}, 422),
+        ({"samples": 1, "label": "terminal"}, 400),  # a setting's stream is not a free-form episode's to write
     ):
         r = api(stack, key, "POST", "/v1/episodes", body)
         assert r.status_code == status, (body, r.text)
