@@ -95,10 +95,10 @@ def _stats(group: list[TrainingSample], trained_from: int) -> SourceStats:
 
 def record_train_step(
     records_dir: Path, summary: StepSummary, samples: list[TrainingSample], trained_from: int
-) -> None:
-    """Append the step's line (a step that ran: `summary.metrics` is set)."""
+) -> TrainStepLine | None:
+    """Append the step's line (a step that ran: `summary.metrics` is set); the line, for the curves."""
     if summary.metrics is None:
-        return
+        return None
     record = TrainStepLine(
         time=time.time(),
         version=summary.version,
@@ -116,6 +116,7 @@ def record_train_step(
             os.fsync(f.fileno())
     except OSError as exc:  # a curve's point, not training's state: the step stands without it
         log.warning("the step's metrics line was not written", path=str(path), error=str(exc))
+    return record
 
 
 def read_steps(records_dir: Path) -> list[TrainStepLine]:

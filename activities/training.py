@@ -29,6 +29,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities import durable_checkpoints
+from activities.curves import CurveWriter
 from activities.heartbeat import heartbeating
 from activities.held_trainer import HeldTrainer
 from activities.step_log import record_train_step
@@ -95,6 +96,7 @@ class TrainingActivities:
         there (the versions it holds live in this process only)."""
         self.store = Store.from_settings(settings)
         self.held = HeldTrainer(settings)
+        self.curves = CurveWriter(settings.data_dir)
         # One step at a time per worker: an attempt Temporal gave up on (heartbeat timeout) may still be
         # running in its thread; the retry waits for it, then finds its result.
         self._step_lock = asyncio.Lock()
@@ -105,6 +107,12 @@ class TrainingActivities:
         # step does not pay for it: while it loads, samples pile up and the oldest go stale before training.
         threading.Thread(target=self._preload, name="trainer-preload", daemon=True).start()
 
+    def _record_step(self, summary: StepSummary, samples: list[TrainingSample], trained_from: int) -> None:
+        """The step's line in records/steps.jsonl and its points on the TensorBoard curves."""
+        line = record_train_step(self.settings.records_dir, summary, samples, trained_from)
+        if line is not None:
+            self.curves.write(line)
+
     def _preload(self) -> None:
         try:
             self.held.at_checkpoint(newest_version(self.settings.checkpoints_dir))
@@ -114,6 +122,7 @@ class TrainingActivities:
     async def aclose(self) -> None:
         await self.publisher.aclose()
         await asyncio.to_thread(self.held.drop)
+        await asyncio.to_thread(self.curves.close)
         await self.store.aclose()
 
     # ---- claim --------------------------------------------------------------
@@ -243,7 +252,7 @@ class TrainingActivities:
             memory=trainer.memory(),
         )
         self.held.advance(inp.version + 1, summary)
-        await asyncio.to_thread(record_train_step, self.settings.records_dir, summary, samples, inp.version)
+        await asyncio.to_thread(self._record_step, summary, samples, inp.version)
         return summary
 
     @contextlib.asynccontextmanager
@@ -319,7 +328,7 @@ class TrainingActivities:
             raise
         self.held.advance(inp.version + 1, summary)
         await asyncio.to_thread(_record, self.settings, summary, inp.version)
-        await asyncio.to_thread(record_train_step, self.settings.records_dir, summary, samples, inp.version)
+        await asyncio.to_thread(self._record_step, summary, samples, inp.version)
         prune_versions(self.settings.checkpoints_dir, inp.version + 1, self.settings.training.checkpoint.keep)
         return summary
 

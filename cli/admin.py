@@ -138,6 +138,24 @@ def _one_line(text: str, n: int = 100) -> str:
     return flat if len(flat) <= n else flat[: n - 1] + "…"
 
 
+def curves_command(settings: Settings) -> int:
+    import shutil
+    import sys
+
+    from activities.curves import curves_dir
+    from activities.step_log import STEP_LOG, read_steps
+
+    where = curves_dir(settings.data_dir)
+    steps = read_steps(settings.records_dir)
+    tensorboard = shutil.which("tensorboard") or f"{sys.prefix}/bin/tensorboard"
+    print(f"TensorBoard event files: {where}  ({len(steps)} steps recorded in {settings.records_dir / STEP_LOG})")
+    print(f"open them with:  {tensorboard} --logdir {where}   (then http://localhost:6006)")
+    if steps:
+        last = steps[-1]
+        print(f"last step: version {last.version}, loss {last.metrics.loss:+.4f}, entropy {last.metrics.entropy:.3f}")
+    return 0
+
+
 async def train_command(args: argparse.Namespace, settings: Settings) -> int:
     from temporalio.client import WorkflowUpdateFailedError
     from temporalio.service import RPCError

@@ -99,6 +99,10 @@ def cmd_turns(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_train(args: argparse.Namespace, settings: Settings) -> int:
+    if args.train_command == "curves":  # files on disk: no stack needed
+        from cli.admin import curves_command
+
+        return curves_command(settings)
     from cli.admin import train_command
 
     return asyncio.run(train_command(args, settings))
@@ -175,6 +179,11 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--until-version", type=int, metavar="N", help="with --watch: stop once version N is served")
     ck = trs.add_parser("checkpoint", help="save the current version under checkpoints/saved/LABEL (never pruned)")
     ck.add_argument("--label", help="default: policy-<version>")
+    trs.add_parser(
+        "curves",
+        help="where training's TensorBoard curves are (loss, KL, entropy, rewards and advantages per stream, by "
+        "version), and the command that opens them",
+    )
     trs.add_parser("pause", help="finish the current step, then wait")
     trs.add_parser("resume", help="continue after pause")
     bs = trs.add_parser("batch-size", help="samples per step from the next step on")

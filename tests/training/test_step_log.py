@@ -46,3 +46,40 @@ def test_a_version_trained_again_keeps_its_last_line_and_a_torn_line_is_skipped(
     # a step that did not run (its whole batch stale) writes nothing
     record_train_step(tmp_path, StepSummary(version=3, checkpoint="", batch="c", trained=0, dropped_stale=2), [], 2)
     assert [s.version for s in read_steps(tmp_path)] == [1, 2]
+
+
+def test_each_step_becomes_tensorboard_points_by_version(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from activities.curves import CurveWriter, curves_dir
+
+    writer = CurveWriter(tmp_path)
+    for version, loss in ((1, 0.5), (2, 0.25)):
+        summary = StepSummary(version=version, checkpoint="", batch="b", trained=3, dropped_stale=1)
+        summary.metrics = _metrics(version, loss)
+        line = record_train_step(tmp_path / "records", summary, _samples(), trained_from=version - 1)
+        writer.write(line)
+    writer.close()
+    acc = EventAccumulator(str(curves_dir(tmp_path) / "train"))
+    acc.Reload()
+    tags = set(acc.Tags()["scalars"])
+    assert {"train/loss", "train/entropy", "train/dropped_stale", "personal/reward_mean"} <= tags
+    assert "personal/teacher_gap_mean" in tags  # a stream with OPD samples shows the teacher's gap
+    assert [(e.step, round(e.value, 3)) for e in acc.Scalars("train/loss")] == [(1, 0.5), (2, 0.25)]
+
+
+def test_train_curves_says_where_they_are_and_how_to_open_them(tmp_path):
+    import os
+    import subprocess
+
+    from tests.helpers import CLI, REPO
+
+    summary = StepSummary(version=1, checkpoint="", batch="b", trained=3, dropped_stale=0)
+    summary.metrics = _metrics(1, 0.5)
+    record_train_step(tmp_path / "records", summary, _samples(), trained_from=0)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENCLAW_RL_")} | {
+        "OPENCLAW_RL_DATA_DIR": str(tmp_path)
+    }
+    out = subprocess.run(CLI + ["train", "curves"], env=env, capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert f"--logdir {tmp_path / 'tensorboard'}" in out.stdout and "1 steps recorded" in out.stdout

@@ -153,6 +153,7 @@ def test_sixteen_samples_make_a_step_and_the_engine_serves_it(loop_stack):
     steps = read_steps(stack.data_dir / "records")  # the curves' source: the step's line, its samples by stream
     assert steps and steps[0].version == 1 and steps[0].metrics.loss == pytest.approx(s["recent_losses"][0])
     assert steps[0].sources["personal"].samples >= 16 and steps[0].sources["personal"].tokens > 0
+    assert list((stack.data_dir / "tensorboard" / "train").glob("events.out.tfevents.*"))  # and the curves
     assert f"policy v{s['version']}" in ui_details(
         stack
     )  # what the Temporal UI shows as the workflow's current details
