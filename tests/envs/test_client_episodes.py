@@ -230,3 +230,21 @@ def test_mini_swe_agents_own_loop_solves_a_swe_task_with_its_commands_in_the_san
     result: EpisodeResult = temporal_result(stack, f"episode/{out['episode'].replace('.', '/')}", EpisodeResult)
     assert result.setting == "swe" and len(result.steps) == 2 and result.steps[0].tool_calls == 1
     assert all(s.votes for s in result.steps)
+
+
+def test_the_documented_harness_loop_runs_as_written(stack):
+    """docs/outside-agents.md's example, copied as a user would, with this stack's address and a key."""
+    import re
+    import subprocess
+    import sys
+
+    from tests.helpers import REPO
+
+    doc = (REPO / "docs" / "outside-agents.md").read_text()
+    code = re.search(r"```python\n(.*?)```", doc, re.DOTALL).group(1)
+    assert '"http://127.0.0.1:8000"' in code and '"ocrl-..."' in code
+    key = create_key(stack, "reader")
+    code = code.replace('"http://127.0.0.1:8000"', repr(stack.api)).replace('"ocrl-..."', repr(key))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "'outcome': 0.0" in out.stdout and "'end': 'client_finished'" in out.stdout  # it ran to its end
