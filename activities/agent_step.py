@@ -14,6 +14,7 @@ import json
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities import pool_metrics
 from activities.episode_data import conversation
 from activities.heartbeat import heartbeating
 from activities.rollout import Rollout
@@ -68,6 +69,7 @@ class AgentActivities:
                 temperature=inp.temperature,
             )
         )
+        pool_metrics.episode_step("agent")
         action, message = parse_action(text, call_id_prefix=f"s{inp.step}")
         await self.store.episodes.save_action(inp.attempt_key, inp.step, StepAction(message=message, action=action))
         return AgentStepOutput(
@@ -121,6 +123,7 @@ class AgentActivities:
                 temperature=inp.temperature,
             )
         )
+        pool_metrics.episode_step("client")
         prefix = f"s{inp.step}"
         action, message = parse_action(text, call_id_prefix=prefix)
         await eps.save_action(inp.attempt_key, inp.step, StepAction(message=message, action=action))

@@ -20,6 +20,7 @@ import structlog
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities import pool_metrics
 from activities.heartbeat import heartbeating
 from contracts.client_episodes import (
     ENV_EXEC,
@@ -142,6 +143,7 @@ class EnvActivities:
             inp.attempt_key, EpisodeOpening(messages=opening, tools=tools, setting=inp.setting)
         )
         self._held[inp.attempt_key] = _Held(env)
+        pool_metrics.envs_held(len(self._held))
         instruction = next((m.get("content", "") for m in opening if m.get("role") == "user"), "")
         log.info("environment opened", attempt_key=inp.attempt_key, setting=inp.setting, task_id=inp.task_id)
         return EnvOpened(
@@ -265,6 +267,7 @@ class EnvActivities:
     @activity.defn(name=ENV_CLOSE.name)
     async def env_close(self, inp: EnvRef) -> None:
         held = self._held.pop(inp.attempt_key, None)
+        pool_metrics.envs_held(len(self._held))
         if held is not None:
             await self._blocking(held.env.close)
 

@@ -28,7 +28,7 @@ import structlog
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities import durable_checkpoints
+from activities import durable_checkpoints, pool_metrics
 from activities.curves import CurveWriter
 from activities.heartbeat import heartbeating
 from activities.held_trainer import HeldTrainer
@@ -253,6 +253,7 @@ class TrainingActivities:
         )
         self.held.advance(inp.version + 1, summary)
         await asyncio.to_thread(self._record_step, summary, samples, inp.version)
+        pool_metrics.train_step(summary)
         return summary
 
     @contextlib.asynccontextmanager
@@ -329,6 +330,7 @@ class TrainingActivities:
         self.held.advance(inp.version + 1, summary)
         await asyncio.to_thread(_record, self.settings, summary, inp.version)
         await asyncio.to_thread(self._record_step, summary, samples, inp.version)
+        pool_metrics.train_step(summary)
         prune_versions(self.settings.checkpoints_dir, inp.version + 1, self.settings.training.checkpoint.keep)
         return summary
 

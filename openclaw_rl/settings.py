@@ -42,6 +42,26 @@ class Pool(str, Enum):
     ENV = "env"  # general-agent environments in sandboxes (each episode's steps stay on one env worker)
 
 
+POOL_METRICS_OFFSET = {Pool.WORKFLOW: 0, Pool.POLICY: 1, Pool.JUDGE: 2, Pool.ENV: 3, Pool.TRAINER: 4}
+"""Each pool's port is `metrics.port_base` plus its offset (one process per pool on a host)."""
+
+
+class MetricsSettings(BaseModel):
+    """Prometheus metrics of the worker pools: the Temporal SDK's (task latencies, slots, polls) and ours
+    (train steps, samples, policy version, loss; environments held; episode steps), one endpoint per pool."""
+
+    port_base: int | None = Field(None, ge=1, le=65_000)
+    """None: no endpoint. Else pool P serves /metrics on port_base + its offset (workflow 0, policy 1, judge 2,
+    env 3, trainer 4)."""
+    host: str = "127.0.0.1"
+    """The address the endpoints bind (0.0.0.0 for a Prometheus elsewhere)."""
+
+    def address(self, pool: Pool) -> str | None:
+        if self.port_base is None:
+            return None
+        return f"{self.host}:{self.port_base + POOL_METRICS_OFFSET[pool]}"
+
+
 class ApiSettings(BaseModel):
     host: str = LOOPBACK
     """Interface the REST API binds to."""
@@ -817,6 +837,7 @@ class Settings(BaseSettings):
     temporal: TemporalSettings = Field(default_factory=TemporalSettings)
     redis: RedisSettings = Field(default_factory=RedisSettings)
     log: LogSettings = Field(default_factory=LogSettings)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
 
     @field_validator("data_dir")
     @classmethod

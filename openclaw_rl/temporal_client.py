@@ -5,6 +5,7 @@ from __future__ import annotations
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.service import TLSConfig
 
 from openclaw_rl.search_attributes import SEARCH_ATTRIBUTES
@@ -27,13 +28,23 @@ def tls_config(temporal: TemporalSettings) -> TLSConfig | bool:
     )
 
 
-async def connect(temporal: TemporalSettings) -> Client:
+async def connect(temporal: TemporalSettings, runtime: Runtime | None = None) -> Client:
+    """`runtime`: a worker pool's own (its metrics endpoint); None: the SDK's default."""
     return await Client.connect(
         temporal.target(),
         namespace=temporal.namespace,
         api_key=temporal.api_key.get_secret_value() or None,
         tls=tls_config(temporal),
         data_converter=pydantic_data_converter,
+        runtime=runtime,
+    )
+
+
+def metrics_runtime(bind_address: str, pool: str) -> Runtime:
+    """An SDK runtime that serves Prometheus metrics on `bind_address`: the SDK's own and those the pool's
+    activities record (`activity.metric_meter()`), every series tagged with the pool."""
+    return Runtime(
+        telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=bind_address), global_tags={"pool": pool})
     )
 
 

@@ -11,7 +11,7 @@ import structlog
 from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 
 from openclaw_rl.settings import Pool, Settings
-from openclaw_rl.temporal_client import connect
+from openclaw_rl.temporal_client import connect, metrics_runtime
 from workers.pools import components_for
 
 log = structlog.get_logger(__name__)
@@ -20,7 +20,14 @@ GRACEFUL_SHUTDOWN_S = 10
 
 
 async def run_worker(settings: Settings, pool: Pool) -> None:
-    client = await connect(settings.temporal)
+    address = settings.metrics.address(pool)
+    runtime = metrics_runtime(address, pool.value) if address else None
+    client = await connect(settings.temporal, runtime)
+    if runtime is not None:
+        from activities import pool_metrics
+
+        pool_metrics.declare(runtime.metric_meter, pool.value)
+        log.info("metrics endpoint", pool=pool.value, url=f"http://{address}/metrics")
     parts = components_for(pool, settings)
     queue = settings.temporal.task_queue(pool)
     polls = PollerBehaviorSimpleMaximum(settings.temporal.worker_pollers)

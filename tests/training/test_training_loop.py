@@ -31,6 +31,31 @@ FIXED = {
 }
 
 
+def free_port_run(n: int) -> int:
+    """The first of `n` consecutive free loopback ports (the pools' metrics endpoints)."""
+    import random
+    import socket
+
+    for _ in range(200):
+        base = random.randint(20_000, 60_000)
+        try:
+            socks = []
+            for p in range(base, base + n):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", p))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no run of free ports")
+
+
+METRICS_BASE = free_port_run(5)
+
+
 @pytest.fixture(scope="module")
 def loop_stack(tiny_model, tmp_path_factory):
     env = chat_stack_env(
@@ -44,6 +69,7 @@ def loop_stack(tiny_model, tmp_path_factory):
         OPENCLAW_RL_TRAINING__MICRO_BATCH_TOKENS="16",  # one sample per micro-batch: a step long enough to be killed in
         OPENCLAW_RL_TRAINING__CHECKPOINT__KEEP="20",
         OPENCLAW_RL_TRAINING__CHECKPOINT__EVERY_VERSIONS=str(CHECKPOINT_EVERY),
+        OPENCLAW_RL_METRICS__PORT_BASE=str(METRICS_BASE),
     )
     stack = RunningStack(env).start()
     yield stack
@@ -188,6 +214,30 @@ def test_sixteen_samples_make_a_step_and_the_engine_serves_it(loop_stack):
             CLI + ["train", "status"], env=stack.env, capture_output=True, text=True, cwd=REPO, timeout=60
         ).stdout
     )  # the memory each side holds
+
+
+def test_every_pool_serves_prometheus_metrics_and_the_dashboard_queries_only_metrics_that_exist(loop_stack):
+    """Runs after the first test's train step: the trainer's own metrics have values."""
+    import re
+
+    names: set[str] = set()
+    texts = {}
+    for offset, pool in enumerate(("workflow", "policy", "judge", "env", "trainer")):
+        r = httpx.get(f"http://127.0.0.1:{METRICS_BASE + offset}/metrics", timeout=30)
+        assert r.status_code == 200, pool
+        texts[pool] = r.text
+        assert f'pool="{pool}"' in r.text and "temporal_" in r.text, pool  # the SDK's, tagged with the pool
+        names |= {line.split("{")[0].split(" ")[0] for line in r.text.splitlines() if line and line[0] != "#"}
+    steps = [ln for ln in texts["trainer"].splitlines() if ln.startswith("openclaw_train_steps{")]
+    assert sum(float(ln.rsplit(" ", 1)[1]) for ln in steps) >= 1  # the declared zero, and the steps counted
+    key = create_key(loop_stack, "scraper")
+    for url, auth in ((loop_stack.api, {"Authorization": f"Bearer {key}"}), (loop_stack.engine, {})):
+        text = httpx.get(f"{url}/metrics", headers=auth, timeout=30).text  # the API's and the engine's own
+        names |= {line.split("{")[0].split(" ")[0] for line in text.splitlines() if line and line[0] != "#"}
+    dashboard = json.loads((REPO / "deploy" / "grafana" / "openclaw-rl-dashboard.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    used = {m for e in exprs for m in re.findall(r"\b((?:openclaw|temporal|api|engine)_[a-z0-9_]+)\b", e)}
+    assert used and not used - names, sorted(used - names)
 
 
 def test_a_trainer_killed_between_two_durable_checkpoints_trains_its_versions_again_exactly_once(loop_stack):
