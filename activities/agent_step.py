@@ -96,7 +96,9 @@ class AgentActivities:
             )
         eps = self.store.episodes
         previous = None
-        if inp.step == 0:  # the opening is what the agent's harness sent first (its own system prompt and task)
+        # The opening is what the harness sent first (its own system prompt and the task), also for a task episode
+        # (whose environment wrote its own): the judge reads what the policy saw.
+        if inp.step == 0:
             await eps.open(
                 inp.attempt_key, EpisodeOpening(messages=req.messages, tools=req.tools or [], setting=inp.setting)
             )

@@ -115,8 +115,6 @@ class ClientStepActivityInput(BaseModel):
     top_p: float = 1.0
     max_tokens: int | None = None
     stop: list[str] = Field(default_factory=list)
-    opened: bool
-    """The environment wrote the episode's opening (task episodes); else the first request's messages are it."""
 
 
 class ClientStepActivityOutput(BaseModel):

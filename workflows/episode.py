@@ -370,7 +370,6 @@ class EpisodeWorkflow:
                     top_p=call.top_p,
                     max_tokens=call.max_tokens,
                     stop=call.stop,
-                    opened=self._opened is not None,
                 ),
                 task_queue=inp.config.policy_task_queue,
             )
