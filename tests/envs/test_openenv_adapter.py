@@ -138,3 +138,19 @@ def test_a_misconfigured_openenv_setting_is_a_plugin_error_naming_it(tmp_path):
         task_source("echo", settings_with(tmp_path, env="nosuch_module:Env", action="nosuch_module:A"))
     with pytest.raises(PluginError, match="either `env`"):
         task_source("echo", settings_with(tmp_path))
+
+
+def test_the_documented_settings_run_as_written(echo_module, tmp_path):
+    """docs/environments.md's OpenEnv example, with its module names pointed at this test's environment."""
+    import re
+    import tomllib
+
+    from tests.helpers import REPO
+
+    doc = (REPO / "docs" / "environments.md").read_text().split("## OpenEnv environments", 1)[1]
+    block = re.search(r"```toml\n(.*?)```", doc, re.DOTALL).group(1)
+    plugin = tomllib.loads(block.replace("my_envs.echo", echo_module))["envs"]["plugins"]["echo"]
+    assert plugin.pop("factory") == "envs.openenv_adapter:source"
+    plugin["seeds"] = 3  # the tasks `play` expects
+    seen, outcome = play(task_source("echo", settings_with(tmp_path, **plugin)))
+    assert '"echoed": "hello"' in seen[0] and outcome == 1.0
