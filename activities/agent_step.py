@@ -10,6 +10,7 @@ malformed call is part of the action (the environment reports it), never an erro
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -17,7 +18,7 @@ from temporalio.exceptions import ApplicationError
 from activities import pool_metrics
 from activities.episode_data import conversation
 from activities.heartbeat import heartbeating
-from activities.rollout import Rollout
+from activities.rollout import Rollout, RolloutResult
 from contracts.chat import AGENTS_TENANT, ChatSampling
 from contracts.client_episodes import (
     CLIENT_CLOSING,
@@ -41,6 +42,14 @@ from store.turns import TurnTokens
 HEARTBEAT_S = 5.0
 
 
+@dataclass(frozen=True)
+class _Generated:
+    prompt_ids: list[int]
+    gen: RolloutResult
+    text: str
+    action: Action
+
+
 class AgentActivities:
     def __init__(self, settings: Settings):
         self.settings = settings
@@ -51,27 +60,10 @@ class AgentActivities:
     @activity.defn(name=AGENT_STEP.name)
     async def agent_step(self, inp: AgentStepInput) -> AgentStepOutput:
         messages, tools = await conversation(self.store.episodes, inp.attempt_key, inp.step)
-        prompt_ids = await self.rollout.render(messages, tools)
         sampling = ChatSampling(temperature=inp.temperature, max_tokens=inp.max_tokens)
-        params = await self.rollout.params(sampling, len(prompt_ids))
-        async with heartbeating(HEARTBEAT_S):
-            gen = await self.rollout.generate(prompt_ids, params, tenant=AGENTS_TENANT)
-        text = self.rollout.decode(gen.ids)
-        await self.rollout.keep(
-            TurnTokens(
-                turn_id=inp.step_id,
-                prompt_ids=prompt_ids,
-                response_ids=gen.ids,
-                response_logprobs=gen.logprobs,
-                weight_version=gen.weight_version,
-                finish_reason=gen.finish,
-                response_text=text,
-                temperature=inp.temperature,
-            )
-        )
+        step = await self._step(inp.attempt_key, inp.step, inp.step_id, messages, tools, sampling)
+        prompt_ids, gen, action = step.prompt_ids, step.gen, step.action
         pool_metrics.episode_step("agent")
-        action, message = parse_action(text, call_id_prefix=f"s{inp.step}")
-        await self.store.episodes.save_action(inp.attempt_key, inp.step, StepAction(message=message, action=action))
         return AgentStepOutput(
             action=summarize(action),
             tool_calls=len(action.tool_calls),
@@ -107,37 +99,50 @@ class AgentActivities:
             obs = observation_of(added)
             await eps.save_observation(inp.attempt_key, inp.step - 1, StepObservation(observation=obs, messages=added))
             previous = clip(obs.text())
-        prompt_ids = await self.rollout.render(req.messages, req.tools)
-        sampling = ChatSampling(temperature=inp.temperature, top_p=inp.top_p, max_tokens=inp.max_tokens, stop=inp.stop)
+        step = await self._step(inp.attempt_key, inp.step, inp.step_id, req.messages, req.tools, inp.sampling)
+        prompt_ids, gen, text, action = step.prompt_ids, step.gen, step.text, step.action
+        pool_metrics.episode_step("client")
+        output = generate_output(
+            text,
+            gen.finish,
+            call_id_prefix=f"s{inp.step}",
+            prompt_tokens=len(prompt_ids),
+            completion_tokens=len(gen.ids),
+            weight_version=gen.weight_version,
+        )
+        return ClientStepActivityOutput(output=output, action=summarize(action), previous_observation=previous)
+
+    async def _step(
+        self,
+        attempt_key: str,
+        index: int,
+        step_id: str,
+        messages: list[dict],
+        tools: list[dict] | None,
+        sampling: ChatSampling,
+    ) -> _Generated:
+        """One policy step of an episode: render, generate, keep the token data under the step id, parse the
+        answer into the step's action and save it."""
+        prompt_ids = await self.rollout.render(messages, tools)
         params = await self.rollout.params(sampling, len(prompt_ids))
         async with heartbeating(HEARTBEAT_S):
             gen = await self.rollout.generate(prompt_ids, params, tenant=AGENTS_TENANT)
         text = self.rollout.decode(gen.ids)
         await self.rollout.keep(
             TurnTokens(
-                turn_id=inp.step_id,
+                turn_id=step_id,
                 prompt_ids=prompt_ids,
                 response_ids=gen.ids,
                 response_logprobs=gen.logprobs,
                 weight_version=gen.weight_version,
                 finish_reason=gen.finish,
                 response_text=text,
-                temperature=inp.temperature,
+                temperature=sampling.temperature,
             )
         )
-        pool_metrics.episode_step("client")
-        prefix = f"s{inp.step}"
-        action, message = parse_action(text, call_id_prefix=prefix)
-        await eps.save_action(inp.attempt_key, inp.step, StepAction(message=message, action=action))
-        output = generate_output(
-            text,
-            gen.finish,
-            call_id_prefix=prefix,
-            prompt_tokens=len(prompt_ids),
-            completion_tokens=len(gen.ids),
-            weight_version=gen.weight_version,
-        )
-        return ClientStepActivityOutput(output=output, action=summarize(action), previous_observation=previous)
+        action, message = parse_action(text, call_id_prefix=f"s{index}")
+        await self.store.episodes.save_action(attempt_key, index, StepAction(message=message, action=action))
+        return _Generated(prompt_ids=prompt_ids, gen=gen, text=text, action=action)
 
     @activity.defn(name=CLIENT_CLOSING.name)
     async def client_closing(self, inp: ClosingInput) -> None:

@@ -389,8 +389,7 @@ def assistant_message(out: GenerateOutput) -> AssistantMessage:
     )
 
 
-def _usage(result: TurnResult) -> Usage:
-    o = result.output
+def usage(o: GenerateOutput) -> Usage:
     return Usage(
         prompt_tokens=o.prompt_tokens,
         completion_tokens=o.completion_tokens,
@@ -404,7 +403,7 @@ def _completion(t: _Turn, result: TurnResult) -> ChatCompletion:
         created=t.created,
         model=t.model,
         choices=[Choice(message=assistant_message(result.output), finish_reason=result.output.finish_reason)],
-        usage=_usage(result),
+        usage=usage(result.output),
         system_fingerprint=result.output.weight_version,
     )
 
@@ -442,7 +441,7 @@ async def _sse(
             yield chunk(Delta(tool_calls=[call.to_openai(index=i) for i, call in enumerate(out.tool_calls)]))
         yield chunk(Delta(), finish=out.finish_reason)
         if include_usage:
-            yield chunk(Delta(), usage=_usage(result), choices=False)
+            yield chunk(Delta(), usage=usage(result.output), choices=False)
     except Exception as exc:  # the response has started: never cut it, end it with an error event (OpenAI's shape)
         failure: Exception | None = exc
         yield f"data: {json.dumps(_stream_error(exc).body())}\n\n"

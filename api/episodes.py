@@ -30,10 +30,11 @@ from temporalio.client import WorkflowQueryFailedError, WorkflowUpdateFailedErro
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from api import idempotency
 from api.auth import Caller, authenticate
-from api.chat import assistant_message, chat_sampling, validate_chat
+from api.chat import assistant_message, chat_sampling, usage, validate_chat
 from api.errors import ApiError
-from api.openai_schema import ChatCompletion, ChatCompletionChunk, Choice, ChunkChoice, Delta, Usage
+from api.openai_schema import ChatCompletion, ChatCompletionChunk, Choice, ChunkChoice, Delta
 from api.openapi_spec import CHAT_OPENAPI, EPISODE_ERRORS, json_body
 from api.request_body import read_json
 from contracts.chat import GenerateOutput, StoredChatRequest
@@ -282,27 +283,20 @@ async def episode_chat(request: Request, episode_id: str, caller: Caller = Depen
     app = request.app
     body = await read_json(request, app.state.settings.api.max_request_bytes)
     chat = validate_chat(body)
+    key = idempotency.key_from(request.headers)  # checked before anything runs
     turn_id = uuid.uuid4().hex
     stored = StoredChatRequest(messages=[m.for_template() for m in chat.messages], tools=chat.template_tools())
     try:
         request_key = await app.state.store.requests.save(turn_id, stored)
     except StoreError as exc:
         raise ApiError(503, f"the request could not be kept: {exc}", code="store_unavailable") from None
-    s = chat_sampling(chat)
     out: ClientStepOutput = await _update(
         request,
         episode_id,
         CLIENT_STEP_UPDATE,
-        ClientStepInput(
-            caller=caller.user_id,
-            request_key=request_key,
-            temperature=s.temperature,
-            top_p=s.top_p,
-            max_tokens=s.max_tokens,
-            stop=s.stop,
-        ),
+        ClientStepInput(caller=caller.user_id, request_key=request_key, sampling=chat_sampling(chat)),
         ClientStepOutput,
-        update_id=_idempotency_id(request, episode_id, caller),
+        update_id=_step_update_id(caller, episode_id, key) if key else None,
     )
     cid, created, model = f"chatcmpl-{turn_id}", int(time.time()), chat.model or app.state.settings.api.model_name
     if chat.stream:
@@ -312,26 +306,15 @@ async def episode_chat(request: Request, episode_id: str, caller: Caller = Depen
         created=created,
         model=model,
         choices=[Choice(message=assistant_message(out.output), finish_reason=out.output.finish_reason)],
-        usage=_usage(out.output),
+        usage=usage(out.output),
         system_fingerprint=out.output.weight_version,
     )
     return JSONResponse(completion.model_dump(exclude_none=True), headers={"X-Episode-Step": str(out.step)})
 
 
-def _idempotency_id(request: Request, episode_id: str, caller: Caller) -> str | None:
+def _step_update_id(caller: Caller, episode_id: str, key: str) -> str:
     """A chat call retried with the same `Idempotency-Key` is the same step (without one, a retry is a new step)."""
-    key = request.headers.get("idempotency-key")
-    if not key:
-        return None
     return "step-" + hashlib.sha256(f"{caller.user_id}\n{episode_id}\n{key}".encode()).hexdigest()[:32]
-
-
-def _usage(o: GenerateOutput) -> Usage:
-    return Usage(
-        prompt_tokens=o.prompt_tokens,
-        completion_tokens=o.completion_tokens,
-        total_tokens=o.prompt_tokens + o.completion_tokens,
-    )
 
 
 async def _one_chunk_stream(cid: str, created: int, model: str, out: GenerateOutput):

@@ -11,13 +11,15 @@ Messages live in Redis; histories carry keys, counts and summaries.
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from contracts.activity import ActivityDef, Retry
-from contracts.chat import GenerateOutput
+from contracts.chat import ChatSampling, GenerateOutput
+from contracts.episodes import ENV_RETRY, POLICY_STEP_RETRY
 from contracts.errors import ErrorType
 
 CLIENT_STEP_UPDATE = "client_step"
@@ -42,10 +44,7 @@ class ClientCall(BaseModel):
 class ClientStepInput(ClientCall):
     request_key: str
     """The stored chat request (messages, tools) of this model call."""
-    temperature: float
-    top_p: float = 1.0
-    max_tokens: int | None = None
-    stop: list[str] = Field(default_factory=list)
+    sampling: ChatSampling
 
 
 class ClientStepOutput(BaseModel):
@@ -111,10 +110,7 @@ class ClientStepActivityInput(BaseModel):
     step: int
     step_id: str
     request_key: str
-    temperature: float
-    top_p: float = 1.0
-    max_tokens: int | None = None
-    stop: list[str] = Field(default_factory=list)
+    sampling: ChatSampling
 
 
 class ClientStepActivityOutput(BaseModel):
@@ -160,12 +156,7 @@ CLIENT_STEP = ActivityDef(
     ClientStepActivityOutput,
     start_to_close=timedelta(minutes=10),
     heartbeat=timedelta(seconds=30),
-    retry=Retry(
-        initial_interval=timedelta(milliseconds=500),
-        maximum_interval=timedelta(seconds=10),
-        maximum_attempts=5,
-        non_retryable=(ErrorType.PROMPT_TOO_LONG, ErrorType.INVALID_REQUEST, ErrorType.EPISODE_DATA_MISSING),
-    ),
+    retry=POLICY_STEP_RETRY,
 )
 """A client's model call (policy pool): render its messages as sent, generate, keep the tokens, record the step."""
 CLIENT_CLOSING = ActivityDef(
@@ -179,12 +170,8 @@ CLIENT_CLOSING = ActivityDef(
     ),
 )
 """The last step's next state (policy pool): the tool results after it; no later model call brings them."""
-_ENV_RETRY = Retry(
-    initial_interval=timedelta(milliseconds=500),
-    maximum_interval=timedelta(seconds=5),
-    maximum_attempts=3,
-    non_retryable=(ErrorType.ENV_MISSING, ErrorType.INVALID_REQUEST),
-)
+# The env pool's retry, and a client's bad call (a tool the environment refuses outright) is not retried either.
+_ENV_RETRY = dataclasses.replace(ENV_RETRY, non_retryable=(*ENV_RETRY.non_retryable, ErrorType.INVALID_REQUEST))
 ENV_TOOL = ActivityDef("env_tool", EnvToolInput, ClientToolResult, retry=_ENV_RETRY)
 """One tool call of a client-driven episode, run by the environment (env worker holding it)."""
 ENV_EXEC = ActivityDef("env_exec", EnvExecInput, ClientExecResult, retry=_ENV_RETRY)

@@ -318,17 +318,24 @@ class RolloutProgress(BaseModel):
 
 
 # ---- activity definitions -------------------------------------------------------------------------------------
-_ENV_RETRY = Retry(
+POLICY_STEP_RETRY = Retry(
+    initial_interval=timedelta(milliseconds=500),
+    maximum_interval=timedelta(seconds=10),
+    maximum_attempts=5,
+    non_retryable=(ErrorType.PROMPT_TOO_LONG, ErrorType.INVALID_REQUEST, ErrorType.EPISODE_DATA_MISSING),
+)
+"""A policy step of an episode (the policy's own loop, or an outside agent's call)."""
+ENV_RETRY = Retry(
     initial_interval=timedelta(milliseconds=500),
     maximum_interval=timedelta(seconds=5),
     maximum_attempts=3,
     non_retryable=(ErrorType.UNKNOWN_TASK, ErrorType.ENV_MISSING, ErrorType.TASK_SETUP_FAILED),
 )
 # Timeouts on the env worker's own queue come from EpisodeConfig (env_lost_after_s, step_timeout_s) at the call.
-ENV_OPEN = ActivityDef("env_open", EnvOpenInput, EnvOpened, start_to_close=timedelta(minutes=5), retry=_ENV_RETRY)
+ENV_OPEN = ActivityDef("env_open", EnvOpenInput, EnvOpened, start_to_close=timedelta(minutes=5), retry=ENV_RETRY)
 """On the shared env queue: whichever env worker takes it holds the environment for the whole episode."""
-ENV_STEP = ActivityDef("env_step", EnvStepInput, EnvStepResult, retry=_ENV_RETRY)
-ENV_OUTCOME = ActivityDef("env_outcome", EnvRef, Outcome, retry=_ENV_RETRY)
+ENV_STEP = ActivityDef("env_step", EnvStepInput, EnvStepResult, retry=ENV_RETRY)
+ENV_OUTCOME = ActivityDef("env_outcome", EnvRef, Outcome, retry=ENV_RETRY)
 ENV_CLOSE = ActivityDef("env_close", EnvRef, None, start_to_close=timedelta(minutes=1), retry=Retry(maximum_attempts=3))
 LIST_TASKS = ActivityDef(
     "list_tasks",
@@ -343,12 +350,7 @@ AGENT_STEP = ActivityDef(
     AgentStepOutput,
     start_to_close=timedelta(minutes=10),
     heartbeat=timedelta(seconds=30),
-    retry=Retry(
-        initial_interval=timedelta(milliseconds=500),
-        maximum_interval=timedelta(seconds=10),
-        maximum_attempts=5,
-        non_retryable=(ErrorType.PROMPT_TOO_LONG, ErrorType.INVALID_REQUEST, ErrorType.EPISODE_DATA_MISSING),
-    ),
+    retry=POLICY_STEP_RETRY,
 )
 """The policy's step (policy pool): render the episode so far, generate, keep the tokens, parse the action."""
 STEP_VOTE = ActivityDef(

@@ -18,8 +18,8 @@ from typing import Any
 
 import httpx
 
-SUBMIT_MARKER = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
-"""mini-swe-agent's end of task: the first output line of a successful command (its LocalEnvironment's check)."""
+from envs.swe.protocol import SUBMIT_MARKER  # mini-swe-agent's end of task (its first output line)
+
 OFFLINE = {
     "MSWEA_SILENT_STARTUP": "1",
     "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # litellm otherwise fetches its cost map from GitHub at import

@@ -366,10 +366,7 @@ class EpisodeWorkflow:
                     step=t,
                     step_id=step_id,
                     request_key=call.request_key,
-                    temperature=call.temperature,
-                    top_p=call.top_p,
-                    max_tokens=call.max_tokens,
-                    stop=call.stop,
+                    sampling=call.sampling,
                 ),
                 task_queue=inp.config.policy_task_queue,
             )

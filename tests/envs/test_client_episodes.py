@@ -174,6 +174,9 @@ def test_a_free_form_episode_takes_a_bounded_outcome_once(stack):
     once, again = (httpx.post(url, json=body, headers=headers, timeout=120) for _ in range(2))
     assert once.headers["X-Episode-Step"] == again.headers["X-Episode-Step"] == "1"
     assert api(stack, key, "GET", f"/v1/episodes/{ep['id']}").json()["steps"] == 2
+    too_long = httpx.post(url, json=body, headers={**headers, "Idempotency-Key": "k" * 1000}, timeout=120)
+    assert too_long.status_code == 400 and "Idempotency-Key" in too_long.json()["error"]["message"]  # no step run
+    assert api(stack, key, "GET", f"/v1/episodes/{ep['id']}").json()["steps"] == 2
     stream = llm.chat.completions.create(model="p", messages=messages, tools=tools, stream=True)
     assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == "The value is 42."
     # the tools of a free-form episode are the client's own
