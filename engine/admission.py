@@ -121,6 +121,7 @@ class Admission:
         keep = [i for i in range(len(rows)) if not rows[i].done]
         if not keep:
             return results
+        self._to_eager()  # rows in the CUDA-graph pool (engine.pooled_rows) are joined on the eager cache
         if len(keep) < len(rows):
             idx = torch.tensor(keep, device=mask.device)
             cache.batch_select_indices(idx)
@@ -214,6 +215,7 @@ class Admission:
         shares from the prefix cache made such a batch decode 2-3x slower."""
         if not self.rows:
             return
+        self._to_eager()
         length = len(self.shared)
         drops = [length if r.lm is self.lm and self.shared.starts(r.item.input_ids) else 0 for r in self.rows]
         if any(drops):

@@ -10,6 +10,8 @@ from typing import Callable
 import torch
 
 from engine.admission import Admission
+from engine.graph_decode import GraphSettings
+from engine.pooled_rows import PooledRows
 from engine.prefill import _Pending
 from engine.prefix_cache import PrefixCache
 from engine.sampling import _project, _sample, _tops
@@ -33,7 +35,7 @@ def _check_stop_strings(row: _Row, before: int) -> None:
         row.finish = FinishReason(type="stop", matched=s)
 
 
-class DecodeBatch(Admission):
+class DecodeBatch(Admission, PooledRows):
     """Rows decoded together, one token per step; rows join and leave between steps.
 
     Continuous batching: a request that arrives while others decode is
@@ -52,6 +54,10 @@ class DecodeBatch(Admission):
     Chunked prefill (`chunk_tokens` > 0): a prompt with more than `chunk_tokens` tokens left to prefill waits in
     `pending` and is prefilled `chunk_tokens` at a time, one chunk per `step` before the decode step of the running
     rows, so a long prompt never stalls them for its whole prefill. Shorter prompts are prefilled at admission.
+
+    CUDA graphs (`graphs`, engine.graph_decode): on a GPU a decode step replays a captured graph over a fixed KV
+    pool when it can (no shared prefix, rows and lengths within the pool); engine.pooled_rows moves the KV between
+    the pool and the eager cache as rows join and leave. Prefill, and every step on a CPU, runs eagerly.
     """
 
     def __init__(
@@ -62,12 +68,14 @@ class DecodeBatch(Admission):
         chunk_tokens: int = 0,
         generation: int | None = None,
         on_timing: Callable[[str, float, int], None] | None = None,
+        graphs: GraphSettings | None = None,
     ):
         self.lm, self.generator = lm, generator
         self.prefix_cache = prefix_cache
         self.generation = (prefix_cache.generation if prefix_cache else 0) if generation is None else generation
         self.chunk_tokens = chunk_tokens
         self.on_timing = on_timing
+        self.graphs = graphs
         """Called with ("prefill" | "decode", seconds, tokens) after each forward pass (metrics)."""
         self.pending: deque[_Pending] = deque()
         self.prefill_chunks = 0  # forward passes of chunked prefill so far (tests count interleaving with these)
@@ -86,10 +94,16 @@ class DecodeBatch(Admission):
         self.shared: SharedPrefix | None = None
         self.shared_by: LoadedModel | None = None  # the weights whose KV the shared prefix holds
         self.uses: torch.Tensor | None = None  # [B] bool: the row's cache starts after the shared prefix
+        if getattr(self, "_pool", None) is not None:
+            self._leave_pool()
+        self._pool = None  # the StaticDecoder whose pool holds the rows' KV (then `cache` and `mask` are None)
+        self._slots: list[int] | None = None  # per row: its slot in the pool
+        self._lens: list[int] | None = None  # per row: its KV positions in the pool
 
     def reset(self) -> None:
         """Drop every row and pending prefill (after a failed forward pass: the cache may be half-updated)."""
         self.pending.clear()
+        self._free_pool()
         self._clear_rows()
 
     def abort_all(self, message: str) -> list[tuple[WorkItem, WorkResult]]:
@@ -125,6 +139,9 @@ class DecodeBatch(Admission):
             shared = self.shared
             if shared is not None:
                 tensors += [t for kv in shared.layers for t in kv]
+            pool = self._pool
+            if pool is not None:
+                tensors += pool.keys + pool.values
         except (RuntimeError, AttributeError):  # changed while read
             pass
         storages = {}
@@ -163,9 +180,13 @@ class DecodeBatch(Admission):
             self._clear_rows()  # empty: drop the cache
             return
         if len(keep) < len(self.rows):
-            idx = torch.tensor(keep, device=self.mask.device)
-            self.cache.batch_select_indices(idx)
-            self.mask, self.last_pos, self.uses = self.mask[idx], self.last_pos[idx], self.uses[idx]
+            idx = torch.tensor(keep, device=self.last_pos.device)
+            if self._pool is not None:
+                self._pool_keep(keep)
+            else:
+                self.cache.batch_select_indices(idx)
+                self.mask = self.mask[idx]
+            self.last_pos, self.uses = self.last_pos[idx], self.uses[idx]
             if self.next_logits is not None:
                 self.next_logits = self.next_logits[idx]
             if self.shared is not None and not bool(self.uses.any()):
@@ -173,6 +194,8 @@ class DecodeBatch(Admission):
             for name in ("rows", "inputs", "prompt_lens", "starts"):
                 values = getattr(self, name)
                 setattr(self, name, [values[i] for i in keep])
+        if self._pool is not None:
+            return  # nothing to trim: each row's KV starts at its slot's position 0
         # A long row that left would otherwise keep every other row's attention over its padding.
         used = self.mask.any(dim=0).nonzero()
         first = int(used[0]) if used.numel() else 0
@@ -188,6 +211,10 @@ class DecodeBatch(Admission):
             return
         row = self.rows[i]
         ids = row.item.input_ids + row.out[:-1]
+        if self._pool is not None:  # no shared prefix on the pool
+            if len(ids) == self._lens[i] and len(ids) >= self.prefix_cache.block:
+                self._insert(ids, self._pool.row_kv(self._slots[i], self._lens[i]))
+            return
         valid = int(self.mask[i].sum())
         offset = len(self.shared) if self.shared is not None and bool(self.uses[i]) else 0
         if offset + valid != len(ids) or len(ids) < self.prefix_cache.block:
@@ -247,12 +274,19 @@ class DecodeBatch(Admission):
         if not keep:
             return finished
         tokens = tokens[torch.tensor(keep, device=tokens.device)] if len(keep) < len(rows) else tokens
+        self.last_pos = self.last_pos + 1
+        t0 = time.perf_counter()
+        if self._pool_ready():
+            logits = self._pool_forward(tokens)
+            if logits is not None:
+                self.next_logits = logits
+                self.decode_steps += 1
+                self._timed("decode", t0, len(keep))
+                return finished
         self.mask = torch.cat(
             [self.mask, torch.ones((len(keep), 1), dtype=self.mask.dtype, device=self.mask.device)], dim=1
         )
-        self.last_pos = self.last_pos + 1
         padded = bool((self.mask == 0).any())
-        t0 = time.perf_counter()
         shared = {}
         if self.shared is not None:
             shared["shared_prefix"] = SharedView(self.shared, self.uses)
