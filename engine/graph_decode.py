@@ -210,7 +210,7 @@ class StaticDecoder:
         goes in at position lens[i]. Returns their logits [n, V] (a copy)."""
         self._ensure_pool()
         dev = self.tokens.device
-        rows = bucket(max(slots) + 1)
+        rows = min(bucket(max(slots) + 1), self.settings.max_rows)
         width = width_bucket(max(lens) + 1, self.settings.max_tokens)
         index = torch.tensor(slots, device=dev)
         for buf, value in (

@@ -92,6 +92,7 @@ def serve_engine(
     import uvicorn
     from transformers.utils import logging as hf_logging
 
+    from engine.graph_decode import GraphSettings
     from engine.model_runner import load_model
     from engine.scheduler import Scheduler
     from engine.server import create_engine_app
@@ -121,6 +122,7 @@ def serve_engine(
         prefix_cache_mb=cfg.prefix_cache_mb,
         prefill_chunk_tokens=cfg.prefill_chunk_tokens,
         one_thread_for_one_row=model.device.type == "cpu" and not cfg.torch_threads,
+        graphs=GraphSettings(cfg.cuda_graphs, max_rows=cfg.max_batch_size, max_tokens=cfg.cuda_graph_max_tokens),
     )
     scheduler.start()
     roots = settings.engine_weight_roots(path)

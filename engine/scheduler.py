@@ -68,6 +68,7 @@ import torch
 from pydantic import BaseModel
 
 from engine.decode import DecodeBatch
+from engine.graph_decode import GraphSettings
 from engine.prefix_cache import PrefixCache
 from engine.weights import DISTRIBUTED, LoadedModel, apply_weights, move_weights, weights_bytes
 from engine.work import WorkItem, WorkResult, aborted_before_start
@@ -129,6 +130,7 @@ class Scheduler:
         prefix_cache_mb: float = 0,
         prefill_chunk_tokens: int = 0,
         one_thread_for_one_row: bool = False,
+        graphs: GraphSettings | None = None,
     ):
         if not 0 < tenant_slot_share <= 1:
             raise ValueError(f"tenant_slot_share must be in (0, 1], got {tenant_slot_share}")
@@ -152,6 +154,7 @@ class Scheduler:
         self._thread = threading.Thread(target=self._loop, name="engine", daemon=True)
         self.prefix_cache = PrefixCache(int(prefix_cache_mb * 1024 * 1024))
         self.prefill_chunk_tokens = prefill_chunk_tokens
+        self.graphs = graphs  # CUDA-graph decode steps (engine.graph_decode); None: eager
         self.metrics = Registry()
         self._init_metrics()
         self._current = self._new_batch(model)
@@ -179,6 +182,7 @@ class Scheduler:
             prefix_cache=self.prefix_cache,
             chunk_tokens=self.prefill_chunk_tokens,
             on_timing=self._observe_forward,
+            graphs=self.graphs,
         )
 
     def _init_metrics(self) -> None:

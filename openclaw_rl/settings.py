@@ -101,6 +101,15 @@ class EngineSettings(BaseModel):
     cpu_packed_linears: bool = True
     """On a CPU, run the model's linear layers through oneDNN with packed weights (engine/cpu_linears.py): 2-10x
     faster for a few rows at a time, at twice the memory of those weights."""
+    cuda_graphs: bool = True
+    """On CUDA, decode steps replay CUDA graphs (engine/graph_decode.py) over a fixed KV pool instead of the eager
+    Hugging Face forward, whose kernel launches bound a step at any batch size. Prefill stays eager; a batch with a
+    shared prefix, or a request longer than cuda_graph_max_tokens, decodes eagerly; a failed capture falls back to
+    eager with a warning. No effect on a CPU. Off: every decode step runs eagerly."""
+    cuda_graph_max_tokens: int = Field(4096, ge=16)
+    """KV positions (prompt plus answer) per request the CUDA-graph pool holds. The pool takes max_batch_size x
+    this x the model's KV bytes per token (Qwen3-1.7B in bf16: 112 KiB, so 16 x 4096 = 7.3 GB), allocated on the
+    first decode step and freed by /release_memory_occupation (kv_cache)."""
     max_new_tokens_cap: int = Field(8192, ge=1)
     """Most tokens one request may ask to generate; more get HTTP 400. A long request holds a batch slot for its
     whole length. 8192 lets the LLM judge's default hint budget (learning.judge.hint_max_tokens) through."""
