@@ -25,6 +25,7 @@ from openclaw_rl.checkpoints import atomic_dir, write_version_info
 from rlmath.logprobs import scoring_temperature, token_entropy, token_logprobs
 from rlmath.loss import LossConfig, LossParts, policy_loss
 from store.samples import TrainingSample
+from trainers.chunked_logprobs import HeadInput, linear_logprobs
 from trainers.lora import LoraConfig
 
 TOKENIZER_FILES = (
@@ -39,6 +40,9 @@ TOKENIZER_FILES = (
 )
 STATE_FILE = "trainer_state.pt"
 ENTROPY_SAMPLE = 16
+SHARED_PREFIX_MIN = 64
+"""Shared prompt tokens below which a micro-batch's samples are not run over one shared prefix (nothing worth
+sharing)."""
 """Positions per micro-batch the entropy metric is estimated from when the loss has no entropy term."""
 
 
@@ -81,6 +85,9 @@ class TrainerConfig:
     """Run a prompt prefix that every sample of a micro-batch shares (an agent's system prompt and tools, the episode
     so far) once instead of once per sample (torch backend, without activation checkpointing): the same loss and
     gradients, a fraction of the compute for agent steps."""
+    pack_samples: bool = True
+    """Run a micro-batch's samples one after another in one row, each attending only to itself (torch backend):
+    no padding, so a batch of short and long answers costs its tokens, not its count times the longest."""
     kl_by_source: dict[str, float] = field(default_factory=dict)
     """The KL coefficient of each sample stream (the paper: 0 for personal agents, 0.01 for general agents); a
     stream not named takes `loss.kl_coef`."""
@@ -174,8 +181,14 @@ class PolicyTrainer(ABC):
     step: int
 
     def make_optimizer(self) -> torch.optim.Optimizer:
+        """AdamW, fused (one kernel over all parameters: measured 8x the default per-parameter loop on CPU) where
+        PyTorch has it for these parameters' device."""
         trainable = [p for p in self.model.parameters() if p.requires_grad]  # with LoRA: the adapters only
-        return torch.optim.AdamW(trainable, lr=self.cfg.lr, weight_decay=self.cfg.weight_decay, betas=self.cfg.betas)
+        kwargs = {"lr": self.cfg.lr, "weight_decay": self.cfg.weight_decay, "betas": self.cfg.betas}
+        try:
+            return torch.optim.AdamW(trainable, fused=True, **kwargs)
+        except (RuntimeError, TypeError, ValueError):  # a device or dtype without the fused kernel
+            return torch.optim.AdamW(trainable, **kwargs)
 
     @property
     def trains_in_bf16(self) -> bool:
@@ -200,21 +213,29 @@ class PolicyTrainer(ABC):
         micro-batches are then grouped by prompt so that sharers meet."""
         return False
 
+    @property
+    def packs_samples(self) -> bool:
+        """Whether this backend runs a micro-batch's samples packed in one row without padding
+        (`TrainerConfig.pack_samples`)."""
+        return False
+
     # ---- what a backend provides ---------------------------------------------------
     @abstractmethod
-    def response_logits(self, model: torch.nn.Module, group: list[TrainingSample]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Logits [N, V] at the positions that predict the batch's response tokens (in `response_rows` order), and
-        those tokens [N]."""
+    def response_logits(
+        self, model: torch.nn.Module, group: list[TrainingSample]
+    ) -> tuple[torch.Tensor | HeadInput, torch.Tensor]:
+        """Logits [N, V] at the positions that predict the batch's response tokens (in `response_rows` order), or
+        what the output layer takes to make them (`HeadInput`), and those tokens [N]."""
 
     def logprobs(self, model: torch.nn.Module, group: list[TrainingSample]) -> torch.Tensor:
         """[B, R] right-padded log-probs of each sample's response tokens under `model`, at its sampling temperature."""
         return self._scored(group, *self.response_logits(model, group))[0]
 
     def _scored(
-        self, group: list[TrainingSample], logits: torch.Tensor, targets: torch.Tensor
+        self, group: list[TrainingSample], logits: torch.Tensor | HeadInput, targets: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor | None, tuple[float, int]]:
         """Log-probs [B, R]; the entropy [B, R] when the loss uses it (with its gradient); and (sum, count) of an
-        entropy estimate.
+        entropy estimate. `logits`: [N, V], or the head's input (`HeadInput`), projected a chunk at a time.
 
         Without an entropy term the entropy is only a metric, and a full pass over [N, V] would cost as
         much as the loss itself (measured: +45% per step at 150k vocabulary on CPU). It is then estimated
@@ -222,10 +243,14 @@ class PolicyTrainer(ABC):
         """
         b, _, j, temperature = response_rows(group, self.device)
         shape = (len(group), max(len(s.response_ids) for s in group))
-        lp = token_logprobs(logits, targets, temperature)
+        with_entropy = bool(self.cfg.loss.entropy_coef)
+        if isinstance(logits, HeadInput):
+            lp, h = linear_logprobs(logits, targets, temperature, with_entropy=with_entropy)
+        else:
+            lp = token_logprobs(logits, targets, temperature)
+            h = token_entropy(logits, temperature) if with_entropy else None
         out = torch.zeros(shape, device=self.device, dtype=lp.dtype).index_put((b, j), lp)
-        if self.cfg.loss.entropy_coef:
-            h = token_entropy(logits, temperature)
+        if h is not None:
             ent = torch.zeros(shape, device=self.device, dtype=h.dtype).index_put((b, j), h)
             return out, ent, (0.0, 0)
         learned = torch.tensor([s.loss_mask > 0 for s in group], device=self.device)[b].nonzero().squeeze(-1)
@@ -234,7 +259,8 @@ class PolicyTrainer(ABC):
         pick = learned[torch.linspace(0, learned.numel() - 1, min(ENTROPY_SAMPLE, learned.numel())).long()]
         with torch.no_grad():
             temp = temperature[pick] if isinstance(temperature, torch.Tensor) else temperature
-            h = token_entropy(logits.detach()[pick], temp)
+            picked = logits.logits(pick) if isinstance(logits, HeadInput) else logits.detach()[pick]
+            h = token_entropy(picked.detach(), temp)
         return out, None, (float(h.sum()), int(h.numel()))
 
     @abstractmethod
@@ -317,7 +343,9 @@ class PolicyTrainer(ABC):
         a batch of `batch_size` samples: the loss is a mean over samples, so the shares' gradients add up to the
         batch's whatever the split (micro-batches here, data-parallel replicas in megatron's job)."""
         totals = LossTotals()
-        for group in micro_batches(samples, self.cfg.micro_batch_tokens, share_prefixes=self.shares_prefixes):
+        for group in micro_batches(
+            samples, self.cfg.micro_batch_tokens, share_prefixes=self.shares_prefixes, packed=self.packs_samples
+        ):
             new_lp, entropy, estimate = self._scored(group, *self.response_logits(self.model, group))
             old_lp, adv, mask = self._targets(group, new_lp.shape[1])
             ref_lp = None
@@ -347,17 +375,14 @@ class PolicyTrainer(ABC):
         return new_lp[0, : len(sample.response_ids)].tolist()
 
     def _targets(self, group: list[TrainingSample], width: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Right-padded [B, R]: rollout log-probs, advantages, loss mask."""
-        old_lp = torch.zeros((len(group), width), device=self.device)
-        adv = torch.zeros_like(old_lp)
-        mask = torch.zeros_like(old_lp)
+        """Right-padded [B, R]: rollout log-probs, advantages, loss mask (built on the host, sent in one copy)."""
+        rows = torch.zeros((3, len(group), width))
         for i, s in enumerate(group):
             r = len(s.response_ids)
-            old_lp[i, :r] = torch.tensor(s.rollout_logprobs, device=self.device)
-            adv[i, :r] = torch.tensor(s.advantages, device=self.device) * self.cfg.advantage_scale_by_source.get(
-                s.source, 1.0
-            )
-            mask[i, :r] = float(s.loss_mask)
+            rows[0, i, :r] = torch.tensor(s.rollout_logprobs)
+            rows[1, i, :r] = torch.tensor(s.advantages) * self.cfg.advantage_scale_by_source.get(s.source, 1.0)
+            rows[2, i, :r] = float(s.loss_mask)
+        old_lp, adv, mask = rows.to(self.device, non_blocking=True)
         return old_lp, adv, mask
 
     def weights_finite(self) -> bool:
@@ -478,28 +503,32 @@ def padded_ids(group: list[TrainingSample]) -> tuple[torch.Tensor, torch.Tensor,
 
 
 def micro_batches(
-    samples: list[TrainingSample], budget: int, share_prefixes: bool = False
+    samples: list[TrainingSample], budget: int, share_prefixes: bool = False, packed: bool = False
 ) -> list[list[TrainingSample]]:
-    """Consecutive samples in groups of at most `budget` tokens (rows padded to the longest). `share_prefixes`: the
-    samples are ordered by prompt first, and a prompt prefix the whole group shares counts once (the trainer runs
-    it once)."""
+    """Consecutive samples in groups of at most `budget` tokens. Rows padded to the longest count as such;
+    `packed`: the samples run packed in one row (trainers.packing), so they cost their own lengths. `share_prefixes`:
+    the samples are ordered by prompt first, and a prompt prefix of at least SHARED_PREFIX_MIN tokens that the
+    whole group shares counts once (the trainer runs it once, the rest padded)."""
     if share_prefixes:
         samples = sorted(samples, key=lambda s: s.prompt_ids)
     groups: list[list[TrainingSample]] = []
     current: list[TrainingSample] = []
-    longest = shared = 0
+    longest = shared = total = 0
     for s in samples:
         n = len(s.prompt_ids) + len(s.response_ids)
         if current and share_prefixes:
             shared = min(shared, common_prefix(current[0].prompt_ids, s.prompt_ids))
-        cost = shared + (max(longest, n) - shared) * (len(current) + 1)
+        if packed and (not share_prefixes or shared < SHARED_PREFIX_MIN):
+            cost = total + n
+        else:
+            cost = shared + (max(longest, n) - shared) * (len(current) + 1)
         if current and cost > budget:
             groups.append(current)
-            current, longest = [], 0
+            current, longest, total = [], 0, 0
         if not current:
             shared = len(s.prompt_ids) if share_prefixes else 0
         current.append(s)
-        longest = max(longest, n)
+        longest, total = max(longest, n), total + n
     if current:
         groups.append(current)
     return groups

@@ -19,6 +19,7 @@ from openclaw_rl.checkpoints import atomic_dir, write_version_info
 from openclaw_rl.device import pick_device
 from store.samples import TrainingSample
 from trainers.base import (
+    SHARED_PREFIX_MIN,
     STATE_FILE,
     PolicyTrainer,
     Snapshot,
@@ -29,12 +30,11 @@ from trainers.base import (
     response_rows,
     to_cpu_copy,
 )
+from trainers.chunked_logprobs import HeadInput
 from trainers.lora import base_of, with_lora, write_lora_checkpoint
+from trainers.packing import pack, packed_hidden, use_packed_attention
 
 __all__ = ["TorchTrainer", "TrainerConfig", "StepMetrics"]
-
-SHARED_PREFIX_MIN = 64
-"""Shared prompt tokens below which a micro-batch is run row by row as before (nothing worth sharing)."""
 
 
 def _cache_arg() -> str:
@@ -74,6 +74,10 @@ class TorchTrainer(PolicyTrainer):
     def shares_prefixes(self) -> bool:
         return self.cfg.share_prompt_prefix and not self.cfg.activation_checkpointing
 
+    @property
+    def packs_samples(self) -> bool:
+        return self.cfg.pack_samples
+
     def __init__(self, checkpoint: Path, cfg: TrainerConfig = TrainerConfig()):
         from transformers import AutoModelForCausalLM
 
@@ -98,33 +102,54 @@ class TorchTrainer(PolicyTrainer):
         if cfg.lora:
             model = with_lora(model, self.source, base, cfg.lora)
         self.model = model.to(self.device)
+        use_packed_attention(self.model)
         if cfg.activation_checkpointing:
             # Non-reentrant: works with the frozen embeddings of LoRA and with inputs that need no gradient.
-            self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            kwargs = {"use_reentrant": False}
+            if hasattr(self.model, "activation_checkpointing_enable"):  # transformers 5.x's name
+                self.model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+            else:
+                self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
             self.model.config.use_cache = False
         self.model.train()
         self.ref = ref.to(self.device) if ref is not None else None
+        if self.ref is not None:
+            use_packed_attention(self.ref)
         self.opt = self.make_optimizer()
         self.step = 0
 
-    def response_logits(self, model: torch.nn.Module, group: list[TrainingSample]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Only response positions are projected: the prompt's logits would be [B, W, V] (gigabytes at 150k
-        vocabulary) for nothing. A prompt prefix every sample of the micro-batch shares (an agent's system prompt
-        and tools, the episode so far) is run once (`shared_prefix`)."""
-        ids, attn, padded = padded_ids(group)
-        ids, attn = ids.to(self.device), attn.to(self.device)
+    def response_logits(
+        self, model: torch.nn.Module, group: list[TrainingSample]
+    ) -> tuple[torch.Tensor | HeadInput, torch.Tensor]:
+        """Only response positions go to the output layer, and a chunk at a time (`HeadInput`): the prompt's logits
+        would be [B, W, V] (gigabytes at 150k vocabulary) for nothing, and even the response's are 0.6 MB per token
+        in fp32. A prompt prefix every sample of the micro-batch shares (an agent's system prompt and tools, the
+        episode so far) is run once (`shared_prefix`); otherwise the samples run packed in one row, unpadded
+        (`pack_samples`)."""
         b, t, _, _ = response_rows(group, self.device)
         shared = shared_prefix(group) if self.shares_prefixes else 0
+        decoder = model.get_decoder()
         with self.autocast():
             if shared:
-                hidden = self._over_shared_prefix(model, ids, attn, shared)
-                t = t - shared
+                ids, attn, _ = padded_ids(group)
+                ids, attn = ids.to(self.device), attn.to(self.device)
+                hidden = self._over_shared_prefix(model, ids, attn, shared)[b, t - shared]
+                targets = ids[b, t + 1]
+            elif self.cfg.pack_samples:
+                row = pack(group, self.device)
+                at = row.starts[b] + t
+                hidden, targets = packed_hidden(decoder, row)[at], row.ids[0, at + 1]
             else:
-                hidden = model.get_decoder()(
-                    input_ids=ids, attention_mask=attn if padded else None
-                ).last_hidden_state  # [B, W, H]
-        # The projection in fp32 (outside autocast): bf16 logits would put ~0.06 of error into each log-prob.
-        return model.get_output_embeddings()(hidden[b, t].float()), ids[b, t + shared + 1]
+                ids, attn, padded = padded_ids(group)
+                ids, attn = ids.to(self.device), attn.to(self.device)
+                hidden = decoder(input_ids=ids, attention_mask=attn if padded else None).last_hidden_state[b, t]
+                targets = ids[b, t + 1]
+        head = model.get_output_embeddings()
+        if isinstance(head, torch.nn.Linear) and head.bias is None:
+            # Projected in fp32 (TF32 on CUDA), outside autocast: bf16 logits would put ~0.06 of error into each
+            # log-prob.
+            return HeadInput(hidden, head.weight, tf32=self.device.type == "cuda"), targets
+        return head(hidden.float()), targets
 
     def _over_shared_prefix(self, model: torch.nn.Module, ids: torch.Tensor, attn: torch.Tensor, shared: int):
         """The hidden states [B, W - shared, H] after the first `shared` positions, which every row has in common:
