@@ -43,6 +43,7 @@ def trainer_config(settings: Settings) -> TrainerConfig:
         micro_batch_tokens=t.micro_batch_tokens,
         precision=t.precision,
         activation_checkpointing=t.activation_checkpointing,
+        pack_samples=t.pack_samples,
         optimizer_offload=t.optimizer_offload,
         reference=str(settings.served_model_path()),  # the initial policy: the KL reference after any resume
         kl_by_source={src: s.kl_coef for src, s in streams.items() if s.kl_coef is not None},

@@ -147,6 +147,8 @@ def main() -> None:
     )
     ap.add_argument("--checkpointing", action="store_true", help="the trainer with activation checkpointing")
     ap.add_argument("--no-pack", action="store_true", help="the trainer without packing (rows padded)")
+    ap.add_argument("--check", action="store_true", help="first compare packed and padded log-probs on this batch")
+    ap.add_argument("--profile", type=int, default=0, help="then profile one trainer step: the N costliest ops")
     args = ap.parse_args()
     model_path = bench_model(args.model, args.shape, Path(tempfile.mkdtemp(prefix="train-bench-")))
     cfg = TrainerConfig(
@@ -163,6 +165,8 @@ def main() -> None:
     shapes = [(len(x.prompt_ids), len(x.response_ids)) for x in samples]
     tokens = sum(p + r for p, r in shapes)
     times: dict[str, list[float]] = {"trainer": []}
+    if args.check:
+        check_packing(trainer, model_path, cfg, samples)
     trainer.train_step(samples)  # warm-up
     plain = None
     if not args.no_plain:
@@ -206,6 +210,44 @@ def main() -> None:
         pl = statistics.median(times["plain"])
         print(f"plain:   {tokens / pl:8.0f} tokens/s  ({pl * 1000:.0f} ms/step, {flops / pl / 1e12:.1f} TFLOP/s)")
         print(f"trainer vs plain loop: {pl / tr:.2f}x the tokens/s")
+    if args.profile:
+        profile_step(trainer, samples, args.profile)
+
+
+def check_packing(trainer, model_path: Path, cfg: TrainerConfig, samples: list[TrainingSample]) -> None:
+    """The same batch's log-probs packed and padded (they must agree to the precision's rounding)."""
+    from dataclasses import replace
+
+    from trainers import packing
+
+    other = type(trainer)(model_path, replace(cfg, pack_samples=not cfg.pack_samples))
+    with torch.no_grad():
+        a, b = trainer.logprobs(trainer.model, samples), other.logprobs(other.model, samples)
+    mask = torch.zeros_like(a, dtype=torch.bool)
+    for i, s in enumerate(samples):
+        mask[i, : len(s.response_ids)] = True
+    diff = (a - b).abs()[mask]
+    print(
+        f"check: packed vs padded log-probs, max |diff| {float(diff.max()):.2e}, mean {float(diff.mean()):.2e} "
+        f"over {int(mask.sum())} tokens; varlen attention: {packing._VARLEN['ok']}"
+    )
+    del other
+    if trainer.device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def profile_step(trainer, samples: list[TrainingSample], rows: int) -> None:
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if trainer.device.type == "cuda" else [])
+    with profile(activities=activities) as prof:
+        trainer.train_step(samples)
+        synchronize(trainer.device)
+    key = "self_cuda_time_total" if trainer.device.type == "cuda" else "self_cpu_time_total"
+    try:
+        print(prof.key_averages().table(sort_by=key, row_limit=rows, max_name_column_width=60))
+    except (AttributeError, KeyError, RuntimeError):
+        print(prof.key_averages().table(sort_by="self_device_time_total", row_limit=rows, max_name_column_width=60))
 
 
 if __name__ == "__main__":

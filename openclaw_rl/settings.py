@@ -484,6 +484,9 @@ class TrainingSettings(BaseModel):
     trainer's own log-probs. None (the reference's default): the rollout log-probs are the old policy."""
     micro_batch_tokens: int = Field(8192, ge=16)
     """Tokens per forward/backward; larger batches are accumulated."""
+    pack_samples: bool = True
+    """Run a micro-batch's samples one after another in one row, each attending only to itself (torch backend): no
+    padding, so short and long answers together cost their tokens, not their count times the longest."""
     activation_checkpointing: bool = False
     """Recompute each layer's activations in the backward instead of keeping them (torch backend): long samples and
     larger models fit (a 4B model beside its engine on one 80 GB GPU), for about a third more compute per step."""

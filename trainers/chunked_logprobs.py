@@ -63,10 +63,12 @@ def _matmul_precision(tf32: bool):
         torch.backends.cuda.matmul.allow_tf32 = before
 
 
-def _inv_temperature(temperature: float | torch.Tensor, n: int, device: torch.device) -> torch.Tensor:
-    """[N, 1] fp32: 1 / T per position (T scalar or [N])."""
+def _inv_temperature(temperature: float | torch.Tensor, n: int, device: torch.device) -> torch.Tensor | None:
+    """[N, 1] fp32: 1 / T per position (T scalar or [N]); None for T = 1 (no [N, V] pass to scale by it)."""
     if isinstance(temperature, torch.Tensor):
         return (1.0 / temperature.float().clamp_min(1e-6)).reshape(n, 1).to(device)
+    if float(temperature) == 1.0:
+        return None
     return torch.full((n, 1), 1.0 / float(temperature), device=device)
 
 
@@ -82,44 +84,58 @@ class _LinearLogprobs(torch.autograd.Function):
         with _matmul_precision(tf32):
             for s in range(0, n, chunk):
                 e = min(n, s + chunk)
-                z = (hidden[s:e].float() @ w.T) * inv_t[s:e]
+                z = hidden[s:e].float() @ w.T
+                if inv_t is not None:
+                    z.mul_(inv_t[s:e])
                 lse[s:e] = torch.logsumexp(z, dim=-1)
                 lp[s:e] = z.gather(-1, targets[s:e, None]).squeeze(-1) - lse[s:e]
-                z.sub_(lse[s:e, None])  # log p
+                if ent is not None or keep:
+                    z.sub_(lse[s:e, None])  # log p
                 if ent is not None:
                     ent[s:e] = -(z.exp() * z).sum(-1)
                 if keep:
                     kept.append(z)
-        ctx.save_for_backward(hidden, weight, targets, inv_t, lse, ent if ent is not None else lse)
-        ctx.kept = kept
+        ctx.save_for_backward(hidden, weight, targets, lse, ent if ent is not None else lse)
+        ctx.inv_t, ctx.kept = inv_t, kept
         ctx.chunk, ctx.with_entropy, ctx.tf32 = chunk, with_entropy, tf32
         return (lp, ent) if with_entropy else (lp, lp.new_zeros(0))
 
     @staticmethod
     def backward(ctx, g_lp, g_ent):
-        hidden, weight, targets, inv_t, lse, ent = ctx.saved_tensors
+        hidden, weight, targets, lse, ent = ctx.saved_tensors
+        inv_t, kept = ctx.inv_t, ctx.kept
+        ctx.kept = []  # each kept chunk is consumed (overwritten) below
         n = hidden.shape[0]
         w = weight.float()
         g_h = torch.zeros(hidden.shape, dtype=torch.float32, device=hidden.device) if ctx.needs_input_grad[0] else None
         g_w = torch.zeros_like(w) if ctx.needs_input_grad[1] else None
         rows = torch.arange(min(ctx.chunk, n), device=hidden.device)
+        entropy_grad = ctx.with_entropy and g_ent is not None and g_ent.numel()
         with _matmul_precision(ctx.tf32):
             for c, s in enumerate(range(0, n, ctx.chunk)):
                 e = min(n, s + ctx.chunk)
                 h = hidden[s:e].float()
-                logp = ctx.kept[c] if ctx.kept else (h @ w.T) * inv_t[s:e] - lse[s:e, None]
-                p = logp.exp()
-                # d lp / d z = onehot(target) - p;  d entropy / d z = -p (log p + entropy)
-                gz = p * -g_lp[s:e, None]
-                if ctx.with_entropy and g_ent is not None and g_ent.numel():
-                    gz -= p * (logp + ent[s:e, None]) * g_ent[s:e, None]
-                gz[rows[: e - s], targets[s:e]] += g_lp[s:e]
-                gz *= inv_t[s:e]  # z = logits / T
+                if kept:
+                    logp = kept[c]
+                else:
+                    logp = h @ w.T
+                    if inv_t is not None:
+                        logp.mul_(inv_t[s:e])
+                    logp.sub_(lse[s:e, None])
+                # z = logits / T.  d lp / d z = onehot(target) - p;  d entropy / d z = -p (log p + entropy)
+                scale = g_lp[s:e, None] if inv_t is None else g_lp[s:e, None] * inv_t[s:e]
+                if entropy_grad:
+                    g_e = g_ent[s:e, None] if inv_t is None else g_ent[s:e, None] * inv_t[s:e]
+                    p = logp.exp()
+                    gz = logp.add_(ent[s:e, None]).mul_(p).mul_(-g_e)  # in place over log p: not needed again
+                    gz.sub_(p.mul_(scale))
+                else:
+                    gz = logp.exp_().mul_(-scale)  # in place: log p becomes the gradient
+                gz[rows[: e - s], targets[s:e]] += scale.squeeze(-1)
                 if g_h is not None:
                     g_h[s:e] = gz @ w
                 if g_w is not None:
                     g_w.addmm_(gz.T, h)
-        ctx.kept = []
         return (
             g_h.to(hidden.dtype) if g_h is not None else None,
             g_w.to(weight.dtype) if g_w is not None else None,
