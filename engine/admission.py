@@ -121,7 +121,6 @@ class Admission:
         keep = [i for i in range(len(rows)) if not rows[i].done]
         if not keep:
             return results
-        self._to_eager()  # rows in the CUDA-graph pool (engine.pooled_rows) are joined on the eager cache
         if len(keep) < len(rows):
             idx = torch.tensor(keep, device=mask.device)
             cache.batch_select_indices(idx)
@@ -131,11 +130,17 @@ class Admission:
         else:
             cache, mask, uses = self._share([rows[i] for i in keep], cache, mask)
         if self.rows:
-            cache, mask = _merge_caches(self.cache, self.mask, cache, mask)
+            # rows decoding on the CUDA-graph pool (engine.pooled_rows): the new ones go into free slots, or all
+            # of them back to the eager cache
+            if self._pool is None or not self._pool_join(cache, mask):
+                self._to_eager()
+                cache, mask = _merge_caches(self.cache, self.mask, cache, mask)
             last_pos = torch.cat([self.last_pos, last_pos])
             next_logits = torch.cat([self.next_logits, next_logits])
             uses = torch.cat([self.uses, uses])
-        self.cache, self.mask, self.last_pos, self.next_logits, self.uses = cache, mask, last_pos, next_logits, uses
+        if self._pool is None:
+            self.cache, self.mask = cache, mask
+        self.last_pos, self.next_logits, self.uses = last_pos, next_logits, uses
         self.rows += [rows[i] for i in keep]
         self.inputs += [inputs[i] for i in keep]
         self.prompt_lens += [lengths[i] for i in keep]

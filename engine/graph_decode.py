@@ -70,7 +70,7 @@ def decoder_for(model: torch.nn.Module, settings: GraphSettings | None) -> Stati
     dec = _DECODERS.get(model)
     if dec is not None and dec.settings == settings:
         return None if dec.broken else dec
-    if dec is not None and dec.owner is not None:
+    if dec is not None and not dec.free_for(None):
         return None  # another batch holds rows in the old pool
     device = next(model.parameters()).device
     if device.type != "cuda" and not settings.eager:

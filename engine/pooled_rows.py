@@ -2,10 +2,10 @@
 
 A decode step runs on the pool (from a captured CUDA graph) when it can: graphs on for this model, no shared prefix
 in the batch, the rows and their lengths within the pool. The rows' KV then lives in the pool (`_slots`: each row's
-slot, `_lens`: its KV length; `cache` and `mask` are None). A row leaving just frees its slot. Rows joining, a shared
-prefix set up, or a row growing past the pool move the KV back into the eager, left-padded cache first
-(`_to_eager`); the next decode step that can use the pool moves it in again (`_to_pool`). Prefill always runs on
-the eager cache.
+slot, `_lens`: its KV length; `cache` and `mask` are None). A row leaving just frees its slot; freshly prefilled
+rows go straight into free slots (`_pool_join`). Rows that do not fit, a shared prefix set up, or a row growing
+past the pool move the KV back into the eager, left-padded cache (`_to_eager`); the next decode step that can use
+the pool moves it in again (`_to_pool`). Prefill always runs on the eager cache.
 """
 
 from __future__ import annotations
@@ -63,6 +63,19 @@ class PooledRows:
         if self._pool is not None:
             self._pool.release(self)
         self._pool = self._slots = self._lens = None
+
+    def _pool_join(self, cache, mask: torch.Tensor) -> bool:
+        """Freshly prefilled rows (their own cache and mask) go straight into free slots, when they fit; the rows
+        already there stay where they are (no copy). False: they do not fit, nothing changed."""
+        dec = self._pool
+        lens = mask.sum(dim=1).tolist()
+        free = sorted(set(range(dec.settings.max_rows)) - set(self._slots))[: len(lens)]
+        if self.shared is not None or len(free) < len(lens) or max(lens) + 1 > dec.settings.max_tokens:
+            return False
+        dec.write_rows(free, [(layer.keys, layer.values) for layer in cache.layers], lens)
+        self._slots += free
+        self._lens += lens
+        return True
 
     def _pool_keep(self, keep: list[int]) -> None:
         """Rows leave: their slots are free again (nothing copied)."""

@@ -114,6 +114,21 @@ def test_batch_on_the_pool_decodes_the_eager_tokens(lm: LoadedModel) -> None:
 
 
 @torch.inference_mode()
+def test_rows_join_the_pool_in_free_slots(lm: LoadedModel) -> None:
+    def item(n: int) -> WorkItem:
+        return WorkItem(input_ids=list(range(60, 60 + n)), params=SamplingParams(max_new_tokens=8, temperature=0))
+
+    batch = DecodeBatch(lm, torch.Generator().manual_seed(0), graphs=EAGER)
+    batch.add([item(10), item(11)])
+    batch.step()
+    batch.remove([0])  # slot 0 free again
+    assert batch._pool is not None and batch._slots == [1] and batch._lens == [12]
+    batch.add([item(12), item(5)])
+    assert batch._pool is not None and batch.cache is None  # no detour through the eager cache
+    assert batch._slots == [1, 0, 2] and batch._lens == [12, 5, 12]  # admitted shortest first
+
+
+@torch.inference_mode()
 def test_rows_too_long_for_the_pool_decode_eagerly(lm: LoadedModel) -> None:
     eager, _, _ = _greedy(lm, None)
     short = GraphSettings(max_rows=8, max_tokens=30, eager=True)  # the late 30-token prompt does not fit
