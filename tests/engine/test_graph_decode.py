@@ -7,7 +7,8 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from engine.graph_decode import GraphSettings, StaticDecoder, decoder_for
+from engine import graph_decode
+from engine.graph_decode import GraphSettings, GraphUnavailable, StaticDecoder, decoder_for
 from engine.model_runner import DecodeBatch, LoadedModel, WorkItem
 from engine.prefix_cache import PrefixCache
 from policy_client.wire import SamplingParams
@@ -165,3 +166,22 @@ def test_reset_frees_the_pool(lm: LoadedModel, reset: bool) -> None:
     else:
         batch.remove([0])
         assert dec.keys and dec.owner is None  # kept for the next batch
+
+
+@torch.inference_mode()
+def test_a_failed_capture_falls_back_to_eager_for_good(lm: LoadedModel, monkeypatch: pytest.MonkeyPatch) -> None:
+    eager, _, _ = _greedy(lm, None)
+    failures = []
+
+    def fail(self: StaticDecoder, *args, **kwargs) -> torch.Tensor:
+        failures.append(1)
+        self.broken = True  # as a failed capture leaves it
+        raise GraphUnavailable("capture failed (test)")
+
+    monkeypatch.setattr(StaticDecoder, "step", fail)
+    settings = GraphSettings(max_rows=8, max_tokens=63, eager=True)  # a decoder of its own
+    static, pooled, _ = _greedy(lm, settings)
+    assert static == eager  # served anyway, eagerly
+    assert failures == [1] and pooled == 0  # tried once, never again
+    assert decoder_for(lm.model, settings) is None
+    assert not graph_decode._DECODERS[lm.model].keys  # its pool given back
