@@ -42,7 +42,7 @@ class HeadInput:
         """fp32 logits of all positions or of `rows` (no chunking: for a few positions, such as the entropy
         estimate)."""
         h = self.hidden if rows is None else self.hidden[rows]
-        with _matmul_precision(self.tf32):
+        with tf32_matmuls(self.tf32):
             return h.float() @ self.weight.float().T
 
 
@@ -51,7 +51,7 @@ def rows_per_chunk(vocab: int, budget: int = CHUNK_BYTES) -> int:
 
 
 @contextlib.contextmanager
-def _matmul_precision(tf32: bool):
+def tf32_matmuls(tf32: bool):
     if not tf32:
         yield
         return
@@ -81,7 +81,7 @@ class _LinearLogprobs(torch.autograd.Function):
         ent = torch.empty_like(lp) if with_entropy else None
         w = weight.float()
         kept = []
-        with _matmul_precision(tf32):
+        with tf32_matmuls(tf32):
             for s in range(0, n, chunk):
                 e = min(n, s + chunk)
                 z = hidden[s:e].float() @ w.T
@@ -111,7 +111,7 @@ class _LinearLogprobs(torch.autograd.Function):
         g_w = torch.zeros_like(w) if ctx.needs_input_grad[1] else None
         rows = torch.arange(min(ctx.chunk, n), device=hidden.device)
         entropy_grad = ctx.with_entropy and g_ent is not None and g_ent.numel()
-        with _matmul_precision(ctx.tf32):
+        with tf32_matmuls(ctx.tf32):
             for c, s in enumerate(range(0, n, ctx.chunk)):
                 e = min(n, s + ctx.chunk)
                 h = hidden[s:e].float()

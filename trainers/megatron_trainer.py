@@ -27,6 +27,7 @@ from openclaw_rl.device import pick_device
 from openclaw_rl.ports import free_port
 from store.samples import TrainingSample
 from trainers.base import PolicyTrainer, TrainerConfig, padded_ids, response_rows
+from trainers.chunked_logprobs import tf32_matmuls
 from trainers.megatron_checkpoint import (
     adamw_sharded_state,
     has_distributed_checkpoint,
@@ -96,8 +97,9 @@ def build_gpt(arch: DenseArch, device: torch.device, per_token_loss: bool = Fals
     import torch.nn.functional as F
     from megatron.core import parallel_state
     from megatron.core.models.gpt import GPTModel
-    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
     from megatron.core.transformer.transformer_config import TransformerConfig
+
+    from trainers.megatron_attention import sdpa_layer_spec
 
     config = TransformerConfig(
         num_layers=arch.num_layers,
@@ -131,7 +133,7 @@ def build_gpt(arch: DenseArch, device: torch.device, per_token_loss: bool = Fals
     with _no_cuda_copy(device):
         model = GPTModel(
             config,
-            transformer_layer_spec=get_gpt_layer_local_spec(qk_layernorm=arch.qk_norm, normalization="RMSNorm"),
+            transformer_layer_spec=sdpa_layer_spec(arch.qk_norm),
             vocab_size=arch.vocab_size,
             max_sequence_length=arch.max_position_embeddings,
             position_embedding_type="rope",
@@ -284,7 +286,8 @@ class MegatronTrainer(PolicyTrainer):
             return hidden
         # The projection in fp32 (outside autocast): bf16 logits would put ~0.06 of error into each log-prob.
         weight = model.shared_embedding_or_output_weight() if self.arch.tie_word_embeddings else None
-        logits, _ = model.output_layer(hidden[t, b].unsqueeze(1).float(), weight=weight)  # [N, 1, V / TP]
+        with tf32_matmuls(self.device.type == "cuda"):  # fp32 logits; TF32 tensor cores on CUDA (~1e-3 per log-prob)
+            logits, _ = model.output_layer(hidden[t, b].unsqueeze(1).float(), weight=weight)  # [N, 1, V / TP]
         return whole_vocabulary(logits[:, 0]), ids[b, t + 1]
 
     def hf_state_dict(self) -> dict[str, torch.Tensor]:

@@ -61,6 +61,9 @@ def test_unsupported_architectures_get_a_clear_error():
 def test_megatron_and_torch_backends_compute_the_same_step(tiny_model, tmp_path):
     cfg = TrainerConfig(lr=1e-3, micro_batch_tokens=12)  # one sample per micro-batch: accumulation too
     mega, ref = MegatronTrainer(tiny_model, cfg), TorchTrainer(tiny_model, cfg)
+    from trainers.megatron_attention import SdpaAttention
+
+    assert all(isinstance(layer.self_attention.core_attention, SdpaAttention) for layer in mega.model.decoder.layers)
     for s in BATCH:
         assert mega.response_logprobs(s) == pytest.approx(ref.response_logprobs(s), abs=1e-5)
     a, b = mega.train_step(BATCH), ref.train_step(BATCH)
