@@ -4,7 +4,8 @@
 #   2. 1.7B, 4 samples of 1,024 + 256 tokens: packed vs padded log-probs on the device (--check), then the trainer
 #      beside the plain PyTorch loop on the same batch, then a profile of one trainer step;
 #   3. the same with lengths spread 0.5x..1.5x (the plain loop pads, the trainer packs);
-#   4. 4B, 4 samples of 1,024 + 256 tokens: without activation checkpointing, then with it.
+#   4. 4B, 4 samples of 1,024 + 256 tokens: without activation checkpointing, then with it;
+#   5. 1.7B on the megatron backend, the same batch.
 # Every step runs under `timeout` and prints its own figures; a failing step does not stop the next.
 #
 #   bash benchmarks/gpu_trainer_check.sh            (PYTHON=... to pick the interpreter; MODELS=dir for the models)
@@ -38,3 +39,5 @@ step 100 "4B: 4 x 1,280 tokens, no activation checkpointing" \
   "$PY" benchmarks/train_step.py --model "$MODELS/qwen3-4b" "${common[@]}" --rounds 3 --no-plain
 step 100 "4B: 4 x 1,280 tokens, activation checkpointing" \
   "$PY" benchmarks/train_step.py --model "$MODELS/qwen3-4b" "${common[@]}" --rounds 3 --no-plain --checkpointing
+step 100 "1.7B, megatron backend (SDPA core attention): 4 x 1,280 tokens" \
+  "$PY" benchmarks/train_step.py --model "$MODELS/qwen3-1.7b" "${common[@]}" --rounds 3 --no-plain --backend megatron
