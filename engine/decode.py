@@ -240,8 +240,9 @@ class DecodeBatch(Admission, PooledRows):
         tokens, step_lps = _sample(
             self.next_logits, rows, self.generator, want_logprobs=any(r.item.return_logprob for r in rows)
         )
+        drawn = tokens.tolist()  # one device read for all rows, not one per row
         for i, row in enumerate(rows):
-            tok = int(tokens[i])
+            tok = drawn[i]
             row.out.append(tok)
             if row.item.return_logprob:
                 row.out_lps.append((step_lps[i], tok, None))
