@@ -75,8 +75,9 @@ class DecodeBatch(Admission, PooledRows):
         self.generation = (prefix_cache.generation if prefix_cache else 0) if generation is None else generation
         self.chunk_tokens = chunk_tokens
         self.on_timing = on_timing
-        self.graphs = graphs
         """Called with ("prefill" | "decode", seconds, tokens) after each forward pass (metrics)."""
+        self.graphs = graphs
+        """CUDA-graph decode steps (engine.graph_decode); None: every step eager."""
         self.pending: deque[_Pending] = deque()
         self.prefill_chunks = 0  # forward passes of chunked prefill so far (tests count interleaving with these)
         self.decode_steps = 0
