@@ -185,3 +185,48 @@ def test_a_failed_capture_falls_back_to_eager_for_good(lm: LoadedModel, monkeypa
     assert failures == [1] and pooled == 0  # tried once, never again
     assert decoder_for(lm.model, settings) is None
     assert not graph_decode._DECODERS[lm.model].keys  # its pool given back
+
+
+def _alone(lm: LoadedModel, prompt: list[int], n: int) -> list[int]:
+    batch = DecodeBatch(lm, torch.Generator().manual_seed(0))
+    done = batch.add([WorkItem(input_ids=prompt, params=SamplingParams(max_new_tokens=n, temperature=0))])
+    while len(batch):
+        done += batch.step()
+    return done[0][1].output_ids
+
+
+async def test_through_the_scheduler_on_the_pool(tiny_model, lm_v1: LoadedModel) -> None:
+    """Requests queued beyond the batch join it on the pool; a memory release frees the pool; after an in-place
+    weight update the pool decodes with the new weights."""
+    from engine.scheduler import Scheduler
+    from engine.weights import load_model
+
+    served = load_model(tiny_model, "cpu", "float32", weight_version="0")
+    settings = GraphSettings(max_rows=4, max_tokens=64, eager=True)
+    sched = Scheduler(served, max_batch_size=4, batch_window_ms=0, prefix_cache_mb=4, graphs=settings)
+    prompts = [list(range(200 + 11 * i, 209 + 13 * i)) for i in range(6)]
+    budgets = [4 + 3 * i for i in range(6)]
+
+    def items() -> list[WorkItem]:
+        return [
+            WorkItem(input_ids=p, params=SamplingParams(max_new_tokens=n, temperature=0))
+            for p, n in zip(prompts, budgets)
+        ]
+
+    sched.start()
+    try:
+        got = [r.output_ids for r in await sched.submit(items())]
+        with torch.inference_mode():
+            assert got == [_alone(served, p, n) for p, n in zip(prompts, budgets)]
+        dec = graph_decode._DECODERS[served.model]
+        assert dec.keys and dec.settings == settings  # decoded on the pool, which stays for the next batch
+        await sched.release_memory(frozenset({"kv_cache"}))
+        assert not dec.keys  # the pool's memory given back with the rest of the KV
+        await sched.resume_memory(frozenset({"kv_cache"}))
+        await sched.commit_weights(dict(lm_v1.model.state_dict()), "1")
+        got = [r.output_ids for r in await sched.submit(items())]
+        with torch.inference_mode():
+            assert got == [_alone(lm_v1, p, n) for p, n in zip(prompts, budgets)]
+        assert dec.keys
+    finally:
+        sched.stop()
