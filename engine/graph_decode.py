@@ -75,15 +75,31 @@ def decoder_for(model: torch.nn.Module, settings: GraphSettings | None) -> Stati
     device = next(model.parameters()).device
     if device.type != "cuda" and not settings.eager:
         return None
-    reason = unsupported(model)
-    if reason:
+    try:
+        reason = unsupported(model)
+        dec = None if reason else StaticDecoder(model, settings)
+    except Exception as exc:  # a model this step cannot read: it decodes eagerly, it is still served
+        reason, dec = f"{type(exc).__name__}: {exc}", None
+    if dec is None:
         log.info("decode steps stay eager (no CUDA graphs)", reason=reason)
-        dec = StaticDecoder(model, settings)
-        dec.broken = True
-    else:
-        dec = StaticDecoder(model, settings)
+        dec = _Off(settings)
     _DECODERS[model] = dec
     return None if dec.broken else dec
+
+
+@dataclass
+class _Off:
+    """Registered for a model the static step does not cover, so it is looked at once."""
+
+    settings: GraphSettings
+    broken: bool = True
+    owner: None = None
+
+    def free_for(self, batch: object) -> bool:
+        return True
+
+    def free(self) -> None:
+        pass
 
 
 def unsupported(model: torch.nn.Module) -> str | None:

@@ -230,3 +230,13 @@ async def test_through_the_scheduler_on_the_pool(tiny_model, lm_v1: LoadedModel)
         assert dec.keys
     finally:
         sched.stop()
+
+
+@torch.inference_mode()
+def test_an_architecture_it_does_not_cover_decodes_eagerly(lm: LoadedModel, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(graph_decode, "SUPPORTED", frozenset({"llama"}))
+    settings = GraphSettings(max_rows=8, max_tokens=62, eager=True)
+    eager, _, _ = _greedy(lm, None)
+    static, pooled, _ = _greedy(lm, settings)
+    assert static == eager and pooled == 0
+    assert decoder_for(lm.model, settings) is None
