@@ -11,7 +11,7 @@ import structlog
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
-from api import audit, chat, episodes, metrics, openapi_spec
+from api import audit, chat, codec, episodes, metrics, openapi_spec
 from api.admission import Admission
 from api.errors import install_error_handlers
 from api.policy_version import PolicyVersionWatcher
@@ -50,6 +50,9 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(chat.router)
     app.include_router(audit.router)
     app.include_router(episodes.router)
+    if settings.keyring() is not None:
+        app.include_router(codec.router)
+        _allow_the_web_ui(app, settings)
     metrics.install(app)
     _document_hand_read_bodies(app)
 
@@ -68,6 +71,20 @@ def create_app(settings: Settings) -> FastAPI:
         return JSONResponse(body, status_code=200 if ready else 503)
 
     return app
+
+
+def _allow_the_web_ui(app: FastAPI, settings: Settings) -> None:
+    """The Temporal Web UI calls the codec server from the browser: its origin may (CORS), no other."""
+    from fastapi.middleware.cors import CORSMiddleware
+
+    port = settings.temporal.ui_port
+    app.add_middleware(
+        CORSMiddleware,
+        allow_origins=[f"http://127.0.0.1:{port}", f"http://localhost:{port}"],
+        allow_methods=["POST"],
+        allow_headers=["*"],
+        allow_credentials=True,
+    )
 
 
 def _document_hand_read_bodies(app: FastAPI) -> None:

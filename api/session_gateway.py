@@ -89,7 +89,7 @@ class SessionGateway:
     async def client(self) -> Client:
         async with self._lock:
             if self._client is None:
-                self._client = await connect(self.settings.temporal)
+                self._client = await connect(self.settings.temporal, keyring=self.settings.keyring())
             return self._client
 
     async def run_turn(self, user_id: str, session_id: str, req: TurnRequest) -> TurnResult:

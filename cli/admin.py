@@ -52,7 +52,7 @@ async def _client(settings: Settings):
     from openclaw_rl.temporal_client import connect
 
     try:
-        return await connect(settings.temporal)
+        return await connect(settings.temporal, keyring=settings.keyring())
     except RuntimeError as exc:
         raise SystemExit(
             f"openclaw-rl: cannot reach Temporal at {mask_url(settings.temporal.target())}: {exc}. "

@@ -171,7 +171,7 @@ async def _connect(settings: Settings) -> Client:
     from openclaw_rl.temporal_client import connect
 
     try:
-        return await connect(settings.temporal)
+        return await connect(settings.temporal, keyring=settings.keyring())
     except RuntimeError as exc:
         raise SystemExit(
             f"openclaw-rl: cannot reach Temporal at {mask_url(settings.temporal.target())}: {exc}. "

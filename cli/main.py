@@ -18,7 +18,14 @@ from openclaw_rl.settings import ConfigError, Pool, Settings, load_settings
 def _settings() -> Settings:
     try:
         return load_settings()
-    except (ValidationError, ConfigError) as exc:
+    except ValidationError as exc:
+        # Each error by its setting's name, never echoing the value: it may be a key or a password.
+        lines = [
+            f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg']}"
+            for e in exc.errors(include_url=False, include_input=False)
+        ]
+        raise SystemExit("openclaw-rl: invalid settings:\n  " + "\n  ".join(lines)) from exc
+    except ConfigError as exc:
         raise SystemExit(f"openclaw-rl: invalid settings: {exc}") from exc
 
 
@@ -77,6 +84,28 @@ def cmd_api(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_config(args: argparse.Namespace, settings: Settings) -> int:
     print(json.dumps(settings.masked(), indent=2))
+    return 0
+
+
+def cmd_encryption(args: argparse.Namespace, settings: Settings) -> int:
+    from openclaw_rl.encryption import Keyring
+
+    keyring = settings.keyring()
+    if args.encryption_command == "new-key":
+        entry = f"{args.id}:{Keyring.new_key()}"
+        print(entry)
+        current = settings.encryption_keys.get_secret_value()
+        print(
+            "Put it first in OPENCLAW_RL_ENCRYPTION_KEYS (the first key encrypts; keep the old ones after it until "
+            f"nothing written under them is retained), e.g.\n  OPENCLAW_RL_ENCRYPTION_KEYS='{entry}"
+            + (",<the current keys>'" if current else "'"),
+            file=sys.stderr,
+        )
+        return 0
+    if keyring is None:
+        print("encryption at rest: off (OPENCLAW_RL_ENCRYPTION_KEYS is empty)")
+    else:
+        print(f"encryption at rest: on, encrypting with {keyring.current!r}; keyring: {', '.join(keyring.key_ids)}")
     return 0
 
 
@@ -195,6 +224,18 @@ def build_parser() -> argparse.ArgumentParser:
     from bench.cli import add_parser as add_bench_parser
 
     add_bench_parser(sub, cmd_bench)
+    enc = sub.add_parser(
+        "encryption",
+        help="encryption at rest: make a key, show the keyring",
+        description="Conversation data encrypted at rest (AES-256-GCM) under OPENCLAW_RL_ENCRYPTION_KEYS.\n\n"
+        "examples:\n  openclaw-rl encryption new-key --id k2026\n  openclaw-rl encryption status",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    encs = enc.add_subparsers(dest="encryption_command", required=True)
+    nk = encs.add_parser("new-key", help="print a fresh random key as id:base64 (nothing is stored)")
+    nk.add_argument("--id", default="k1", help="the key's id (letters, digits, '-', '_'; default k1)")
+    encs.add_parser("status", help="whether encryption is on, and the keyring's key ids (never the keys)")
+    enc.set_defaults(func=cmd_encryption, exits_hard=False)
     sub.add_parser("config", help="print the effective settings (secrets masked)").set_defaults(
         func=cmd_config, exits_hard=False
     )

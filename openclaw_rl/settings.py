@@ -838,6 +838,11 @@ class Settings(BaseSettings):
     """Where every embedded service keeps its state (SQLite, append-only file, models, logs)."""
     api_key_pepper: SecretStr = SecretStr("")
     """Extra secret mixed into stored API-key hashes."""
+    encryption_keys: SecretStr = SecretStr("")
+    """Conversation data encrypted at rest (openclaw_rl/encryption.py): `id:base64key[,id:base64key...]`, AES-256
+    keys (`openclaw-rl encryption new-key` makes one). The first encrypts every Temporal payload and the user content
+    the store keeps; all of them decrypt (rotation: put the new key first, drop an old one once nothing written
+    under it is retained). Empty: stored in the clear (`up` says so). Every process must have the same keys."""
     api: ApiSettings = Field(default_factory=ApiSettings)
     engine: EngineSettings = Field(default_factory=EngineSettings)
     policy: PolicySettings = Field(default_factory=PolicySettings)
@@ -855,6 +860,20 @@ class Settings(BaseSettings):
     @classmethod
     def _expand(cls, value: Path) -> Path:
         return value.expanduser().absolute()
+
+    @field_validator("encryption_keys")
+    @classmethod
+    def _keys_parse(cls, value: SecretStr) -> SecretStr:
+        from openclaw_rl.encryption import Keyring
+
+        Keyring.parse(value.get_secret_value())  # a malformed keys setting stops start-up, naming the key id
+        return value
+
+    def keyring(self):
+        """The `Keyring` of `encryption_keys`, or None when encryption at rest is off."""
+        from openclaw_rl.encryption import Keyring
+
+        return Keyring.parse(self.encryption_keys.get_secret_value())
 
     @model_validator(mode="after")
     def _policy_servers_fit(self) -> "Settings":

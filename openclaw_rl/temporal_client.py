@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.service import TLSConfig
 
+from openclaw_rl.encryption import EncryptionCodec, Keyring
 from openclaw_rl.search_attributes import SEARCH_ATTRIBUTES
 from openclaw_rl.settings import TemporalSettings
 
@@ -28,16 +32,24 @@ def tls_config(temporal: TemporalSettings) -> TLSConfig | bool:
     )
 
 
-async def connect(temporal: TemporalSettings, runtime: Runtime | None = None) -> Client:
-    """`runtime`: a worker pool's own (its metrics endpoint); None: the SDK's default."""
+async def connect(temporal: TemporalSettings, runtime: Runtime | None = None, keyring: Keyring | None = None) -> Client:
+    """`runtime`: a worker pool's own (its metrics endpoint); None: the SDK's default. `keyring`
+    (`Settings.keyring()`): payloads encrypted with it; every process of a deployment must pass the same."""
     return await Client.connect(
         temporal.target(),
         namespace=temporal.namespace,
         api_key=temporal.api_key.get_secret_value() or None,
         tls=tls_config(temporal),
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter(keyring),
         runtime=runtime,
     )
+
+
+def data_converter(keyring: Keyring | None) -> DataConverter:
+    """The pydantic converter, with `EncryptionCodec` when there is a keyring."""
+    if keyring is None:
+        return pydantic_data_converter
+    return dataclasses.replace(pydantic_data_converter, payload_codec=EncryptionCodec(keyring))
 
 
 def metrics_runtime(bind_address: str, pool: str) -> Runtime:

@@ -160,7 +160,7 @@ class Stack:
             await asyncio.gather(*(p.wait_ready() for p in stores))
             if self._engine_builds_the_model():
                 await engines_ready
-            client = await connect(self.settings.temporal)
+            client = await connect(self.settings.temporal, keyring=self.settings.keyring())
             added = await ensure_search_attributes(client, self.settings.temporal.namespace)
             if added:
                 log.info("registered search attributes", names=added)
@@ -208,7 +208,7 @@ class Stack:
         return s.embedded_engine and s.engine.model_path is None and not tiny_model_built(s.tiny_model_dir)
 
     async def probe(self, client=None, delay_s: float = 0.0) -> None:
-        client = client or await connect(self.settings.temporal)
+        client = client or await connect(self.settings.temporal, keyring=self.settings.keyring())
         t = self.settings.temporal
         result = await client.execute_workflow(
             StackProbeWorkflow.run,
@@ -388,6 +388,17 @@ class Stack:
                 f"  {'api keys':<12} WARNING: api_key_pepper is empty: API-key hashes are stored without a server "
                 "secret. Set OPENCLAW_RL_API_KEY_PEPPER to a long random string before creating keys for real users; "
                 "changing it later invalidates every key"
+            )
+        keyring = self.settings.keyring()
+        if keyring is None:
+            lines.append(
+                f"  {'encryption':<12} OFF: conversations are stored in the clear in Temporal's histories and the "
+                "store. Set OPENCLAW_RL_ENCRYPTION_KEYS (openclaw-rl encryption new-key) to encrypt them at rest"
+            )
+        else:
+            lines.append(
+                f"  {'encryption':<12} AES-256-GCM at rest, key {keyring.current!r} ({len(keyring.key_ids)} in the "
+                "keyring); the Web UI shows payloads through the API's codec server (/codec, this machine only)"
             )
         lines += [f"  {'storage':<12} WARNING: {w}" for w in self.warnings]
         lines.append("Press Ctrl-C to stop.")

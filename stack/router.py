@@ -178,7 +178,7 @@ async def _ask_for_republication(settings: Settings) -> None:
     from openclaw_rl.temporal_client import connect
 
     try:
-        await request_republish(await connect(settings.temporal), settings)
+        await request_republish(await connect(settings.temporal, keyring=settings.keyring()), settings)
     except (RPCError, RuntimeError) as exc:  # no training workflow (training off), or Temporal away: next round
         log.warning("could not ask for the version again", error=str(exc))
 

@@ -62,6 +62,8 @@ def temporal_service(settings: Settings) -> ServiceSpec:
     for key, value in DEV_SERVER_DYNAMIC_CONFIG.items():
         argv += ["--dynamic-config-value", f"{key}={value}"]
     argv += ["--headless"] if t.headless else ["--ui-port", str(t.ui_port), "--ui-disable-news-fetch"]
+    if not t.headless and settings.keyring() is not None:  # the UI shows encrypted payloads through the API's codec
+        argv += ["--ui-codec-endpoint", f"http://{LOOPBACK}:{settings.api.port}/codec"]
 
     async def ready() -> bool:
         from temporalio.client import Client

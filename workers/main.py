@@ -22,7 +22,7 @@ GRACEFUL_SHUTDOWN_S = 10
 async def run_worker(settings: Settings, pool: Pool) -> None:
     address = settings.metrics.address(pool)
     runtime = metrics_runtime(address, pool.value) if address else None
-    client = await connect(settings.temporal, runtime)
+    client = await connect(settings.temporal, runtime, keyring=settings.keyring())
     if runtime is not None:
         from activities import pool_metrics
 

@@ -93,7 +93,7 @@ async def run_mixed(cfg: AgentBenchConfig, mixed: MixedConfig, model: Path, run_
     stop, tally, threads = threading.Event(), personal.Tally(), []
     try:
         settings = stack.settings()
-        client = await connect(settings.temporal)
+        client = await connect(settings.temporal, keyring=settings.keyring())
         users = [SimulatedUser(PERSONAL_SETTING, f"{PERSONAL_SETTING}{i}", cfg.seed) for i in range(mixed.users)]
         keys = {u.name: stack.cli("keys", "create", "--user", u.name).split()[0] for u in users}
         threads = [

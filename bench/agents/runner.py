@@ -231,7 +231,7 @@ async def run_reward(setting: str, reward: str, cfg: AgentBenchConfig, model: Pa
     try:
         result["stack_start_s"] = round(time.monotonic() - started, 1)
         settings = stack.settings()
-        client = await connect(settings.temporal)
+        client = await connect(settings.temporal, keyring=settings.keyring())
         rollout = await start_rollout(
             client, settings, setting, train_ids, samples_per_task=cfg.samples_per_task, parallel=cfg.parallel
         )

@@ -1,0 +1,148 @@
+"""Conversation data encrypted at rest: the keyring itself, the banner, and a real stack whose Temporal histories
+hold only ciphertext, readable through the API's codec server with the key."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import subprocess
+
+import httpx
+import openai
+import pytest
+from google.protobuf import json_format
+from temporalio.api.common.v1 import Payloads
+from temporalio.client import Client
+
+from openclaw_rl.encryption import ENCODING, DecryptError, Keyring, KeyringError
+from openclaw_rl.settings import Settings
+from tests.api.conftest import chat_stack_env, create_key
+from tests.helpers import CLI, REPO, RunningStack
+
+KEY_A = base64.b64encode(bytes(range(32))).decode()
+KEY_B = base64.b64encode(bytes(range(32, 64))).decode()
+SECRET_PHRASE = "my-secret-pet-is-a-marmoset-named-Ximena"
+
+
+def test_a_sealed_blob_opens_with_its_key_and_context_only():
+    ring = Keyring.parse(f"a:{KEY_A}")
+    blob = ring.seal(b"hello", context=b"oc:request:t1")
+    assert b"hello" not in blob and ring.open(blob, context=b"oc:request:t1") == b"hello"
+    with pytest.raises(DecryptError, match="authenticate"):
+        ring.open(blob, context=b"oc:request:t2")  # copied under another key: refused
+    tampered = blob[:-1] + bytes([blob[-1] ^ 1])
+    with pytest.raises(DecryptError, match="authenticate"):
+        ring.open(tampered, context=b"oc:request:t1")
+
+
+def test_rotation_new_key_first_old_blobs_still_open_and_a_dropped_key_is_named():
+    old = Keyring.parse(f"a:{KEY_A}")
+    blob = old.seal(b"written under a")
+    rotated = Keyring.parse(f"b:{KEY_B},a:{KEY_A}")
+    assert rotated.current == "b" and rotated.open(blob) == b"written under a"
+    assert rotated.open(rotated.seal(b"new")) == b"new"
+    with pytest.raises(DecryptError, match="'b'"):
+        old.open(rotated.seal(b"new"))
+
+
+@pytest.mark.parametrize(
+    "value, reason",
+    [("a:notbase64!", "base64"), (f"a:{base64.b64encode(b'short').decode()}", "32"), (f"a:{KEY_A},a:{KEY_B}", "twice")],
+)
+def test_a_bad_keys_setting_is_refused_naming_why_never_echoing_the_key(value, reason, tmp_path):
+    with pytest.raises(KeyringError, match=reason):
+        Keyring.parse(value)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENCLAW_RL_")}
+    env |= {"OPENCLAW_RL_DATA_DIR": str(tmp_path), "OPENCLAW_RL_ENCRYPTION_KEYS": value}
+    res = subprocess.run(CLI + ["encryption", "status"], env=env, capture_output=True, text=True, cwd=REPO)
+    assert res.returncode == 1 and "encryption_keys" in res.stderr and reason in res.stderr
+    assert value.split(":", 1)[1].split(",")[0] not in res.stderr
+
+
+def test_the_banner_says_whether_conversations_are_encrypted(tmp_path, capsys, monkeypatch):
+    from tests.stack.test_secrets_and_data import banner_and_state
+
+    for name in list(os.environ):
+        if name.startswith("OPENCLAW_RL_"):
+            monkeypatch.delenv(name)
+    off, _ = banner_and_state(Settings(data_dir=tmp_path / "off"), capsys)
+    assert "encryption" in off and "OFF" in off and "OPENCLAW_RL_ENCRYPTION_KEYS" in off
+    on, state = banner_and_state(Settings(data_dir=tmp_path / "on", encryption_keys=f"k1:{KEY_A}"), capsys)
+    assert "AES-256-GCM" in on and "'k1'" in on
+    assert KEY_A not in on and KEY_A not in state
+
+
+@pytest.fixture(scope="module")
+def encrypted_stack(tiny_model, tmp_path_factory):
+    env = chat_stack_env(
+        tmp_path_factory.mktemp("enc") / "data", tiny_model, OPENCLAW_RL_ENCRYPTION_KEYS=f"k2:{KEY_B},k1:{KEY_A}"
+    )
+    stack = RunningStack(env).start()
+    yield stack
+    stack.stop()
+
+
+async def _histories(address: str) -> list:
+    """Every workflow's history events, read with a client that has no key (what the server holds)."""
+    client = await Client.connect(address)
+    events = []
+    async for wf in client.list_workflows():
+        history = await client.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history()
+        events += list(history.events)
+    return events
+
+
+def _payloads(message, out: list) -> list:
+    """Every Payload anywhere inside a protobuf message."""
+    from google.protobuf.message import Message
+    from temporalio.api.common.v1 import Payload
+
+    if isinstance(message, Payload):
+        out.append(message)
+        return out
+    for field, value in message.ListFields():
+        if field.message_type is None or field.name == "search_attributes":  # indexed by the server: never encoded
+            continue
+        if isinstance(value, Message):
+            _payloads(value, out)
+            continue
+        for item in value.values() if hasattr(value, "values") else value:  # a map's values, or a repeated field
+            if isinstance(item, Message):
+                _payloads(item, out)
+    return out
+
+
+@pytest.mark.timeout(300)
+def test_histories_hold_ciphertext_and_the_codec_server_decodes_them_with_the_key(encrypted_stack):
+    key = create_key(encrypted_stack, "enc-user")
+    chat = openai.OpenAI(base_url=f"{encrypted_stack.api}/v1", api_key=key, max_retries=0, timeout=120)
+    reply = chat.chat.completions.create(
+        model="policy", messages=[{"role": "user", "content": f"Remember this: {SECRET_PHRASE}"}], max_tokens=8
+    )
+    assert reply.choices[0].message is not None  # served as usual
+
+    events = asyncio.run(_histories(encrypted_stack.temporal))
+    payloads = [p for e in events for p in _payloads(e, [])]
+    assert payloads, "the histories carry payloads"
+    plain = [p for p in payloads if p.metadata.get("encoding") != ENCODING]
+    assert not plain, plain[:3]
+    assert all(SECRET_PHRASE.encode() not in p.data for p in payloads)
+    assert {p.metadata["encryption-key-id"] for p in payloads} == {b"k2"}  # the first key encrypts
+    db = encrypted_stack.data_dir / "temporal"
+    for f in db.iterdir():  # nor is it anywhere in the server's files
+        assert SECRET_PHRASE.encode() not in f.read_bytes(), f
+
+    body = json_format.MessageToJson(Payloads(payloads=payloads))
+    r = httpx.post(f"{encrypted_stack.api}/codec/decode", content=body, timeout=30)
+    assert r.status_code == 200, r.text
+    decoded = json_format.Parse(r.text, Payloads()).payloads
+    assert len(decoded) == len(payloads)
+    assert any(SECRET_PHRASE.encode() in p.data for p in decoded)
+    assert all(p.metadata.get("encoding") != ENCODING for p in decoded)
+
+    bad = httpx.post(f"{encrypted_stack.api}/codec/decode", content=b"{not json", timeout=30)
+    assert bad.status_code == 400
+    # The audit trail still reads (every process has the keyring).
+    res = subprocess.run(CLI + ["sessions"], env=encrypted_stack.env, capture_output=True, text=True, cwd=REPO)
+    assert res.returncode == 0, res.stderr
