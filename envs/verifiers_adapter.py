@@ -208,7 +208,7 @@ class VerifiersEpisode:
     # ---- the rollout -----------------------------------------------------------------------------------------
     async def _run(self) -> None:
         """verifiers' own rollout and scoring (`Environment.run_rollout`: rollout, rubric, cleanup)."""
-        failures = _RubricFailures()
+        failures = _RubricFailures(self.loop)
         logging.getLogger("verifiers.rubrics").addHandler(failures)
         try:
             if self.env.requires_group_rollouts:  # group reward functions: a group of one
@@ -282,15 +282,20 @@ class RubricFailed(PluginError):
 
 
 class _RubricFailures(logging.Handler):
-    """verifiers logs (and scores 0) a reward function that raises; this episode's failures are kept here."""
+    """verifiers logs (and scores 0) a reward function that raises; this episode's failures are kept here: the
+    records logged while its own event loop runs, on whichever thread drives it."""
 
-    def __init__(self) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         super().__init__(logging.ERROR)
-        self.thread = threading.get_ident()
+        self.loop = loop
         self.messages: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
-        if record.thread == self.thread:
+        try:
+            ours = asyncio.get_running_loop() is self.loop
+        except RuntimeError:  # logged outside any event loop: another episode's thread
+            ours = False
+        if ours:
             self.messages.append(record.getMessage())
 
 
