@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 
 PY="${PYTHON:-}"
 if [ -z "$PY" ]; then
-  if [ -x .venv/bin/python ] && timeout 60 .venv/bin/python -c "import torch, sys; sys.exit(not torch.cuda.is_available())" 2>/dev/null; then
+  if [ -x .venv/bin/python ] && timeout 15 .venv/bin/python -c "import torch, sys; sys.exit(not torch.cuda.is_available())" 2>/dev/null; then
     PY=.venv/bin/python
   else
     PY=python3
