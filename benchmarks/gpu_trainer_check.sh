@@ -4,7 +4,7 @@
 #   2. 1.7B, 4 samples of 1,024 + 256 tokens: packed vs padded log-probs on the device (--check), then the trainer
 #      beside the plain PyTorch loop on the same batch, then a profile of one trainer step;
 #   3. the same with lengths spread 0.5x..1.5x (the plain loop pads, the trainer packs);
-#   4. 4B, 4 samples of 1,024 + 256 tokens: without activation checkpointing, then with it;
+#   4. 4B, 4 samples of 1,024 + 256 tokens: with activation checkpointing, then without;
 #   5. 1.7B on the megatron backend, the same batch.
 # Every step runs under `timeout` and prints its own figures; a failing step does not stop the next.
 #
@@ -33,11 +33,11 @@ done
 common=(--device cuda --samples 4 --prompt 1024 --response 256)
 step 150 "1.7B: trainer vs plain loop, same batch" \
   "$PY" benchmarks/train_step.py --model "$MODELS/qwen3-1.7b" "${common[@]}" --rounds 5 --check --profile 25
-step 100 "1.7B: lengths 0.5x..1.5x, trainer packs, plain loop pads" \
+step 90 "1.7B: lengths 0.5x..1.5x, trainer packs, plain loop pads" \
   "$PY" benchmarks/train_step.py --model "$MODELS/qwen3-1.7b" "${common[@]}" --rounds 5 --vary 0.5
-step 100 "4B: 4 x 1,280 tokens, no activation checkpointing" \
-  "$PY" benchmarks/train_step.py --model "$MODELS/qwen3-4b" "${common[@]}" --rounds 3 --no-plain
-step 100 "4B: 4 x 1,280 tokens, activation checkpointing" \
-  "$PY" benchmarks/train_step.py --model "$MODELS/qwen3-4b" "${common[@]}" --rounds 3 --no-plain --checkpointing
-step 100 "1.7B, megatron backend (SDPA core attention): 4 x 1,280 tokens" \
+step 90 "4B: 4 x 1,280 tokens, activation checkpointing" \
+  "$PY" benchmarks/train_step.py --model "$MODELS/qwen3-4b" "${common[@]}" --rounds 2 --no-plain --checkpointing
+step 90 "4B: 4 x 1,280 tokens, no activation checkpointing" \
+  "$PY" benchmarks/train_step.py --model "$MODELS/qwen3-4b" "${common[@]}" --rounds 2 --no-plain
+step 90 "1.7B, megatron backend (SDPA core attention): 4 x 1,280 tokens" \
   "$PY" benchmarks/train_step.py --model "$MODELS/qwen3-1.7b" "${common[@]}" --rounds 3 --no-plain --backend megatron
