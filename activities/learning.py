@@ -21,7 +21,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.store_errors import store_outage_is_retryable
-from contracts.chat import StoredChatRequest
+from contracts.chat import StoredChatRequest, tenant_of
 from contracts.errors import ErrorType
 from contracts.learning import (
     HINT_VOTE,
@@ -40,6 +40,7 @@ from contracts.learning import (
 from contracts.summary import JUDGE_RAW_CHARS
 from judges import Judge, JudgeCallError, JudgeContext, make_judge
 from openclaw_rl.settings import Settings
+from openclaw_rl.trained_log import records_lock
 from policy_client import PolicyClient
 from policy_client.chat import message_text, renderer_for
 from policy_client.chat_output import split_reasoning
@@ -51,6 +52,9 @@ from store.samples import PersonalTurn, TrainingSample
 from store.turns import TurnTokens
 
 log = structlog.get_logger(__name__)
+
+OPTED_OUT = "opted out of training"
+"""The reason a judged turn of an opted-out user or key carries (its record says so; no sample is written)."""
 
 
 def _advantages(
@@ -101,6 +105,8 @@ class LearningActivities:
         return await self._vote(inp.model_copy(update={"kind": "hint"}))
 
     async def _vote(self, inp: VoteInput) -> VoteResult:
+        if await self.store.users.turn_opted_out(inp.turn_id):  # served, never judged: no content goes to a judge
+            return VoteResult(kind=inp.kind, vote=inp.vote, score=None, raw="")
         if self._judge is None:
             self._judge = make_judge(self.settings)
         ctx = await self._context(inp.turn_id, inp.next_state)
@@ -161,6 +167,9 @@ class LearningActivities:
         teacher = await self.store.turns.teacher_logprobs(inp.teacher_key) if inp.teacher_key else None
         # A hint counts only with its teacher log-probs (the teacher pass may have failed or expired).
         rule = self._rule(inp, teacher, effective)
+        opted_out = await self.store.users.training_refused(inp.user_id, inp.turn_id)
+        if opted_out:
+            rule = None  # the user (or the key that sent the turn) opted out of training: no sample, ever
         if rule is not None and rule.reason == AT_LEAST_ONE:
             # Two turns of a session judged at once both read "no effective sample yet": one takes the slot.
             ttl = self.settings.redis.data_ttl_s
@@ -168,9 +177,8 @@ class LearningActivities:
                 rule = self._rule(inp, teacher, effective=True)
         if rule is None or not rule.use_teacher:
             teacher = None
-        result = PublishResult(
-            published=False, reason=rule.reason if rule else "dropped by the rules", tokens=len(tokens.response_ids)
-        )
+        reason = OPTED_OUT if opted_out else rule.reason if rule else "dropped by the rules"
+        result = PublishResult(published=False, reason=reason, tokens=len(tokens.response_ids))
         sample = None
         if rule is not None and tokens.response_ids:
             adv = _advantages(rule.reward, teacher, tokens.response_logprobs, inp.w_binary, inp.w_opd, rule.loss_mask)
@@ -200,7 +208,9 @@ class LearningActivities:
         # rule promotes one turn per session, as the reference does.
         effective_now = sample is not None and rule.loss_mask == 1
         also = judged_turn_writes(record, inp.source, inp.session_key, effective=effective_now)
-        if not await self.store.samples.publish_once(inp.sample_id, inp.source, sample, also):
+        # A user forgotten meanwhile (their tombstone) gets nothing written back (control.user_data).
+        guard = keys.forgotten(tenant_of(inp.user_id))
+        if not await self.store.samples.publish_once(inp.sample_id, inp.source, sample, also, guard=guard):
             return result.model_copy(update=dict(published=False, duplicate=True))
         self._append_jsonl(inp.source, inp.policy_version or "unknown", record.model_dump_json())
         return result
@@ -214,7 +224,7 @@ class LearningActivities:
         """
         folder = self.settings.records_dir / f"policy-{version}"
         folder.mkdir(parents=True, exist_ok=True)
-        with open(folder / f"{source}.jsonl", "a", encoding="utf-8") as f:
+        with records_lock(self.settings.records_dir), open(folder / f"{source}.jsonl", "a", encoding="utf-8") as f:
             f.write(record_json + "\n")
             f.flush()
             os.fsync(f.fileno())

@@ -186,6 +186,8 @@ class TrainingActivities:
         for src, ids in inp.ids.items():
             for eid in ids:
                 s = await self.store.samples.load(src, eid)
+                if s is None and await self.store.samples.was_forgotten(src, eid):
+                    continue  # its user was forgotten while the batch was claimed: never trained (control.user_data)
                 if s is None:
                     raise ApplicationError(
                         f"entry {eid} of the {src} sample stream is gone",

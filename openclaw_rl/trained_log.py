@@ -7,18 +7,102 @@ Two kinds of line:
   last confirmed checkpoint are trained again, and only the line of the checkpoint that holds them names them, so a
   sample never appears in two durable lines.
 - a step's (runs that wrote a checkpoint at every step): one line per saved step.
+
+Sample ids name their session, and so their user: once a user is forgotten (control.user_data) their ids are
+written as `forgotten:<digest>` instead, in the lines already there and in any line still to come (a step that had
+the samples claimed when the user was forgotten). The digests are kept in records/forgotten-samples.txt.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
 import json
 import os
 import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 TRAINED_LOG = "trained.jsonl"
+FORGOTTEN_SAMPLES = "forgotten-samples.txt"
+_LOCK = ".records.lock"
 _TAIL_BYTES = 64 * 1024
+
+
+@contextlib.contextmanager
+def records_lock(records_dir: Path, exclusive: bool = False) -> Iterator[None]:
+    """Appenders to the records/ files hold it shared, a forget rewriting them holds it exclusive: a line appended
+    while a file is rewritten would be lost with the old file."""
+    Path(records_dir).mkdir(parents=True, exist_ok=True)
+    with open(Path(records_dir) / _LOCK, "a") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def _digest(sample_id: str) -> str:
+    return hashlib.sha256(sample_id.encode()).hexdigest()[:32]
+
+
+def redacted_id(sample_id: str) -> str:
+    return f"forgotten:{_digest(sample_id)[:16]}"
+
+
+def _forgotten(records_dir: Path) -> set[str]:
+    try:
+        return set((Path(records_dir) / FORGOTTEN_SAMPLES).read_text().split())
+    except FileNotFoundError:
+        return set()
+
+
+def _redact(ids: list[str], forgotten: set[str]) -> list[str]:
+    return [redacted_id(i) if _digest(i) in forgotten else i for i in ids]
+
+
+def rewrite_atomically(path: Path, lines: Iterable[str]) -> None:
+    """Replace `path` by `lines` (each ending in a newline): a crash leaves the old file or the new one."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.writelines(lines)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def forget_samples(records_dir: Path, sample_ids: Iterable[str]) -> int:
+    """Redact `sample_ids` in trained.jsonl, now and in every line written from now on; returns the lines changed.
+    The caller holds `records_lock(records_dir, exclusive=True)`."""
+    records_dir = Path(records_dir)
+    new = {_digest(i) for i in sample_ids}
+    if not new:
+        return 0
+    known = _forgotten(records_dir)
+    if not new <= known:
+        records_dir.mkdir(parents=True, exist_ok=True)
+        rewrite_atomically(records_dir / FORGOTTEN_SAMPLES, [d + "\n" for d in sorted(known | new)])
+    path = records_dir / TRAINED_LOG
+    if not path.exists():
+        return 0
+    out, changed = [], 0
+    for line in path.read_text(encoding="utf-8").splitlines(keepends=True):
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            out.append(line)
+            continue
+        before = (rec.get("sample_ids", []), rec.get("stale_ids", []))
+        rec["sample_ids"], rec["stale_ids"] = _redact(before[0], new), _redact(before[1], new)
+        if (rec["sample_ids"], rec["stale_ids"]) != before:
+            changed += 1
+            line = json.dumps(rec) + "\n"
+        out.append(line)
+    if changed:
+        rewrite_atomically(path, out)
+    return changed
 
 
 def _already(path: Path, version: int, key: str, value: Any) -> bool:
@@ -41,10 +125,14 @@ def _already(path: Path, version: int, key: str, value: Any) -> bool:
 
 def _append(path: Path, record: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(record) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    with records_lock(path.parent):
+        forgotten = _forgotten(path.parent)
+        if forgotten:
+            record = {**record, **{k: _redact(record[k], forgotten) for k in ("sample_ids", "stale_ids")}}
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
 
 
 def record_step(

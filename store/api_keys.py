@@ -47,3 +47,16 @@ class ApiKeyRecords(Records):
             return []
         raws = await self._r.mget([keys.api_key(text(d)) for d in digests])
         return [KeyRecord.model_validate_json(r) for r in raws if r]
+
+    async def delete(self, key_ids: list[str]) -> int:
+        """Remove keys outright (a forgotten user's: their records name the user); returns how many there were."""
+        gone = 0
+        for key_id in key_ids:
+            digest = await self.digest_of(key_id)
+            async with self._r.pipeline(transaction=True) as p:
+                if digest is not None:
+                    p.delete(keys.api_key(digest))
+                p.hdel(keys.API_KEY_INDEX, key_id)
+                *_, removed = await p.execute()
+            gone += int(removed)
+        return gone

@@ -20,6 +20,7 @@ from store.samples import SampleStreams
 from store.token_streams import TokenStreams
 from store.turn_log import TurnLogArchive
 from store.turns import TurnData
+from store.user_data import UserRecords
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ class Store:
         self.episodes = EpisodeData(redis, data_ttl_s)
         self.samples = SampleStreams(redis, data_ttl_s)
         self.policy = PolicyVersions(redis)
+        self.users = UserRecords(redis, data_ttl_s)
 
     @classmethod
     def connect(cls, address: StoreAddress, **options) -> Store:

@@ -139,3 +139,35 @@ EPISODE_TTL_S = DATA_TTL_S
 def episode_advantages(episode_id: str) -> str:
     """Hash: step index -> "reward advantage" of a finished episode's published steps (for `episodes show`)."""
     return f"{PREFIX}:ep:{episode_id}:adv"
+
+
+# ---- a user's rights over their data (control.user_data) ----------------------------------------------------
+# Keyed by the user's pseudonym (contracts.chat.tenant_of), never the user id: what is kept after a user is
+# forgotten names no one in clear.
+def user_turns(tenant: str) -> str:
+    """Set: the ids of every chat turn a user's requests made (and their Idempotency-Key records' ids), written
+    where the turn is stored; what export and forget find a user's per-turn keys by. Expires with the turn data."""
+    return f"{PREFIX}:user:{tenant}:turns"
+
+
+def no_train(turn_id: str) -> str:
+    """Set when a turn's request came from an opted-out user or key: it is served, never judged into a sample."""
+    return f"{PREFIX}:notrain:{turn_id}"
+
+
+OPT_OUT_USERS = f"{PREFIX}:optout:users"
+"""Set of user pseudonyms opted out of training."""
+OPT_OUT_KEYS = f"{PREFIX}:optout:keys"
+"""Set of API key ids opted out of training."""
+
+
+def forgotten(tenant: str) -> str:
+    """Tombstone of a forgotten user (the time it was forgotten, nothing else): a publication racing the forget
+    refuses to write (store.samples), and forgetting again is a no-op. Cleared by a new key for the same id."""
+    return f"{PREFIX}:forgotten:{tenant}"
+
+
+def forgotten_entries(source: str) -> str:
+    """Set of sample-stream entry ids deleted by a forget while the trainer had them claimed: the train step skips
+    them instead of failing on a missing sample; acknowledging removes them."""
+    return f"{PREFIX}:forgotten-entries:{source}"

@@ -159,9 +159,11 @@ class AlsoWrite(BaseModel):
 
 
 # Everything a publication writes, at once and only once: a retried activity or a replayed workflow finds the
-# marker and writes nothing. KEYS: the marker, the sample stream, then one key per extra write.
+# marker and writes nothing. KEYS: the marker, the sample stream, a guard (a forgotten user's tombstone: while it
+# exists nothing is written; the marker itself when there is none), then one key per extra write.
 # ARGV: sample id, TTL, the number of sample fields (0: a drop, no entry), the fields, then op/field/value per write.
 _PUBLISH_ONCE = """
+if KEYS[3] ~= KEYS[1] and redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ARGV[2]) == false then return 0 end
 local n = tonumber(ARGV[3])
 local i = 4
@@ -171,7 +173,7 @@ if n > 0 then
   redis.call('XADD', KEYS[2], '*', unpack(entry))
   i = i + 2 * n
 end
-for k = 3, #KEYS do
+for k = 4, #KEYS do
   local op, field, value = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   i = i + 3
   if op == 'record' then
@@ -198,10 +200,15 @@ class SampleStreams(Records):
 
     # ---- writing ----
     async def publish_once(
-        self, sample_id: str, source: str, sample: TrainingSample | None, also: list[AlsoWrite] = ()
+        self,
+        sample_id: str,
+        source: str,
+        sample: TrainingSample | None,
+        also: list[AlsoWrite] = (),
+        guard: str | None = None,
     ) -> bool:
         """The sample (None: a drop, nothing to train on) and `also`, atomically, unless `sample_id` was published
-        before; True when this call wrote them."""
+        before or the key `guard` exists (a forgotten user's tombstone); True when this call wrote them."""
         fields = list(encode_sample(sample).items()) if sample is not None else []
         args: list[Any] = [sample_id, self._ttl_s, len(fields)]
         for name, value in fields:
@@ -209,7 +216,13 @@ class SampleStreams(Records):
         for w in also:
             args += [w.op, w.field, w.value]
         wrote = await self._publish(
-            keys=[keys.sample_published(sample_id), keys.sample_stream(source), *(w.key for w in also)], args=args
+            keys=[
+                keys.sample_published(sample_id),
+                keys.sample_stream(source),
+                guard or keys.sample_published(sample_id),
+                *(w.key for w in also),
+            ],
+            args=args,
         )
         return bool(wrote)
 
@@ -273,8 +286,41 @@ class SampleStreams(Records):
         async with self._r.pipeline(transaction=True) as pipe:
             pipe.xack(key, TRAINER_GROUP, *entry_ids)
             pipe.xdel(key, *entry_ids)
-            acked, _ = await pipe.execute()
+            pipe.srem(keys.forgotten_entries(source), *entry_ids)
+            acked, _, _ = await pipe.execute()
         return int(acked)
+
+    # ---- forgetting a user (control.user_data) ----
+    async def sources(self) -> list[str]:
+        """Every sample stream there is."""
+        prefix = keys.sample_stream("")
+        names = [text(k) async for k in self._r.scan_iter(match=keys.sample_stream("*"), _type="stream")]
+        return sorted(n[len(prefix) :] for n in names)
+
+    async def forget(self, source: str, entry_ids: list[str]) -> int:
+        """Delete entries of a forgotten user. Those the trainer has claimed (pending) are noted, so the step that
+        claimed them skips them instead of failing on a missing sample (`was_forgotten`); returns how many went."""
+        if not entry_ids:
+            return 0
+        key = keys.sample_stream(source)
+        pending: set[str] = set()
+        try:
+            for p in await self._r.xpending_range(key, TRAINER_GROUP, min="-", max="+", count=100_000):
+                pending.add(text(p["message_id"]))
+        except ResponseError as exc:  # no consumer group yet: nothing is claimed
+            if "NOGROUP" not in str(exc):
+                raise
+        claimed = [e for e in entry_ids if e in pending]
+        async with self._r.pipeline(transaction=True) as pipe:
+            if claimed:
+                pipe.sadd(keys.forgotten_entries(source), *claimed)
+            pipe.xdel(key, *entry_ids)
+            *_, deleted = await pipe.execute()
+        return int(deleted)
+
+    async def was_forgotten(self, source: str, entry_id: str) -> bool:
+        """The entry was deleted by a forget while claimed (the train step skips it)."""
+        return bool(await self._r.sismember(keys.forgotten_entries(source), entry_id))
 
     async def entries(self, source: str, count: int | None = None) -> list[tuple[str, TrainingSample]]:
         """The stream's entries in order (tests, benchmarks, audits): (entry id, sample)."""

@@ -1,0 +1,100 @@
+"""The store and file pieces of forgetting a user, on a bare valkey: a stream rebuilt without deleted entries keeps
+its consumer group's place and pending entries; a sample claimed by the trainer when its user is forgotten is
+skipped by the step, not an error; trained.jsonl redacts a forgotten sample's id now and in lines still to come;
+a publication racing a forget writes nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+import redis
+
+from contracts.chat import tenant_of
+from contracts.learning import JudgeSummary
+from openclaw_rl.trained_log import TRAINED_LOG, forget_samples, record_step, records_lock
+from store import keys
+from store.samples import PersonalTurn, TrainingSample
+from tests.helpers import running_valkey, store_at
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def sample(user: str, turn: int, secret: str) -> TrainingSample:
+    return TrainingSample(
+        sample_id=f"session/{user}/s@run#{turn}",
+        source="personal",
+        policy_version="1",
+        temperature=1.0,
+        reward=1.0,
+        loss_mask=1,
+        prompt_ids=[1, 2, 3],
+        response_ids=[4, 5],
+        rollout_logprobs=[-0.1, -0.2],
+        advantages=[1.0, 1.0],
+        provenance=PersonalTurn(
+            method="combined",
+            user_id=user,
+            session_id="s",
+            turn_id=f"t{turn}",
+            turn_index=turn,
+            use_teacher=False,
+            reason=secret,
+            judge=JudgeSummary(judge="heuristic", hint=secret),
+        ),
+    )
+
+
+@pytest.fixture
+def port(tmp_path: Path):
+    with running_valkey(tmp_path) as p:
+        yield p
+
+
+def test_a_claimed_sample_of_a_forgotten_user_is_skipped_and_its_bytes_are_gone(port):
+    async def main():
+        async with store_at(port) as store:
+            s = store.samples
+            await s.ensure_group(["personal"])
+            for i, user in enumerate(["ann", "bob", "ann", "bob", "bob"]):
+                assert await s.publish_once(f"id{i}", "personal", sample(user, i, f"secret-{user}-{i}"))
+            claimed = await s.read_new("trainer-1", "personal", 3)  # ann#0, bob#1, ann#2 claimed by a step
+            entries = {e: smp for e, smp in await s.entries("personal")}
+            anns = [e for e, smp in entries.items() if smp.provenance.user_id == "ann"]
+            assert await s.forget("personal", anns) == 2
+            await store.users.compact_stream(keys.sample_stream("personal"))
+            r = redis.Redis(port=port)
+            assert b"secret-ann" not in r.dump(keys.sample_stream("personal"))  # gone from memory, not just marked
+            # The step that claimed them: the forgotten ones are skipped, the other is still there and pending.
+            assert [await s.load("personal", e) is None for e in claimed] == [True, False, True]
+            assert [await s.was_forgotten("personal", e) for e in claimed] == [True, False, True]
+            assert await s.read_pending("trainer-1", "personal", 10) == [claimed[1]]
+            # The group's place is kept: the two never delivered come next, nothing twice.
+            rest = await s.read_new("trainer-2", "personal", 10)
+            assert len(rest) == 2 and rest[0] > claimed[-1]
+            assert await s.acknowledge("personal", claimed) == 1
+            assert not r.exists(keys.forgotten_entries("personal"))
+            # A publication racing the forget (the user's tombstone is there) writes nothing.
+            await store.users.tombstone("ann")
+            guard = keys.forgotten(tenant_of("ann"))
+            assert not await s.publish_once("id9", "personal", sample("ann", 9, "late"), guard=guard)
+            assert not r.exists(keys.sample_published("id9"))
+            assert await s.publish_once("id10", "personal", sample("bob", 10, "fine"), guard=keys.forgotten("x"))
+
+    asyncio.run(main())
+
+
+def test_trained_log_redacts_a_forgotten_sample_now_and_later(tmp_path: Path):
+    mine, other = "session/ann/s@run#0", "session/bob/s@run#1"
+    record_step(tmp_path, 1, 0, "b1", [mine, other], [])
+    with records_lock(tmp_path, exclusive=True):
+        assert forget_samples(tmp_path, [mine]) == 1
+    record_step(tmp_path, 2, 1, "b2", [mine, other], [mine])  # a step that had claimed it before the forget
+    text = (tmp_path / TRAINED_LOG).read_text()
+    assert "ann" not in text and text.count(other) == 2
+    lines = [json.loads(x) for x in text.splitlines()]
+    assert lines[0]["sample_ids"][0].startswith("forgotten:") and lines[1]["stale_ids"][0].startswith("forgotten:")
+    with records_lock(tmp_path, exclusive=True):
+        assert forget_samples(tmp_path, [mine]) == 0  # twice: nothing more to do
