@@ -96,6 +96,8 @@ class _Turn:
     """Set when the request carries an Idempotency-Key."""
     key_turn_id: str | None = None
     """The id of the key's record (its first turn's id); `turn_id` is the key's current attempt."""
+    train: bool = True
+    """False when the caller (its user or its key) opted out of training: the turn is served, never a sample."""
 
     @property
     def workflow_id(self) -> str:
@@ -113,6 +115,7 @@ async def chat_completions(request: Request, caller: Caller = Depends(authentica
     chat = validate_chat(body)
     key = idempotency.key_from(request.headers)
     t = await _prepare(app, caller.user_id, request.headers, body, chat)
+    t.train = not await app.state.store.users.request_opted_out(caller.user_id, caller.key_id)
     fresh = True
     if key is not None:
         fresh = await _claim(app, t, key)
@@ -195,6 +198,7 @@ async def _unhinted_session(
 async def _claim(app: FastAPI, t: _Turn, key: str) -> bool:
     """Bind the request to its key's turn; True if it is the first with the key, False for a retry."""
     t.key_turn_id = idempotency.turn_id_for(t.user_id, key)
+    await app.state.store.users.note_turn(t.user_id, t.key_turn_id)  # its record is the user's (control.user_data)
     mine = IdempotencyRecord(
         session_id=t.session_id, request_digest=idempotency.request_digest(t.stored, t.sampling), created=t.created
     )
@@ -226,6 +230,7 @@ async def _run(app: FastAPI, t: _Turn, turn: TurnRequest) -> TurnResult:
     """The turn, then its prefix link; runs to the end even if a streaming client leaves."""
     store = app.state.store
     try:
+        await store.users.note_turn(t.user_id, t.turn_id, train=t.train)  # before any of the turn's data exists
         await store.requests.save(t.turn_id, t.stored)
         try:
             result = await app.state.gateway.run_turn(t.user_id, t.session_id, turn)

@@ -69,6 +69,14 @@ SESSION_ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
+USER_DATA_ERRORS: dict[int | str, dict[str, Any]] = {
+    **AUTH_ERRORS,
+    404: _error("Nothing is held about this API key's user"),
+    422: _error("A query parameter of the wrong value (`param` names it)"),
+    503: _error("Temporal or the store were unreachable"),
+}
+
+
 EPISODE_ERRORS: dict[int | str, dict[str, Any]] = {
     **AUTH_ERRORS,
     400: _error("A request that does not fit the episode (a bad setting, an outcome out of bounds, too long a prompt)"),

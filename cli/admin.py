@@ -20,6 +20,7 @@ async def keys_command(args: argparse.Namespace, settings: Settings) -> int:
     try:
         if args.keys_command == "create":
             rec, key = await store.create(args.user)
+            await db.users.clear_tombstone(rec.user_id)  # a forgotten id given a key again is a new user
             print(key)
             print(f"key id {rec.key_id} for user {rec.user_id}; this is the only time the key is shown.", flush=True)
         elif args.keys_command == "list":
@@ -297,3 +298,69 @@ async def _memory_line(settings: Settings, trainer: dict[str, int]) -> str:
             line += f", GPU reserved {_gib(mem.get('cuda_reserved_bytes'))}"
         parts.append(line)
     return "; ".join(parts) or "unknown"
+
+
+async def users_command(args: argparse.Namespace, settings: Settings) -> int:
+    """A user's rights over their data, for operators: export, forget, opt out of training and back in."""
+    from control.user_data import UserData, UserNotFound
+
+    client = await _client(settings)
+    store = Store.from_settings(settings)
+    data = UserData(client, store, settings)
+    cmd = args.users_command
+    try:
+        if cmd == "export":
+            doc = (await data.export(args.user)).model_dump_json(indent=2)
+            if args.out:
+                from pathlib import Path
+
+                out = Path(args.out)
+                out.write_text(doc + "\n", encoding="utf-8")
+                out.chmod(0o600)  # it holds the user's conversations
+                print(f"wrote everything held about {args.user} to {out}")
+            else:
+                print(doc)
+        elif cmd == "forget":
+            if not args.yes:
+                print(
+                    f"openclaw-rl: this removes everything held about {args.user} (conversations, samples, keys) "
+                    "and cannot be undone; run it again with --yes"
+                )
+                return 2
+            r = await data.forget(args.user)
+            if r.already_forgotten and not r.removed():
+                print(f"{args.user} was already forgotten (at {r.forgotten_at:%Y-%m-%d %H:%M} UTC); nothing left")
+                return 0
+            print(
+                f"forgot {args.user}: {r.api_keys} API keys, {r.workflows} workflow executions, {r.store_keys} store "
+                f"keys, {r.samples} samples not yet trained, {r.records} record entries, {r.record_lines} record "
+                f"lines, {r.trained_lines} trained.jsonl lines redacted, {r.adapter_versions} adapter versions"
+                + ("" if r.append_only_file_rewritten else "; the store's append-only file was NOT rewritten")
+            )
+        else:  # opt-out / opt-in
+            out = cmd == "opt-out"
+            user = args.user
+            if args.key is not None:
+                user = await data.key_owner(args.key)
+                if user is None:
+                    print(f"openclaw-rl: no key with id {args.key} (see `openclaw-rl keys list`)")
+                    return 1
+            keys = await data.set_opt_out(user, out, key_id=args.key)
+            who = f"key {args.key} of {user}" if args.key else user
+            state = "opted out of training" if out else "opted in to training"
+            print(
+                f"{who}: {state}; {user} as a whole: "
+                f"{'out' if await store.users.user_opted_out(user) else 'in'}; keys out: {', '.join(keys) or 'none'}"
+            )
+        return 0
+    except UserNotFound:
+        print(f"openclaw-rl: nothing is held about user {args.user!r} (see `openclaw-rl keys list`)")
+        return 1
+    except StoreUnavailable as exc:
+        print(
+            f"openclaw-rl: cannot reach the store at {mask_url(settings.redis.target())}: {exc}. "
+            "Is the stack up (`openclaw-rl up`)?"
+        )
+        return 1
+    finally:
+        await store.aclose()

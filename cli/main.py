@@ -115,6 +115,12 @@ def cmd_keys(args: argparse.Namespace, settings: Settings) -> int:
     return asyncio.run(keys_command(args, settings))
 
 
+def cmd_users(args: argparse.Namespace, settings: Settings) -> int:
+    from cli.admin import users_command
+
+    return asyncio.run(users_command(args, settings))
+
+
 def cmd_sessions(args: argparse.Namespace, settings: Settings) -> int:
     from cli.admin import sessions_command
 
@@ -187,6 +193,31 @@ def build_parser() -> argparse.ArgumentParser:
     kr = ksub.add_parser("revoke", help="revoke a key by its id")
     kr.add_argument("key_id")
     keys.set_defaults(func=cmd_keys, exits_hard=False)
+    us = sub.add_parser(
+        "users",
+        help="a user's rights over their data: export it, forget it, opt out of training",
+        description="What is held about a user, and their say over it (docs/user-data.md).\n\n"
+        "examples:\n"
+        "  openclaw-rl users export alice --out alice.json\n"
+        "  openclaw-rl users opt-out alice            # every key of alice: served, never trained on\n"
+        "  openclaw-rl users opt-out --key 3f2a9c01d4e5  # one key only\n"
+        "  openclaw-rl users opt-in alice\n"
+        "  openclaw-rl users forget alice --yes",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    usub = us.add_subparsers(dest="users_command", required=True)
+    ue = usub.add_parser("export", help="everything held about a user, as JSON (turns, judgements, samples, ...)")
+    ue.add_argument("user")
+    ue.add_argument("--out", metavar="FILE", help="write it to FILE (mode 600) instead of stdout")
+    uf = usub.add_parser("forget", help="remove everything held about a user, their keys included (no undo)")
+    uf.add_argument("user")
+    uf.add_argument("--yes", action="store_true", help="really do it")
+    for name, what in (("opt-out", "keep out of training"), ("opt-in", "let back into training")):
+        uo = usub.add_parser(name, help=f"{what}: a user (every key of theirs) or one key")
+        who = uo.add_mutually_exclusive_group(required=True)
+        who.add_argument("user", nargs="?", help="the user")
+        who.add_argument("--key", metavar="KEY_ID", help="only this key (its id, from `openclaw-rl keys list`)")
+    us.set_defaults(func=cmd_users, exits_hard=True)
     ss = sub.add_parser("sessions", help="list chat sessions (SessionWorkflows)")
     ss.add_argument("--user", default=None, help="only this user's sessions")
     ss.add_argument("--limit", type=int, default=50)

@@ -1,0 +1,469 @@
+"""A user's rights over their data: to see what is held about them (`export`), to keep their turns out of training
+(`set_opt_out`), and to be forgotten (`forget`). Shared by the REST routes (`/v1/me/...`, the user's own key) and the
+CLI (`openclaw-rl users ...`, operators). docs/user-data.md says what is kept where and what a forget leaves.
+
+Where a user's data is found:
+- Temporal: their session workflows (search attribute `OpenclawUser`) and the judge workflows of those sessions
+  (workflow ids `judge/session/<user>/...`): their histories hold turn summaries, so forget deletes them;
+- the store: per-turn keys through the user's turn index (store.user_data), keys whose names hold the user id,
+  their entries in the record and sample streams, their API keys and opt-outs;
+- files: the judged-turn mirrors records/policy-<version>/<source>.jsonl (lines dropped) and records/trained.jsonl
+  (their sample ids redacted);
+- per-user adapters: through `UserAdapters` (none yet: `NoAdapters`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Protocol
+
+from pydantic import BaseModel, Field
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+
+from contracts.chat import StoredChatRequest, TurnType
+from contracts.learning import JudgementRecord
+from control.api_keys import USER_ID as USER_ID_FORMAT
+from control.audit import SessionInfo, SessionNotFound, list_sessions, session_turns
+from openclaw_rl.search_attributes import USER_ID
+from openclaw_rl.settings import Settings
+from openclaw_rl.trained_log import TRAINED_LOG, forget_samples, records_lock, rewrite_atomically
+from store import keys as store_keys
+from store.api_keys import KeyRecord
+from store.client import Store
+from store.samples import PersonalTurn
+
+WORKFLOW_DELETE_WAIT_S = 90.0
+"""How long a forget waits for Temporal to delete the user's workflows (it deletes a closed one asynchronously: about
+20 s on the dev server). Whatever is still there after it is deleted by the next forget."""
+
+
+class UserNotFound(LookupError):
+    """Nothing is held about this user (no key, no turn, no session), and they were never forgotten."""
+
+
+# ---- per-user adapters: the hook -----------------------------------------------------------------------------
+class AdapterVersion(BaseModel):
+    version: str
+    path: str | None = None
+    created_at: datetime | None = None
+
+
+class UserAdapters(Protocol):
+    """Per-user LoRA adapters: what export lists and forget removes. Implemented by whoever stores them."""
+
+    async def versions(self, user_id: str) -> list[AdapterVersion]: ...
+
+    async def forget(self, user_id: str) -> int:
+        """Remove every version's files and records; returns how many versions went."""
+        ...
+
+
+class NoAdapters:
+    """No per-user adapters exist (yet): export lists none, forget removes none."""
+
+    async def versions(self, user_id: str) -> list[AdapterVersion]:
+        return []
+
+    async def forget(self, user_id: str) -> int:
+        return 0
+
+
+# ---- the export document -------------------------------------------------------------------------------------
+class ExportedKey(BaseModel):
+    key_id: str
+    created_at: datetime
+    revoked_at: datetime | None = None
+    opted_out: bool = False
+    """This key's turns are kept out of training."""
+
+
+class ExportedTurn(BaseModel):
+    session_id: str | None
+    """None for a turn no session lists any more (refused, or its session's log is gone)."""
+    index: int | None = None
+    turn_id: str
+    turn_type: TurnType | None = None
+    status: str | None = None
+    received_at: datetime | None = None
+    request: StoredChatRequest | None = None
+    """The messages and tools as the client sent them (None once expired)."""
+    response: str | None = None
+    """The answer, as decoded (None once expired)."""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    weight_version: str | None = None
+    next_state_status: str | None = None
+    judgement: JudgementRecord | None = None
+    """Votes, hint, reward and what became of the sample."""
+    opted_out: bool = False
+    """Sent by an opted-out user or key: served, never a sample."""
+
+
+class ExportedSample(BaseModel):
+    sample_id: str
+    source: str
+    entry_id: str | None = None
+    """Its entry in the sample stream while it waits to be trained (None once trained)."""
+    session_id: str | None = None
+    turn_id: str | None = None
+    turn_index: int | None = None
+    policy_version: str | None = None
+    reward: float | None = None
+    loss_mask: int | None = None
+    tokens: int | None = None
+    reason: str | None = None
+    trained_into: list[int] = Field(default_factory=list)
+    """Policy versions records/trained.jsonl says it was trained into (empty: not trained yet)."""
+
+
+class UserExport(BaseModel):
+    """Everything held about one user."""
+
+    user_id: str
+    exported_at: datetime
+    opted_out: bool
+    """The user opted out of training (all their keys)."""
+    api_keys: list[ExportedKey]
+    sessions: list[SessionInfo]
+    turns: list[ExportedTurn]
+    samples: list[ExportedSample]
+    """Waiting in a sample stream, or named by records/trained.jsonl as trained."""
+    adapter_versions: list[AdapterVersion]
+    """Per-user adapters (none until per-user adapters exist)."""
+
+
+class ForgetReport(BaseModel):
+    user_id: str
+    already_forgotten: bool
+    """Forgotten before: this call found (almost always) nothing left to remove."""
+    forgotten_at: datetime
+    api_keys: int = 0
+    workflows: int = 0
+    """Session and judge workflow executions deleted from Temporal (running ones terminated first)."""
+    store_keys: int = 0
+    """Per-turn keys, prefix links, archived turn logs, flags and markers deleted."""
+    samples: int = 0
+    """Samples not yet trained, deleted from the sample streams (claimed ones are skipped by the train step)."""
+    records: int = 0
+    """Entries of the judged-turn record streams deleted."""
+    record_lines: int = 0
+    """Lines of records/policy-*/*.jsonl deleted."""
+    trained_lines: int = 0
+    """Lines of records/trained.jsonl whose sample ids were redacted."""
+    adapter_versions: int = 0
+    append_only_file_rewritten: bool = False
+    """The store rewrote its append-only file, so the deleted writes are no longer on its disk."""
+
+    def removed(self) -> int:
+        return (
+            self.api_keys
+            + self.workflows
+            + self.store_keys
+            + self.samples
+            + self.records
+            + self.record_lines
+            + self.trained_lines
+            + self.adapter_versions
+        )
+
+
+def _quote(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _user_of_sample(sample_id: str) -> str | None:
+    """`session/<user>/<session>@<run>#<turn>` -> the user (None for a sample of an episode)."""
+    parts = sample_id.split("/", 2)
+    return parts[1] if len(parts) == 3 and parts[0] == "session" else None
+
+
+class UserData:
+    def __init__(self, client: Client, store: Store, settings: Settings, adapters: UserAdapters | None = None):
+        self.client = client
+        self.store = store
+        self.settings = settings
+        self.adapters = adapters or NoAdapters()
+
+    # ---- who --------------------------------------------------------------------------------------------------
+    async def _keys(self, user_id: str) -> list[KeyRecord]:
+        return sorted((k for k in await self.store.api_keys.all() if k.user_id == user_id), key=lambda k: k.created_at)
+
+    async def _workflows(self, user_id: str) -> list[tuple[str, str]]:
+        """(workflow id, run id) of every run of the user's session and judge workflows, closed ones too."""
+        queries = [
+            f"WorkflowType = 'SessionWorkflow' AND {USER_ID.name} = {_quote(user_id)}",
+            f"WorkflowId STARTS_WITH {_quote(f'judge/session/{user_id}/')}",
+        ]
+        out: list[tuple[str, str]] = []
+        for q in queries:
+            async for wf in self.client.list_workflows(q):
+                out.append((wf.id, wf.run_id))
+        return out
+
+    async def known(self, user_id: str) -> bool:
+        if not USER_ID_FORMAT.match(user_id):
+            return False
+        if await self._keys(user_id) or await self.store.users.turn_ids(user_id):
+            return True
+        return bool(await self._workflows(user_id))
+
+    # ---- see ----------------------------------------------------------------------------------------------------
+    async def export(self, user_id: str) -> UserExport:
+        """Everything held about `user_id`; UserNotFound when nothing is."""
+        if not await self.known(user_id):
+            raise UserNotFound(user_id)
+        keys = await self._keys(user_id)
+        out_keys = set(await self.store.users.keys_opted_out([k.key_id for k in keys]))
+        sessions = await list_sessions(self.client, user_id, limit=10_000)
+        turns: list[ExportedTurn] = []
+        seen: set[str] = set()
+        for s in sessions:
+            for t in await self._session_turns(user_id, s.session_id):
+                seen.add(t.turn_id)
+                turns.append(t)
+        for turn_id in await self.store.users.turn_ids(user_id):  # turns no session lists (refused, failed)
+            if turn_id not in seen:
+                t = await self._fill(ExportedTurn(session_id=None, turn_id=turn_id))
+                if t.request is not None or t.response is not None:
+                    turns.append(t)
+        return UserExport(
+            user_id=user_id,
+            exported_at=datetime.now(timezone.utc),
+            opted_out=await self.store.users.user_opted_out(user_id),
+            api_keys=[
+                ExportedKey(
+                    key_id=k.key_id, created_at=k.created_at, revoked_at=k.revoked_at, opted_out=k.key_id in out_keys
+                )
+                for k in keys
+            ],
+            sessions=sessions,
+            turns=turns,
+            samples=await self._samples(user_id),
+            adapter_versions=await self.adapters.versions(user_id),
+        )
+
+    async def _session_turns(self, user_id: str, session_id: str) -> list[ExportedTurn]:
+        out: list[ExportedTurn] = []
+        offset = 0
+        while True:
+            try:
+                log = await session_turns(self.client, self.store, user_id, session_id, offset, 500)
+            except SessionNotFound:
+                return out
+            for t in log.turns:
+                out.append(
+                    await self._fill(
+                        ExportedTurn(
+                            session_id=session_id,
+                            index=t.index,
+                            turn_id=t.turn_id,
+                            turn_type=t.turn_type,
+                            status=t.status,
+                            received_at=t.received_at,
+                            prompt_tokens=t.prompt_tokens,
+                            completion_tokens=t.completion_tokens,
+                            weight_version=t.weight_version,
+                            next_state_status=t.next_state_status,
+                            judgement=t.judgement,
+                        )
+                    )
+                )
+            offset += 500
+            if offset >= log.total:
+                return out
+
+    async def _fill(self, t: ExportedTurn) -> ExportedTurn:
+        t.request = await self.store.requests.load(t.turn_id)
+        t.response = await self.store.turns.response_text(t.turn_id)
+        t.opted_out = await self.store.users.turn_opted_out(t.turn_id)
+        if t.judgement is None:
+            (t.judgement,) = await self.store.judgements.of_turns([t.turn_id])
+        return t
+
+    async def _samples(self, user_id: str) -> list[ExportedSample]:
+        out: list[ExportedSample] = []
+        for source in await self.store.samples.sources():
+            for entry_id, s in await self.store.samples.entries(source):
+                p = s.provenance
+                if isinstance(p, PersonalTurn) and p.user_id == user_id:
+                    out.append(
+                        ExportedSample(
+                            sample_id=s.sample_id,
+                            source=source,
+                            entry_id=entry_id,
+                            session_id=p.session_id,
+                            turn_id=p.turn_id,
+                            turn_index=p.turn_index,
+                            policy_version=s.policy_version,
+                            reward=s.reward,
+                            loss_mask=s.loss_mask,
+                            tokens=len(s.response_ids),
+                            reason=p.reason,
+                        )
+                    )
+        trained: dict[str, list[int]] = {}
+        for line in _lines(self.settings.records_dir / TRAINED_LOG):
+            for sid in line.get("sample_ids", []):
+                if _user_of_sample(sid) == user_id:
+                    trained.setdefault(sid, []).append(int(line.get("version", 0)))
+        waiting = {s.sample_id: s for s in out}
+        for sid, versions in trained.items():
+            if sid in waiting:
+                waiting[sid].trained_into = sorted(set(versions))
+            else:
+                out.append(ExportedSample(sample_id=sid, source="", trained_into=sorted(set(versions))))
+        return out
+
+    # ---- say no -------------------------------------------------------------------------------------------------
+    async def set_opt_out(self, user_id: str, out: bool, key_id: str | None = None) -> list[str]:
+        """Opt the user (every key of theirs) out of training, or back in (`out` False); with `key_id`, only that
+        key. Returns the user's opted-out key ids after. UserNotFound for an unknown user or a key not theirs."""
+        keys = await self._keys(user_id)
+        if key_id is not None:
+            if key_id not in {k.key_id for k in keys}:
+                raise UserNotFound(user_id)
+            await self.store.users.set_key_opt_out([key_id], out)
+        else:
+            if not await self.known(user_id):
+                raise UserNotFound(user_id)
+            await self.store.users.set_user_opt_out(user_id, out)
+        return await self.store.users.keys_opted_out([k.key_id for k in keys])
+
+    async def key_owner(self, key_id: str) -> str | None:
+        digest = await self.store.api_keys.digest_of(key_id)
+        rec = await self.store.api_keys.by_digest(digest) if digest else None
+        return rec.user_id if rec else None
+
+    # ---- be forgotten -------------------------------------------------------------------------------------------
+    async def forget(self, user_id: str) -> ForgetReport:
+        """Remove everything held about `user_id` (docs/user-data.md); idempotent: a second call finds nothing.
+        UserNotFound for a user never known nor forgotten."""
+        before = await self.store.users.forgotten_at(user_id)
+        if before is None and not await self.known(user_id):
+            raise UserNotFound(user_id)
+        # The tombstone first: from now on a publication racing this call writes nothing back.
+        at = await self.store.users.tombstone(user_id)
+        report = ForgetReport(
+            user_id=user_id,
+            already_forgotten=before is not None,
+            forgotten_at=datetime.fromtimestamp(at, timezone.utc),
+        )
+        keys = await self._keys(user_id)
+        report.api_keys = await self.store.api_keys.delete([k.key_id for k in keys])  # no new turn from here on
+        await self.store.users.forget_opt_outs(user_id, [k.key_id for k in keys])
+        # Terminated and deleted: no session takes a turn, no judge publishes, and no history holds a summary.
+        deleted: set[tuple[str, str]] = set()
+        report.workflows = await self._delete_workflows(user_id, deleted)
+        await self._sweep(user_id, report)
+        report.adapter_versions = await self.adapters.forget(user_id)
+        # Work that was under way when the workflows went (an activity finishing its write) is swept up again.
+        report.workflows += await self._delete_workflows(user_id, deleted, wait_s=WORKFLOW_DELETE_WAIT_S)
+        await self._sweep(user_id, report)
+        report.append_only_file_rewritten = await self.store.users.rewrite_aof()
+        return report
+
+    async def _sweep(self, user_id: str, report: ForgetReport) -> None:
+        report.store_keys += await self.store.users.forget_turns(user_id)
+        report.store_keys += await self.store.users.forget_named(user_id)
+        report.records += await self.store.users.forget_records(user_id)
+        sample_ids: set[str] = set()
+        for source in await self.store.samples.sources():
+            mine = []
+            for entry_id, s in await self.store.samples.entries(source):
+                if isinstance(s.provenance, PersonalTurn) and s.provenance.user_id == user_id:
+                    mine.append(entry_id)
+                    sample_ids.add(s.sample_id)
+            if mine:
+                report.samples += await self.store.samples.forget(source, mine)
+                await self.store.users.compact_stream(store_keys.sample_stream(source))
+        lines, trained = await asyncio.to_thread(self._forget_files, user_id, sample_ids)
+        report.record_lines += lines
+        report.trained_lines += trained
+
+    def _forget_files(self, user_id: str, sample_ids: set[str]) -> tuple[int, int]:
+        """records/: the user's judged-turn lines dropped, their sample ids in trained.jsonl redacted."""
+        root = self.settings.records_dir
+        if not root.is_dir():
+            return 0, 0
+        dropped = 0
+        with records_lock(root, exclusive=True):
+            for path in sorted(root.glob("policy-*/*.jsonl")):
+                keep, gone = [], 0
+                for raw in path.read_text(encoding="utf-8").splitlines(keepends=True):
+                    try:
+                        mine = json.loads(raw).get("user_id") == user_id
+                    except (ValueError, AttributeError):
+                        mine = False
+                    gone += mine
+                    if not mine:
+                        keep.append(raw)
+                if gone:
+                    rewrite_atomically(path, keep)
+                    dropped += gone
+            for line in _lines(root / TRAINED_LOG):
+                for sid in line.get("sample_ids", []) + line.get("stale_ids", []):
+                    if _user_of_sample(sid) == user_id:
+                        sample_ids.add(sid)
+            trained = forget_samples(root, sample_ids)
+        return dropped, trained
+
+    async def _delete_workflows(self, user_id: str, done: set[tuple[str, str]], wait_s: float = 0.0) -> int:
+        """Delete (Temporal terminates a running one first) every run of the user's session and judge workflows not
+        in `done`; returns how many. Deletion is asynchronous in Temporal and its list lags behind: a run the list
+        still shows but Temporal no longer has counts as gone. `wait_s`: then wait up to that long until every run
+        deleted is gone."""
+        deleted = 0
+        for wf_id, run_id in await self._workflows(user_id):
+            if (wf_id, run_id) in done or not await self._exists(wf_id, run_id):
+                continue
+            done.add((wf_id, run_id))
+            try:
+                await self.client.workflow_service.delete_workflow_execution(
+                    DeleteWorkflowExecutionRequest(
+                        namespace=self.client.namespace,
+                        workflow_execution=WorkflowExecution(workflow_id=wf_id, run_id=run_id),
+                    )
+                )
+                deleted += 1
+            except RPCError as exc:
+                if exc.status != RPCStatusCode.NOT_FOUND:
+                    raise
+        deadline = time.monotonic() + wait_s
+        pending = set(done)
+        while pending and time.monotonic() < deadline:
+            pending = {wr for wr in pending if await self._exists(*wr)}
+            if pending:
+                await asyncio.sleep(0.5)
+        return deleted
+
+    async def _exists(self, wf_id: str, run_id: str) -> bool:
+        try:
+            await self.client.get_workflow_handle(wf_id, run_id=run_id).describe()
+            return True
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                return False
+            raise
+
+
+def _lines(path: Path) -> list[dict]:
+    try:
+        raw = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return []
+    out = []
+    for line in raw:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict):
+            out.append(rec)
+    return out

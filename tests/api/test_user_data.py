@@ -1,0 +1,267 @@
+"""A user's rights over their data, through the real stack (Temporal dev server, valkey, the tiny engine, the
+heuristic judge): export what is held, opt out of training (per user, per key), and be forgotten, with nothing of
+the user left in the store or the data directory afterwards (docs/user-data.md)."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+import redis
+
+from store.samples import PersonalTurn, decode_sample
+from tests.api.conftest import chat_stack_env, create_key
+from tests.helpers import CLI, REPO, RunningStack
+
+pytestmark = pytest.mark.timeout(900)
+
+CORRECTION = "That's wrong, you should write it in French instead."
+THANKS = "thanks, perfect!"
+
+
+@pytest.fixture(scope="module")
+def stack(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory):
+    env = chat_stack_env(
+        tmp_path_factory.mktemp("userdata") / "data", tiny_model, OPENCLAW_RL_SESSION__IDLE_TIMEOUT_S="30"
+    )
+    s = RunningStack(env).start()
+    yield s
+    s.stop()
+
+
+def auth(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def chat(stack: RunningStack, key: str, sid: str | None, messages: list[dict], **headers: str) -> httpx.Response:
+    h = {**auth(key), **headers}
+    if sid is not None:
+        h["X-Session-Id"] = sid
+    return httpx.post(
+        f"{stack.api}/v1/chat/completions", json={"messages": messages, "max_tokens": 6}, headers=h, timeout=120
+    )
+
+
+def converse(stack: RunningStack, key: str, sid: str, marker: str, nexts: list[str]) -> list[dict]:
+    """A session of len(nexts) + 1 turns, each next message the previous answer's next state; returns the history."""
+    history = [{"role": "user", "content": f"write a poem about {marker}"}]
+    for nxt in nexts:
+        r = chat(stack, key, sid, history)
+        assert r.status_code == 200, r.text
+        history += [
+            {"role": "assistant", "content": r.json()["choices"][0]["message"]["content"]},
+            {"role": "user", "content": f"{nxt} ({marker})"},
+        ]
+    r = chat(stack, key, sid, history)
+    assert r.status_code == 200, r.text
+    return history
+
+
+def wait_judged(stack: RunningStack, key: str, sid: str, count: int, timeout: float = 120.0) -> list[dict]:
+    deadline = time.monotonic() + timeout
+    while True:
+        log = httpx.get(f"{stack.api}/v1/sessions/{sid}/turns", headers=auth(key), timeout=30).json()
+        judged = [t for t in log["turns"] if t.get("judgement")]
+        if len(judged) >= count:
+            return log["turns"]
+        assert time.monotonic() < deadline, f"not {count} judged turns within {timeout}s: {log}"
+        time.sleep(0.3)
+
+
+def samples_of(stack: RunningStack, user: str) -> list:
+    r = redis.Redis.from_url(stack.redis)
+    out = []
+    for name in r.scan_iter("oc:samples:*", _type="stream"):
+        for _, fields in r.xrange(name):
+            s = decode_sample(fields)
+            if isinstance(s.provenance, PersonalTurn) and s.provenance.user_id == user:
+                out.append(s)
+    return out
+
+
+def users_cli(stack: RunningStack, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(CLI + ["users", *args], env=stack.env, capture_output=True, text=True, cwd=REPO, timeout=180)
+
+
+# ---- the scans: nothing of the user anywhere ---------------------------------------------------------------------
+def store_hits(stack: RunningStack, needles: list[str]) -> list[str]:
+    """Every key whose name or value holds one of `needles` (every type read back whole)."""
+    r = redis.Redis.from_url(stack.redis)
+    wanted = [n.encode() for n in needles]
+    hits = []
+    for name in r.scan_iter(count=1000):
+        kind = r.type(name).decode()
+        if kind == "string":
+            blobs = [r.get(name) or b""]
+        elif kind == "hash":
+            blobs = [b for kv in r.hgetall(name).items() for b in kv]
+        elif kind == "set":
+            blobs = list(r.smembers(name))
+        elif kind == "list":
+            blobs = r.lrange(name, 0, -1)
+        elif kind == "zset":
+            blobs = [m for m, _ in r.zrange(name, 0, -1, withscores=True)]
+        elif kind == "stream":
+            blobs = [b for _, fields in r.xrange(name) for kv in fields.items() for b in kv]
+        else:
+            blobs = []
+        for blob in [name, *blobs]:
+            if any(w in blob for w in wanted):
+                hits.append(f"{name.decode()} ({kind})")
+                break
+    return hits
+
+
+def file_hits(data_dir: Path, needles: list[str], skip: tuple[str, ...] = ()) -> list[str]:
+    wanted = [n.encode() for n in needles]
+    hits = []
+    for path in sorted(data_dir.rglob("*")):
+        rel = path.relative_to(data_dir).as_posix()
+        if not path.is_file() or rel.startswith(skip):
+            continue
+        try:
+            blob = path.read_bytes()
+        except OSError:
+            continue
+        if any(w in blob for w in wanted):
+            hits.append(rel)
+    return hits
+
+
+# ---- say no ------------------------------------------------------------------------------------------------------
+def test_an_opted_out_user_is_served_but_never_trained_on(stack):
+    user = f"olga-{uuid.uuid4().hex[:6]}"
+    key = create_key(stack, user)
+    r = httpx.post(f"{stack.api}/v1/me/opt-out", headers=auth(key), timeout=30)
+    assert r.status_code == 200, r.text
+    assert r.json()["opted_out"] is True
+    converse(stack, key, "poems", "lagoon", [CORRECTION, THANKS])
+    turns = wait_judged(stack, key, "poems", 2)
+    assert all(t["status"] == "done" and t["response_summary"] is not None for t in turns)  # served
+    for t in turns[:2]:
+        result = t["judgement"]["result"]
+        assert result["published"] is False and result["reason"] == "opted out of training", t["judgement"]
+        assert t["judgement"]["judge"]["hint"] is None  # never shown to a judge
+    assert samples_of(stack, user) == []
+    # Back in: the next turns train again.
+    r = httpx.delete(f"{stack.api}/v1/me/opt-out", headers=auth(key), timeout=30)
+    assert r.status_code == 200 and r.json()["opted_out"] is False
+    converse(stack, key, "poems-again", "lagoon", [CORRECTION, THANKS])
+    wait_judged(stack, key, "poems-again", 2)
+    assert len(samples_of(stack, user)) >= 1
+
+
+def test_opting_out_one_key_keeps_the_other_keys_turns_training(stack):
+    user = f"kim-{uuid.uuid4().hex[:6]}"
+    quiet, loud = create_key(stack, user), create_key(stack, user)
+    quiet_id = quiet.split("-")[1]
+    out = users_cli(stack, "opt-out", "--key", quiet_id)
+    assert out.returncode == 0 and "opted out" in out.stdout, out.stdout + out.stderr
+    converse(stack, quiet, "by-quiet", "fjord", [CORRECTION, THANKS])
+    converse(stack, loud, "by-loud", "fjord", [CORRECTION, THANKS])
+    wait_judged(stack, quiet, "by-quiet", 2)
+    wait_judged(stack, loud, "by-loud", 2)
+    sessions = {s.provenance.session_id for s in samples_of(stack, user)}
+    assert sessions == {"by-loud"}, sessions
+    export = httpx.get(f"{stack.api}/v1/me/data", headers=auth(loud), timeout=60).json()
+    assert {k["key_id"]: k["opted_out"] for k in export["api_keys"]}[quiet_id] is True
+    assert export["opted_out"] is False
+
+
+# ---- see, then be forgotten --------------------------------------------------------------------------------------
+def test_export_holds_everything_and_forget_leaves_nothing(stack):
+    user = f"frida-{uuid.uuid4().hex[:6]}"
+    marker = f"zanzibar{uuid.uuid4().hex[:8]}"
+    key = create_key(stack, user)
+    bystander = create_key(stack, f"ben-{uuid.uuid4().hex[:6]}")
+    converse(stack, key, "trip", marker, [CORRECTION, THANKS, CORRECTION])
+    # A keyed request, and one with no session hint (linked by its history's prefix later).
+    r = chat(stack, key, "trip-2", [{"role": "user", "content": f"keyed {marker}"}], **{"Idempotency-Key": "k-1"})
+    assert r.status_code == 200, r.text
+    first = [{"role": "user", "content": f"unhinted {marker}"}]
+    r = chat(stack, key, None, first)
+    assert r.status_code == 200, r.text
+    reply = r.json()["choices"][0]["message"]["content"]
+    r = chat(stack, key, None, first + [{"role": "assistant", "content": reply}, {"role": "user", "content": THANKS}])
+    assert r.status_code == 200, r.text
+    assert chat(stack, bystander, "other", [{"role": "user", "content": "hello"}]).status_code == 200
+    wait_judged(stack, key, "trip", 3)
+
+    export = httpx.get(f"{stack.api}/v1/me/data", headers=auth(key), timeout=60)
+    assert export.status_code == 200, export.text
+    doc = export.json()
+    assert doc["user_id"] == user and doc["adapter_versions"] == []
+    assert {s["session_id"] for s in doc["sessions"]} >= {"trip", "trip-2"}
+    trip = [t for t in doc["turns"] if t["session_id"] == "trip"]
+    assert len(trip) == 4 and all(t["request"] and t["response"] is not None for t in trip)
+    assert marker in trip[0]["request"]["messages"][0]["content"]
+    judged = [t for t in trip if t["judgement"]]
+    assert len(judged) == 3 and any(t["judgement"]["judge"]["hint"] for t in judged)
+    assert doc["samples"] and all(s["entry_id"] for s in doc["samples"])
+    assert {s["sample_id"] for s in doc["samples"]} == {s.sample_id for s in samples_of(stack, user)}
+    assert len(doc["api_keys"]) == 1
+    records = stack.data_dir / "records"
+    assert any(user in p.read_text() for p in records.rglob("*.jsonl")), "the judged turns' JSONL mirror"
+
+    r = httpx.delete(f"{stack.api}/v1/me/data", headers=auth(key), timeout=120)
+    assert r.status_code == 200, r.text
+    report = r.json()
+    assert report["already_forgotten"] is False and report["api_keys"] == 1 and report["workflows"] >= 2
+    assert report["samples"] >= 1 and report["record_lines"] >= 1 and report["store_keys"] > 0
+    assert report["append_only_file_rewritten"] is True
+
+    time.sleep(3)  # anything still in flight had its chance to write back
+    needles = [user, marker]
+    assert store_hits(stack, needles) == []
+    assert samples_of(stack, user) == []
+    assert file_hits(stack.data_dir, needles, skip=("temporal/", "logs/")) == []
+    # The key is gone with the user; the bystander is untouched.
+    assert httpx.get(f"{stack.api}/v1/me/data", headers=auth(key), timeout=30).status_code == 401
+    assert httpx.get(f"{stack.api}/v1/sessions/other/turns", headers=auth(bystander), timeout=30).status_code == 200
+    # Twice is a no-op; an unknown user is told so.
+    again = users_cli(stack, "forget", user, "--yes")
+    assert again.returncode == 0 and "already forgotten" in again.stdout, again.stdout + again.stderr
+    unknown = users_cli(stack, "export", f"nobody-{uuid.uuid4().hex[:6]}")
+    assert unknown.returncode == 1 and "nothing is held" in unknown.stdout, unknown.stdout + unknown.stderr
+    assert users_cli(stack, "forget", "nobody-at-all", "--yes").returncode == 1
+    assert store_hits(stack, needles) == []
+
+
+def test_forgetting_during_an_open_turn_crashes_nothing_and_nothing_comes_back(stack):
+    user = f"gus-{uuid.uuid4().hex[:6]}"
+    marker = f"quokka{uuid.uuid4().hex[:8]}"
+    key = create_key(stack, user)
+    converse(stack, key, "open", marker, [CORRECTION])
+    statuses: list[int] = []
+
+    def long_turn() -> None:
+        body = {"messages": [{"role": "user", "content": f"a long story about {marker}"}], "max_tokens": 200}
+        try:
+            r = httpx.post(
+                f"{stack.api}/v1/chat/completions",
+                json=body,
+                headers={**auth(key), "X-Session-Id": "open"},
+                timeout=120,
+            )
+            statuses.append(r.status_code)
+        except httpx.HTTPError:
+            statuses.append(-1)
+
+    t = threading.Thread(target=long_turn)
+    t.start()
+    time.sleep(0.5)
+    out = users_cli(stack, "forget", user, "--yes")
+    assert out.returncode == 0, out.stdout + out.stderr
+    t.join(timeout=150)
+    assert statuses and statuses[0] != -1 and statuses[0] < 600, statuses
+    time.sleep(5)
+    assert store_hits(stack, [user, marker]) == []
+    assert file_hits(stack.data_dir, [user, marker], skip=("temporal/", "logs/")) == []
+    assert httpx.get(f"{stack.api}/readyz", timeout=30).status_code == 200
+    other = create_key(stack, f"after-{uuid.uuid4().hex[:6]}")
+    assert chat(stack, other, "fine", [{"role": "user", "content": "still up?"}]).status_code == 200
