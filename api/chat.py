@@ -50,7 +50,7 @@ from api.session_identity import (
     strip_routing_fields,
 )
 from api.token_relay import relay_tokens
-from contracts.chat import ChatSampling, GenerateOutput, StoredChatRequest, TurnType
+from contracts.chat import ChatSampling, GenerateOutput, StoredChatRequest, TurnType, tenant_of
 from contracts.learning import NextState
 from contracts.session import TurnRequest, TurnResult
 from contracts.summary import clip
@@ -125,7 +125,7 @@ async def chat_completions(request: Request, caller: Caller = Depends(authentica
             return await _respond(app, t, _finished(t.record.result))
     log.info(
         "chat turn",
-        user=t.user_id,
+        user=tenant_of(t.user_id),  # a pseudonym: log files are not rewritten when a user is forgotten
         session=t.session_id,
         source=t.identity.source,
         turn_type=t.identity.turn_type.value,

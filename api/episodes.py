@@ -37,7 +37,7 @@ from api.errors import ApiError
 from api.openai_schema import ChatCompletion, ChatCompletionChunk, Choice, ChunkChoice, Delta
 from api.openapi_spec import CHAT_OPENAPI, EPISODE_ERRORS, json_body
 from api.request_body import read_json
-from contracts.chat import GenerateOutput, StoredChatRequest
+from contracts.chat import GenerateOutput, StoredChatRequest, tenant_of
 from contracts.client_episodes import (
     CLIENT_EXEC_UPDATE,
     CLIENT_FINISH_UPDATE,
@@ -178,7 +178,13 @@ async def open_episodes(request: Request, caller: Caller = Depends(authenticate)
         )
         for k, w in enumerate(ids)
     ]
-    log.info("client episodes opened", user=caller.user_id, group=group_id, setting=req.setting, samples=req.samples)
+    log.info(
+        "client episodes opened",
+        user=tenant_of(caller.user_id),
+        group=group_id,
+        setting=req.setting,
+        samples=req.samples,
+    )
     return EpisodeGroupOpened(group_id=group_id, episodes=episodes)
 
 

@@ -15,6 +15,7 @@ Where a user's data is found:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from datetime import datetime, timezone
@@ -160,6 +161,8 @@ class ForgetReport(BaseModel):
     adapter_versions: int = 0
     append_only_file_rewritten: bool = False
     """The store rewrote its append-only file, so the deleted writes are no longer on its disk."""
+    temporal_log_truncated: bool = False
+    """The embedded Temporal's write-ahead log was checkpointed and truncated (False with a Temporal of its own)."""
 
     def removed(self) -> int:
         return (
@@ -367,7 +370,25 @@ class UserData:
         report.workflows += await self._delete_workflows(user_id, deleted, wait_s=WORKFLOW_DELETE_WAIT_S)
         await self._sweep(user_id, report)
         report.append_only_file_rewritten = await self.store.users.rewrite_aof()
+        report.temporal_log_truncated = await asyncio.to_thread(self._truncate_temporal_wal)
         return report
+
+    def _truncate_temporal_wal(self) -> bool:
+        """The embedded stack's Temporal keeps its histories in one SQLite file (settings.temporal_db), in WAL mode
+        with secure_delete (stack.services): the deleted histories' pages are zeroed, but their earlier images stay
+        in the write-ahead log until it is checkpointed. Checkpoint and truncate it; True when done (False: no such
+        file here, a Temporal of its own, or busy)."""
+        import sqlite3
+
+        db = self.settings.temporal_db
+        if not db.is_file():
+            return False
+        try:
+            with contextlib.closing(sqlite3.connect(db, timeout=10)) as conn:
+                busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            return busy == 0
+        except sqlite3.Error:
+            return False
 
     async def _sweep(self, user_id: str, report: ForgetReport) -> None:
         report.store_keys += await self.store.users.forget_turns(user_id)

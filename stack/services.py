@@ -59,6 +59,9 @@ def temporal_service(settings: Settings) -> ServiceSpec:
     # Write-ahead log, still fsynced at every commit (synchronous=full: durable as before): one sync per history
     # write instead of the rollback journal's several. A workflow task took 18 ms -> 11 ms (rollout benchmark).
     argv += ["--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=full"]
+    # Deleted rows overwritten with zeros, not left in free pages: a forgotten user's histories (control.user_data)
+    # are gone from the file, not just unlinked.
+    argv += ["--sqlite-pragma", "secure_delete=on"]
     for key, value in DEV_SERVER_DYNAMIC_CONFIG.items():
         argv += ["--dynamic-config-value", f"{key}={value}"]
     argv += ["--headless"] if t.headless else ["--ui-port", str(t.ui_port), "--ui-disable-news-fetch"]
