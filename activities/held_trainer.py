@@ -44,6 +44,7 @@ def trainer_config(settings: Settings) -> TrainerConfig:
         precision=t.precision,
         activation_checkpointing=t.activation_checkpointing,
         pack_samples=t.pack_samples,
+        compile=t.compile,
         optimizer_offload=t.optimizer_offload,
         reference=str(settings.served_model_path()),  # the initial policy: the KL reference after any resume
         kl_by_source={src: s.kl_coef for src, s in streams.items() if s.kl_coef is not None},

@@ -9,6 +9,8 @@
 # Every step runs under `timeout` and prints its own figures; a failing step does not stop the next.
 #
 #   bash benchmarks/gpu_trainer_check.sh            (PYTHON=... to pick the interpreter; MODELS=dir for the models)
+#   FLAGS=--compile QUICK=1 bash benchmarks/gpu_trainer_check.sh    (the torch backend's steps with --compile;
+#                                                                     QUICK: stop after the 4B run with checkpointing)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
@@ -30,14 +32,16 @@ torch.cuda.get_device_name() if torch.cuda.is_available() else 'NO CUDA')"
 for shape in qwen3-1.7b qwen3-4b; do
   [ -f "$MODELS/$shape/config.json" ] || step 120 "build $shape" "$PY" benchmarks/qwen3_shapes.py --shape "$shape" --out "$MODELS/$shape"
 done
-common=(--device cuda --samples 4 --prompt 1024 --response 256)
-step 150 "1.7B: trainer vs plain loop, same batch" \
+base=(--device cuda --samples 4 --prompt 1024 --response 256)
+common=("${base[@]}" ${FLAGS:-})
+step 180 "1.7B: trainer vs plain loop, same batch" \
   "$PY" benchmarks/train_step.py --model "$MODELS/qwen3-1.7b" "${common[@]}" --rounds 5 --check --profile 25
-step 90 "1.7B: lengths 0.5x..1.5x, trainer packs, plain loop pads" \
+step 120 "1.7B: lengths 0.5x..1.5x, trainer packs, plain loop pads" \
   "$PY" benchmarks/train_step.py --model "$MODELS/qwen3-1.7b" "${common[@]}" --rounds 5 --vary 0.5
-step 90 "4B: 4 x 1,280 tokens, activation checkpointing" \
+step 150 "4B: 4 x 1,280 tokens, activation checkpointing" \
   "$PY" benchmarks/train_step.py --model "$MODELS/qwen3-4b" "${common[@]}" --rounds 2 --no-plain --checkpointing
+[ -n "${QUICK:-}" ] && exit 0
 step 90 "4B: 4 x 1,280 tokens, no activation checkpointing" \
   "$PY" benchmarks/train_step.py --model "$MODELS/qwen3-4b" "${common[@]}" --rounds 2 --no-plain
 step 90 "1.7B, megatron backend (SDPA core attention): 4 x 1,280 tokens" \
-  "$PY" benchmarks/train_step.py --model "$MODELS/qwen3-1.7b" "${common[@]}" --rounds 3 --no-plain --backend megatron
+  "$PY" benchmarks/train_step.py --model "$MODELS/qwen3-1.7b" "${base[@]}" --rounds 3 --no-plain --backend megatron

@@ -147,6 +147,7 @@ def main() -> None:
     )
     ap.add_argument("--checkpointing", action="store_true", help="the trainer with activation checkpointing")
     ap.add_argument("--no-pack", action="store_true", help="the trainer without packing (rows padded)")
+    ap.add_argument("--compile", action="store_true", help="the trainer with torch.compile'd layers")
     ap.add_argument("--check", action="store_true", help="first compare packed and padded log-probs on this batch")
     ap.add_argument("--profile", type=int, default=0, help="then profile one trainer step: the N costliest ops")
     args = ap.parse_args()
@@ -157,6 +158,7 @@ def main() -> None:
         precision=args.precision,
         activation_checkpointing=args.checkpointing,
         pack_samples=not args.no_pack,
+        compile=args.compile,
     )
     trainer = backend_class(args.backend)(model_path, cfg)
     device = trainer.device
@@ -167,7 +169,10 @@ def main() -> None:
     times: dict[str, list[float]] = {"trainer": []}
     if args.check:
         check_packing(trainer, model_path, cfg, samples)
-    trainer.train_step(samples)  # warm-up
+    t = time.perf_counter()
+    trainer.train_step(samples)  # warm-up (with --compile: the compilation)
+    if args.compile:
+        print(f"first step (compiling): {time.perf_counter() - t:.1f} s")
     plain = None
     if not args.no_plain:
         from transformers import AutoModelForCausalLM
@@ -192,7 +197,11 @@ def main() -> None:
     tr = statistics.median(times["trainer"])
     precision = args.precision if args.precision != "auto" else ("bf16" if device.type == "cuda" else "fp32")
     spread = f", lengths x{1 - args.vary:.2f}..x{1 + args.vary:.2f}" if args.vary > 0 else ""
-    options = [o for o, on in (("checkpointing", args.checkpointing), ("unpacked", args.no_pack)) if on]
+    options = [
+        o
+        for o, on in (("checkpointing", args.checkpointing), ("unpacked", args.no_pack), ("compiled", args.compile))
+        if on
+    ]
     print(
         f"{args.backend} backend on {device} ({precision}{', ' + ', '.join(options) if options else ''}), "
         f"{args.samples} samples x ({args.prompt} + {args.response}) tokens{spread}, {tokens} tokens in all, "

@@ -85,6 +85,10 @@ class TrainerConfig:
     """Run a prompt prefix that every sample of a micro-batch shares (an agent's system prompt and tools, the episode
     so far) once instead of once per sample (torch backend, without activation checkpointing): the same loss and
     gradients, a fraction of the compute for agent steps."""
+    compile: bool = False
+    """torch.compile each decoder layer (torch backend; dynamic shapes, attention left out of the graph): the
+    layers' elementwise work (norms, rotary, activations, casts) fused into few kernels. The first steps pay for
+    the compilation (seconds to a minute), and a new shape of batch now and then for a recompile."""
     pack_samples: bool = True
     """Run a micro-batch's samples one after another in one row, each attending only to itself (torch backend):
     no padding, so a batch of short and long answers costs its tokens, not its count times the longest."""

@@ -52,7 +52,7 @@ def pack(group: list[TrainingSample], device: torch.device) -> PackedRow:
 def packed_hidden(decoder: torch.nn.Module, row: PackedRow) -> torch.Tensor:
     """The decoder's last hidden states [T, H] for a packed row."""
     with packing():
-        out = decoder(input_ids=row.ids, position_ids=row.positions, document_lengths=row.lengths)
+        out = decoder(input_ids=row.ids, position_ids=row.positions, document_lengths=row.lengths, use_cache=False)
     return out.last_hidden_state[0]
 
 
@@ -71,6 +71,7 @@ def _mask(*args, **kwargs):
     return None if _PACKING.get() else sdpa_mask(*args, **kwargs)
 
 
+@torch.compiler.disable  # outside a compiled layer's graph: its guards then never depend on a batch's sample lengths
 def packed_attention(
     module: torch.nn.Module,
     query: torch.Tensor,

@@ -115,6 +115,10 @@ class TorchTrainer(PolicyTrainer):
         self.ref = ref.to(self.device) if ref is not None else None
         if self.ref is not None:
             use_packed_attention(self.ref)
+        if cfg.compile:
+            for m in (self.model, self.ref):
+                for layer in m.get_decoder().layers if m is not None else ():
+                    layer.compile(dynamic=True)
         self.opt = self.make_optimizer()
         self.step = 0
 
@@ -142,7 +146,9 @@ class TorchTrainer(PolicyTrainer):
             else:
                 ids, attn, padded = padded_ids(group)
                 ids, attn = ids.to(self.device), attn.to(self.device)
-                hidden = decoder(input_ids=ids, attention_mask=attn if padded else None).last_hidden_state[b, t]
+                hidden = decoder(
+                    input_ids=ids, attention_mask=attn if padded else None, use_cache=False
+                ).last_hidden_state[b, t]
                 targets = ids[b, t + 1]
         head = model.get_output_embeddings()
         if isinstance(head, torch.nn.Linear) and head.bias is None:

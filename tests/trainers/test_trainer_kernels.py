@@ -116,3 +116,17 @@ def test_the_optimizer_is_fused_and_steps_like_the_default_adamw(tiny_model):
         t.train_step(batch)
     for a, b in zip(trainer.model.parameters(), plain.model.parameters()):
         assert torch.allclose(a, b, atol=1e-6)
+
+
+def test_compiled_layers_give_the_eager_log_probs_loss_and_gradients(tiny_model):
+    """training.compile: the same numbers (to float rounding), across batches of other lengths and counts."""
+    common = {"lr": 1e-3, "micro_batch_tokens": 100_000, "share_prompt_prefix": False}
+    eager = TorchTrainer(tiny_model, TrainerConfig(**common))
+    compiled = TorchTrainer(tiny_model, TrainerConfig(compile=True, **common))
+    batch = _batch()
+    for b in (batch, batch[1:3], batch[:1]):
+        lp0, g0, loss0 = _step(eager, b)
+        lp1, g1, loss1 = _step(compiled, b)
+        assert torch.allclose(lp0, lp1, atol=1e-5)
+        assert loss1 == pytest.approx(loss0, abs=1e-6)
+        assert float((g0 - g1).norm() / g0.norm()) < 1e-4
