@@ -9,7 +9,7 @@
 # Every step runs under `timeout` and prints its own figures; a failing step does not stop the next.
 #
 #   bash benchmarks/gpu_trainer_check.sh            (PYTHON=... to pick the interpreter; MODELS=dir for the models)
-#   FLAGS=--compile QUICK=1 bash benchmarks/gpu_trainer_check.sh    (the torch backend's steps with --compile;
+#   FLAGS="--compile off" QUICK=1 bash benchmarks/gpu_trainer_check.sh    (the torch backend without compiling;
 #                                                                     QUICK: stop after the 4B run with checkpointing)
 set -uo pipefail
 cd "$(dirname "$0")/.."

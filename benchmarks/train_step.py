@@ -147,7 +147,12 @@ def main() -> None:
     )
     ap.add_argument("--checkpointing", action="store_true", help="the trainer with activation checkpointing")
     ap.add_argument("--no-pack", action="store_true", help="the trainer without packing (rows padded)")
-    ap.add_argument("--compile", action="store_true", help="the trainer with torch.compile'd layers")
+    ap.add_argument(
+        "--compile",
+        choices=["auto", "on", "off"],
+        default="auto",
+        help="the trainer's torch.compile'd layers (auto: the trainer's default, on CUDA only)",
+    )
     ap.add_argument("--check", action="store_true", help="first compare packed and padded log-probs on this batch")
     ap.add_argument("--profile", type=int, default=0, help="then profile one trainer step: the N costliest ops")
     args = ap.parse_args()
@@ -158,7 +163,7 @@ def main() -> None:
         precision=args.precision,
         activation_checkpointing=args.checkpointing,
         pack_samples=not args.no_pack,
-        compile=args.compile,
+        compile={"auto": None, "on": True, "off": False}[args.compile],
     )
     trainer = backend_class(args.backend)(model_path, cfg)
     device = trainer.device
@@ -171,7 +176,7 @@ def main() -> None:
         check_packing(trainer, model_path, cfg, samples)
     t = time.perf_counter()
     trainer.train_step(samples)  # warm-up (with --compile: the compilation)
-    if args.compile:
+    if getattr(trainer, "compiled", False):
         print(f"first step (compiling): {time.perf_counter() - t:.1f} s")
     plain = None
     if not args.no_plain:
@@ -199,7 +204,11 @@ def main() -> None:
     spread = f", lengths x{1 - args.vary:.2f}..x{1 + args.vary:.2f}" if args.vary > 0 else ""
     options = [
         o
-        for o, on in (("checkpointing", args.checkpointing), ("unpacked", args.no_pack), ("compiled", args.compile))
+        for o, on in (
+            ("checkpointing", args.checkpointing),
+            ("unpacked", args.no_pack),
+            ("compiled", getattr(trainer, "compiled", False)),
+        )
         if on
     ]
     print(

@@ -8,6 +8,7 @@ the vocabulary. `save` writes a Hugging Face checkpoint the engine loads with
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from pathlib import Path
 
@@ -67,6 +68,12 @@ def shared_prefix(group: list[TrainingSample]) -> int:
 log = structlog.get_logger(__name__)
 
 
+def _eager():
+    """Compiled layers run eagerly inside (`torch.compiler.set_stance`, PyTorch 2.6+)."""
+    stance = getattr(torch.compiler, "set_stance", None)
+    return stance("force_eager") if stance is not None else contextlib.nullcontext()
+
+
 class TorchTrainer(PolicyTrainer):
     backend = "torch"
 
@@ -115,7 +122,8 @@ class TorchTrainer(PolicyTrainer):
         self.ref = ref.to(self.device) if ref is not None else None
         if self.ref is not None:
             use_packed_attention(self.ref)
-        if cfg.compile:
+        self.compiled = cfg.compile if cfg.compile is not None else self.device.type == "cuda"
+        if self.compiled:
             for m in (self.model, self.ref):
                 for layer in m.get_decoder().layers if m is not None else ():
                     layer.compile(dynamic=True)
@@ -137,7 +145,8 @@ class TorchTrainer(PolicyTrainer):
             if shared:
                 ids, attn, _ = padded_ids(group)
                 ids, attn = ids.to(self.device), attn.to(self.device)
-                hidden = self._over_shared_prefix(model, ids, attn, shared)[b, t - shared]
+                with _eager():  # a KV cache in the call: compiled, it would guard on each layer's index
+                    hidden = self._over_shared_prefix(model, ids, attn, shared)[b, t - shared]
                 targets = ids[b, t + 1]
             elif self.cfg.pack_samples:
                 row = pack(group, self.device)

@@ -130,3 +130,17 @@ def test_compiled_layers_give_the_eager_log_probs_loss_and_gradients(tiny_model)
         assert torch.allclose(lp0, lp1, atol=1e-5)
         assert loss1 == pytest.approx(loss0, abs=1e-6)
         assert float((g0 - g1).norm() / g0.norm()) < 1e-4
+
+
+def test_compiled_layers_run_a_shared_prompt_prefix_eagerly_with_the_same_numbers(tiny_model):
+    prefix = list(range(2000, 2080))  # 80 shared tokens: the shared-prefix path, whose KV cache stays eager
+    batch = [
+        s.model_copy(update={"prompt_ids": prefix + s.prompt_ids, "sample_id": f"p{i}"}) for i, s in enumerate(_batch())
+    ]
+    common = {"lr": 1e-3, "micro_batch_tokens": 100_000}
+    eager = TorchTrainer(tiny_model, TrainerConfig(**common))
+    compiled = TorchTrainer(tiny_model, TrainerConfig(compile=True, **common))
+    lp0, g0, _ = _step(eager, batch)
+    lp1, g1, _ = _step(compiled, batch)
+    assert torch.allclose(lp0, lp1, atol=1e-5)
+    assert float((g0 - g1).norm() / g0.norm()) < 1e-4
