@@ -333,7 +333,8 @@ async def users_command(args: argparse.Namespace, settings: Settings) -> int:
                 return 0
             print(
                 f"forgot {args.user}: {r.api_keys} API keys, {r.workflows} workflow executions, {r.store_keys} store "
-                f"keys, {r.samples} samples not yet trained, {r.records} record entries, {r.record_lines} record "
+                f"keys, {r.samples} samples not yet trained ({r.samples_claimed} claimed by a train step), "
+                f"{r.records} record entries, {r.record_lines} record "
                 f"lines, {r.trained_lines} trained.jsonl lines redacted, {r.adapter_versions} adapter versions"
                 + ("" if r.append_only_file_rewritten else "; the store's append-only file was NOT rewritten")
             )

@@ -152,6 +152,9 @@ class ForgetReport(BaseModel):
     """Per-turn keys, prefix links, archived turn logs, flags and markers deleted."""
     samples: int = 0
     """Samples not yet trained, deleted from the sample streams (claimed ones are skipped by the train step)."""
+    samples_claimed: int = 0
+    """Of those, samples a train step had claimed: it skips them (or, already trained into a version, their ids are
+    redacted in records/trained.jsonl)."""
     records: int = 0
     """Entries of the judged-turn record streams deleted."""
     record_lines: int = 0
@@ -402,7 +405,9 @@ class UserData:
                     mine.append(entry_id)
                     sample_ids.add(s.sample_id)
             if mine:
-                report.samples += await self.store.samples.forget(source, mine)
+                deleted, claimed = await self.store.samples.forget(source, mine)
+                report.samples += deleted
+                report.samples_claimed += claimed
                 await self.store.users.compact_stream(store_keys.sample_stream(source))
         lines, trained = await asyncio.to_thread(self._forget_files, user_id, sample_ids)
         report.record_lines += lines

@@ -297,11 +297,12 @@ class SampleStreams(Records):
         names = [text(k) async for k in self._r.scan_iter(match=keys.sample_stream("*"), _type="stream")]
         return sorted(n[len(prefix) :] for n in names)
 
-    async def forget(self, source: str, entry_ids: list[str]) -> int:
+    async def forget(self, source: str, entry_ids: list[str]) -> tuple[int, int]:
         """Delete entries of a forgotten user. Those the trainer has claimed (pending) are noted, so the step that
-        claimed them skips them instead of failing on a missing sample (`was_forgotten`); returns how many went."""
+        claimed them skips them instead of failing on a missing sample (`was_forgotten`); returns how many went, and
+        how many of those were claimed."""
         if not entry_ids:
-            return 0
+            return 0, 0
         key = keys.sample_stream(source)
         pending: set[str] = set()
         try:
@@ -316,7 +317,7 @@ class SampleStreams(Records):
                 pipe.sadd(keys.forgotten_entries(source), *claimed)
             pipe.xdel(key, *entry_ids)
             *_, deleted = await pipe.execute()
-        return int(deleted)
+        return int(deleted), len(claimed)
 
     async def was_forgotten(self, source: str, entry_id: str) -> bool:
         """The entry was deleted by a forget while claimed (the train step skips it)."""

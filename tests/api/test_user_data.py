@@ -123,27 +123,44 @@ id, no content) until they fire and are cleaned, at most the namespace's retenti
 
 
 def temporal_tables_holding(db: Path, needle: str) -> set[str]:
+    """The tables of Temporal's database holding `needle`; a workflow history's rows as `history:<workflow id>`."""
+    import re
     import sqlite3
 
+    def has(row: tuple) -> bool:
+        return any(needle.encode() in (v if isinstance(v, bytes) else str(v).encode()) for v in row)
+
     with sqlite3.connect(db) as conn:
-        tables = [t for (t,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-        return {
-            t
-            for t in tables
-            if any(
-                needle.encode() in (v if isinstance(v, bytes) else str(v).encode())
-                for row in conn.execute(f"SELECT * FROM {t}")
-                for v in row
-            )
-        }
+        trees = {}
+        for tree_id, info in conn.execute("SELECT tree_id, data FROM history_tree"):
+            m = re.search(rb"[0-9a-f-]{36}:(.+?):[0-9a-f-]{36}", info)
+            trees[tree_id] = m.group(1).decode() if m else "?"
+        out = set()
+        for (t,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"):
+            if t == "history_node":
+                out |= {
+                    f"history:{trees.get(r[0], '?')}"
+                    for r in conn.execute("SELECT tree_id, data FROM history_node")
+                    if has(r)
+                }
+            elif any(has(r) for r in conn.execute(f"SELECT * FROM {t}")):
+                out.add(t)
+        return out
+
+
+TRAINING_HISTORY = "history:training/openclaw-rl-policy"
+"""The training workflow's history names the samples it trained by id (`session/<user>/<session>@<run>#<turn>`, no
+content): references that resolve to nothing once the user is forgotten (docs/user-data.md)."""
 
 
 def nothing_left_on_disk(data_dir: Path, user: str, marker: str) -> None:
     """No file holds the user's content; none but Temporal's database names them, and that only in its task
-    queues (with secure_delete and its log truncated, the deleted histories' bytes are gone from the file too)."""
+    queues and the training workflow's history (with secure_delete and its log truncated, the deleted histories'
+    bytes are gone from the file too)."""
     assert file_hits(data_dir, [marker]) == []
     assert file_hits(data_dir, [user], skip=("temporal/",)) == []
-    assert temporal_tables_holding(data_dir / "temporal" / "temporal.sqlite", user) <= TEMPORAL_TASK_TABLES
+    db = data_dir / "temporal" / "temporal.sqlite"
+    assert temporal_tables_holding(db, user) <= TEMPORAL_TASK_TABLES | {TRAINING_HISTORY}
 
 
 def file_hits(data_dir: Path, needles: list[str], skip: tuple[str, ...] = ()) -> list[str]:

@@ -63,7 +63,7 @@ def test_a_claimed_sample_of_a_forgotten_user_is_skipped_and_its_bytes_are_gone(
             claimed = await s.read_new("trainer-1", "personal", 3)  # ann#0, bob#1, ann#2 claimed by a step
             entries = {e: smp for e, smp in await s.entries("personal")}
             anns = [e for e, smp in entries.items() if smp.provenance.user_id == "ann"]
-            assert await s.forget("personal", anns) == 2
+            assert await s.forget("personal", anns) == (2, 2)
             await store.users.compact_stream(keys.sample_stream("personal"))
             r = redis.Redis(port=port)
             assert b"secret-ann" not in r.dump(keys.sample_stream("personal"))  # gone from memory, not just marked
