@@ -1,0 +1,72 @@
+"""Per-user adapters on one LoRA trainer: each user's adapter takes exactly the steps a trainer of its own would,
+whatever other users train in between; saved and loaded again it scores and steps the same."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from tests.samples import personal_sample
+from trainers.lora import LoraConfig
+from trainers.torch_trainer import TorchTrainer, TrainerConfig
+from trainers.user_adapters import AdapterBank
+
+LORA = TrainerConfig(lr=5e-3, lora=LoraConfig(rank=4, alpha=8), micro_batch_tokens=100_000)
+
+
+def samples(seed: int, sign: float, n: int = 2):
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        ids = [rng.randrange(1000, 5000) for _ in range(30)]
+        # rollout log-probs near the random tiny model's own (ln 151936 = 11.93): ratios near 1, nothing clipped
+        out.append(personal_sample(f"u{seed}#{i}", ids[:20], ids[20:], [-11.93] * 10, [sign] * 10))
+    return out
+
+
+def lora_params(model) -> dict[str, torch.Tensor]:
+    return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+
+
+def test_each_users_adapter_steps_as_in_a_trainer_of_its_own(tiny_model):
+    alice, bob = samples(1, 1.0), samples(2, -1.0)
+    bank = AdapterBank(TorchTrainer(tiny_model, LORA))
+    alone = {"alice": TorchTrainer(tiny_model, LORA), "bob": TorchTrainer(tiny_model, LORA)}
+    for _ in range(3):  # interleaved on the shared trainer; each alone on its own
+        for user, batch in (("alice", alice), ("bob", bob)):
+            shared = bank.train_step(user, batch)
+            own = alone[user].train_step(batch)
+            assert shared.loss == pytest.approx(own.loss, abs=1e-6)
+    for user in ("alice", "bob"):
+        mine = bank.adapter(user).params
+        theirs = lora_params(alone[user].model)
+        assert max(float((mine[n] - theirs[n].cpu()).abs().max()) for n in mine) < 1e-6
+        assert bank.adapter(user).steps == 3
+    # each adapter moved its own user's answers the way their advantages say; a user with no steps is the base
+    assert sum(bank.logprobs("alice", alice[0])) > sum(bank.logprobs("carol", alice[0]))
+    assert sum(bank.logprobs("bob", bob[0])) < sum(bank.logprobs("carol", bob[0]))
+
+
+def test_a_saved_adapter_loads_into_a_fresh_bank_and_steps_the_same(tiny_model, tmp_path):
+    alice = samples(3, 1.0)
+    bank = AdapterBank(TorchTrainer(tiny_model, LORA))
+    bank.train_step("alice", alice)
+    bank.train_step("bob", samples(4, -1.0))
+    folder = bank.save("alice", tmp_path / "alice" / "v1", version="1")
+    assert (folder / "adapter_config.json").is_file() and (folder / "adapter_model.safetensors").is_file()
+
+    again = AdapterBank(TorchTrainer(tiny_model, LORA))
+    again.load("alice", folder)
+    assert again.logprobs("alice", alice[0]) == pytest.approx(bank.logprobs("alice", alice[0]), abs=1e-6)
+    nxt, nxt_again = bank.train_step("alice", alice), again.train_step("alice", alice)
+    assert nxt.loss == pytest.approx(nxt_again.loss, abs=1e-6)  # the optimizer state came back too
+    with pytest.raises(ValueError, match="another user"):
+        again.load("bob", folder)
+    assert again.forget("alice") and not again.forget("alice")
+
+
+def test_per_user_adapters_need_a_lora_trainer(tiny_model):
+    with pytest.raises(ValueError, match="LoRA"):
+        AdapterBank(TorchTrainer(tiny_model, TrainerConfig()))
