@@ -122,6 +122,9 @@ class EngineSettings(BaseModel):
     weight_roots: list[Path] | None = None
     """Folders /update_weights_from_disk may load checkpoints from (symlinks resolved first); other paths get
     HTTP 400. None: the data directory (its checkpoints folder included) and the served model's folder."""
+    max_loras: int = Field(128, ge=1)
+    """LoRA adapters resident at once (POST /load_lora_adapter; /generate's lora_path names one). Loading one more
+    evicts the least recently used adapter no running request uses; when all are in use the load is refused."""
     tenant_slot_share: float = Field(0.5, gt=0, le=1)
     """Largest fraction of max_batch_size one tenant (the X-Openclaw-Tenant header; none: the system bucket) may
     hold while other tenants have requests waiting; rounded up. A tenant alone may use every slot."""
@@ -343,9 +346,13 @@ class LoraSettings(BaseModel):
     """Low-rank adapters instead of full fine-tuning (torch backend): a single consumer GPU can train a 4-8B policy."""
 
     enabled: bool = False
+    """Train adapters (the base frozen) instead of every weight."""
     rank: int = Field(16, ge=1, le=1024)
+    """The adapters' rank r: parameters per adapted matrix r x (in + out)."""
     alpha: int = Field(32, ge=1)
+    """LoRA's scale numerator: the adapter's update is multiplied by alpha / rank."""
     dropout: float = Field(0.0, ge=0, lt=1)
+    """Dropout on the adapters' input while training."""
     target_modules: list[str] = Field(
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
     )
@@ -477,8 +484,11 @@ class TrainingSettings(BaseModel):
     settings; personal samples take `kl_coef` (0). A frozen copy of the initial policy is held only when a stream
     that is trained (`source_weights`) has a KL term."""
     entropy_coef: float = Field(0.0, ge=0)
+    """Weight of the entropy bonus in the loss (0: the entropy is only a metric, estimated on a few positions)."""
     clip_low: float = Field(0.2, gt=0, lt=1)
+    """PPO clipping below: a token's ratio counts down to 1 - clip_low (the paper: 0.2)."""
     clip_high: float = Field(0.28, gt=0)
+    """PPO clipping above, decoupled (the paper: 0.28): a token's ratio counts up to 1 + clip_high."""
     tis_cap: float | None = Field(None, ge=1)
     """Truncated importance sampling: weight each token by min(pi_train / pi_rollout, cap) and clip around the
     trainer's own log-probs. None (the reference's default): the rollout log-probs are the old policy."""
@@ -582,6 +592,7 @@ class AgentSettingConfig(BaseModel):
     prm_votes: int = Field(1, ge=0, le=16)
     """PRM votes per step (paper: 1; GUI 3). 0: outcome-only rewards."""
     temperature: float = Field(1.0, ge=0)
+    """The policy's sampling temperature in these episodes (log-probs are scored at it)."""
     max_tokens: int = Field(1024, ge=1)
     """Most tokens the policy writes in one step."""
     task_dirs: list[Path] = Field(default_factory=list)
@@ -646,6 +657,7 @@ class ClientEpisodeSettings(BaseModel):
     """Episodes an outside agent drives through the API (`POST /v1/episodes`): its model calls, tools and end."""
 
     enabled: bool = True
+    """Let outside agents open episodes (`POST /v1/episodes`); off: 403 with the reason."""
     idle_timeout_s: float = Field(600.0, gt=0, le=86_400)
     """An episode with no call from its client for this long is abandoned: it fails and trains nothing."""
     max_steps: int = Field(50, ge=1, le=200)
@@ -653,6 +665,7 @@ class ClientEpisodeSettings(BaseModel):
     max_group: int = Field(16, ge=1, le=64)
     """Episodes one request may open together (a group: standardised together, as the paper's 8 per task)."""
     outcome_min: float = 0.0
+    """The lowest outcome a client may post for a free-form episode."""
     outcome_max: float = 1.0
     """The bounds of an outcome a client posts for a free-form episode."""
     prm_votes: int = Field(1, ge=0, le=16)
