@@ -61,6 +61,9 @@ OPERATIONS = [
     ("POST", "/v1/episodes/{episode_id}/tools/{name}", 6),
     ("POST", "/v1/episodes/{episode_id}/exec", 6),
     ("POST", "/v1/episodes/{episode_id}/outcome", 6),
+    ("GET", "/v1/me/data", 5),
+    ("POST", "/v1/me/opt-out", 5),
+    ("DELETE", "/v1/me/opt-out", 5),  # not DELETE /v1/me/data: it would forget the fuzzer (its key too)
     ("GET", "/healthz", 3),
     ("GET", "/readyz", 3),
 ]
