@@ -17,6 +17,7 @@ from api.errors import install_error_handlers
 from api.policy_version import PolicyVersionWatcher
 from api.session_gateway import SessionGateway
 from control.api_keys import KeyStore
+from openclaw_rl import tracing
 from openclaw_rl.settings import Settings
 from policy_client import PolicyClient
 from store.client import Store
@@ -55,6 +56,7 @@ def create_app(settings: Settings) -> FastAPI:
         app.include_router(codec.router)
         _allow_the_web_ui(app, settings)
     metrics.install(app)
+    tracing.install_fastapi(app, "api")
     _document_hand_read_bodies(app)
 
     @app.get("/healthz")

@@ -277,6 +277,10 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     settings = _settings()
     configure_logging(settings.log.level, settings.log.json_lines, process=args.command)
+    if args.command in ("api", "engine", "worker", "megatron-node"):  # the processes a turn or a step goes through
+        from openclaw_rl import tracing
+
+        tracing.setup(f"worker-{args.pool}" if args.command == "worker" else args.command)
     try:
         code = args.func(args, settings)
     except KeyboardInterrupt:

@@ -11,6 +11,7 @@ from temporalio.converter import DataConverter
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.service import TLSConfig
 
+from openclaw_rl import tracing
 from openclaw_rl.encryption import EncryptionCodec, Keyring
 from openclaw_rl.search_attributes import SEARCH_ATTRIBUTES
 from openclaw_rl.settings import TemporalSettings
@@ -42,6 +43,7 @@ async def connect(temporal: TemporalSettings, runtime: Runtime | None = None, ke
         tls=tls_config(temporal),
         data_converter=data_converter(keyring),
         runtime=runtime,
+        interceptors=tracing.temporal_interceptors(),  # the client's and its workers' (a trace across processes)
     )
 
 

@@ -28,6 +28,7 @@ import httpx
 import structlog
 from pydantic import BaseModel, Field
 
+from openclaw_rl import tracing
 from policy_client.wire import (
     ErrorBody,
     FinishReason,
@@ -412,7 +413,8 @@ def _retry_after(resp: httpx.Response) -> float | None:
 
 
 def _tenant_headers(tenant: str | None) -> dict[str, str] | None:
-    return {TENANT_HEADER: tenant} if tenant else None
+    """Whose request it is, and the trace it belongs to (`traceparent`, when tracing is on)."""
+    return tracing.inject({TENANT_HEADER: tenant} if tenant else {}) or None
 
 
 def _generate_body(
