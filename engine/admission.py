@@ -15,6 +15,7 @@ import torch
 
 from engine.attention import split_prefill_available
 from engine.kv_cache import GrowingCache
+from engine.lora_adapters import DEFAULT_KERNEL, LoraRows, lora_forward
 from engine.prefill import _input_logprob_start, _Pending, _prefill, _span_logprobs
 from engine.prefix_cache import BLOCK_TOKENS
 from engine.sampling import _project
@@ -40,17 +41,31 @@ class Admission:
     def _match(self, it: WorkItem, start: int = 0) -> tuple[int, list | None]:
         if self.prefix_cache is None:
             return 0, None
-        return self.prefix_cache.match(it.input_ids, self._reuse_limit(it), self.generation, start)
+        return self.prefix_cache.match(it.input_ids, self._reuse_limit(it), self.generation, start, it.lora_key)
 
     def _match_len(self, it: WorkItem) -> int:
         if self.prefix_cache is None:
             return 0
-        return self.prefix_cache.match_len(it.input_ids, self._reuse_limit(it), self.generation)
+        return self.prefix_cache.match_len(it.input_ids, self._reuse_limit(it), self.generation, it.lora_key)
 
-    def _insert(self, ids: list[int], kv: list, offset: int = 0) -> None:
-        """`kv` holds the tokens from `offset` on (a row sharing the batch's prefix has no copy of it)."""
+    def _insert(self, ids: list[int], kv: list, offset: int = 0, namespace: str | None = None) -> None:
+        """`kv` holds the tokens from `offset` on (a row sharing the batch's prefix has no copy of it); `namespace`:
+        the LoRA adapter whose KV it is (WorkItem.lora_key; None: the base model's)."""
         if self.prefix_cache is not None:
-            self.prefix_cache.insert(ids, kv, self.generation, offset=offset)
+            self.prefix_cache.insert(ids, kv, self.generation, offset=offset, namespace=namespace)
+
+    # ---- LoRA adapters -----------------------------------------------------------------------------------------
+    def _lora_rows(self, items: list[WorkItem]) -> LoraRows | None:
+        """The adapters of a forward pass over `items` (in row order); None when none has one. The decode rows'
+        set is kept while the rows stay the same, with what it gathered for them."""
+        if all(it.lora is None for it in items):
+            return None
+        rows = LoraRows([it.lora for it in items], getattr(self, "lora_kernel", DEFAULT_KERNEL))
+        last = getattr(self, "_lora_last", None)
+        if last is not None and last.signature() == rows.signature() and last.kernel == rows.kernel:
+            return last
+        self._lora_last = rows
+        return rows
 
     # ---- admission ---------------------------------------------------------------------------------------------
     @torch.inference_mode()
@@ -94,6 +109,8 @@ class Admission:
         shared = self._shareable()
         if shared is None or cached < len(shared) or not split_prefill_available(self.lm.device):
             return None
+        if any(it.lora is not None for it in items):
+            return None  # the shared prefix holds the base model's KV: rows with an adapter keep their own
         return shared if all(shared.starts(it.input_ids) for it in items) else None
 
     def _add_group(
@@ -101,7 +118,10 @@ class Admission:
     ) -> list[tuple[WorkItem, WorkResult]]:
         started = time.time()
         t0 = time.perf_counter()
-        rows, inputs, lengths, cache, mask, positions, hidden = _prefill(self.lm, items, cached, prefixes, shared)
+        lora = LoraRows([it.lora for it in items], getattr(self, "lora_kernel", DEFAULT_KERNEL))
+        rows, inputs, lengths, cache, mask, positions, hidden = _prefill(
+            self.lm, items, cached, prefixes, shared, lora if lora.active else None
+        )
         self._timed("prefill", t0, (lengths[0] - cached) * len(items))
         offset = len(shared) if shared is not None else 0
         for i, row in enumerate(rows):
@@ -109,7 +129,7 @@ class Admission:
             if self.prefix_cache is not None:
                 self.prefix_cache.record(lengths[i], cached)
                 kv = [(layer.keys[i], layer.values[i]) for layer in cache.layers]
-                self._insert(row.item.input_ids, kv, offset)
+                self._insert(row.item.input_ids, kv, offset, row.item.lora_key)
         next_logits = _project(self.lm, hidden[:, -1])
         last = positions[:, -1]
         return self._join(rows, inputs, lengths, cache, mask, last, next_logits, started, shared is not None)
@@ -155,7 +175,7 @@ class Admission:
         if self.shared is None:
             self._set_up_shared(new_rows, cache, mask)
         shared = self._shareable()
-        uses = [shared is not None and shared.starts(r.item.input_ids) for r in new_rows]
+        uses = [shared is not None and r.item.lora is None and shared.starts(r.item.input_ids) for r in new_rows]
         if any(uses):
             cache, mask = _drop_leading(cache, mask, [len(self.shared) if u else 0 for u in uses])
         return cache, mask, torch.tensor(uses, dtype=torch.bool, device=mask.device)
@@ -168,6 +188,7 @@ class Admission:
             self.shared is not None
             or self.prefix_cache is None
             or len(items) < 2
+            or any(it.lora is not None for it in items)  # the shared prefix is the base model's KV only
             or cached < MIN_SHARED_TOKENS
             or not split_prefill_available(self.lm.device)
         ):
@@ -193,9 +214,12 @@ class Admission:
 
     def _set_up_shared(self, new_rows: list[_Row], cache, mask: torch.Tensor) -> None:
         """The longest whole-block prefix one new row has in common with another row (new or in the batch)."""
+        if new_rows[0].item.lora is not None:
+            return  # only the base model's rows share a prefix (its KV differs under every adapter)
         first = new_rows[0].item.input_ids
-        current = [r for r in self.rows if r.lm is self.lm]  # rows from before an in-place update keep their KV
-        others = [r.item.input_ids for r in new_rows[1:]] + [r.item.input_ids for r in current]
+        # rows from before an in-place update keep their KV; rows with an adapter never share
+        current = [r for r in self.rows if r.lm is self.lm and r.item.lora is None]
+        others = [r.item.input_ids for r in new_rows[1:] if r.item.lora is None] + [r.item.input_ids for r in current]
         best = max((common_prefix(first, o) for o in others), default=0)
         block = self.prefix_cache.block if self.prefix_cache is not None else BLOCK_TOKENS
         length = min(best, len(first) - 1) // block * block
@@ -222,7 +246,10 @@ class Admission:
             return
         self._to_eager()
         length = len(self.shared)
-        drops = [length if r.lm is self.lm and self.shared.starts(r.item.input_ids) else 0 for r in self.rows]
+        drops = [
+            length if r.lm is self.lm and r.item.lora is None and self.shared.starts(r.item.input_ids) else 0
+            for r in self.rows
+        ]
         if any(drops):
             self.cache, self.mask = _drop_leading(self.cache, self.mask, drops)
         self.uses = torch.tensor([d > 0 for d in drops], dtype=torch.bool, device=self.mask.device)
@@ -247,13 +274,14 @@ class Admission:
                 p.cache = GrowingCache()
             take = min(budget, length - p.done)
             t0 = time.perf_counter()
-            hidden = lm.model.get_decoder()(
-                input_ids=torch.tensor([ids[p.done : p.done + take]], dtype=torch.long, device=lm.device),
-                position_ids=torch.arange(p.done, p.done + take, device=lm.device).unsqueeze(0),
-                past_key_values=p.cache,
-                use_cache=True,
-                chunk_after_past=p.done > 0,  # no padding: everything before is visible (engine.attention)
-            ).last_hidden_state[0]
+            with lora_forward(lm.model, self._lora_rows([it])):
+                hidden = lm.model.get_decoder()(
+                    input_ids=torch.tensor([ids[p.done : p.done + take]], dtype=torch.long, device=lm.device),
+                    position_ids=torch.arange(p.done, p.done + take, device=lm.device).unsqueeze(0),
+                    past_key_values=p.cache,
+                    use_cache=True,
+                    chunk_after_past=p.done > 0,  # no padding: everything before is visible (engine.attention)
+                ).last_hidden_state[0]
             self.prefill_chunks += 1
             self._timed("prefill", t0, take)
             if p.entries is not None:
@@ -261,7 +289,7 @@ class Admission:
             p.done += take
             budget -= take
             p.last_hidden = hidden[-1:]
-            self._insert(ids[: p.done], [(layer.keys[0], layer.values[0]) for layer in p.cache.layers])
+            self._insert(ids[: p.done], [(layer.keys[0], layer.values[0]) for layer in p.cache.layers], 0, it.lora_key)
             if p.done < length:
                 continue
             self.pending.popleft()

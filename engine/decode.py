@@ -11,6 +11,7 @@ import torch
 
 from engine.admission import Admission
 from engine.graph_decode import GraphSettings
+from engine.lora_adapters import DEFAULT_KERNEL, lora_forward
 from engine.pooled_rows import PooledRows
 from engine.prefill import _Pending
 from engine.prefix_cache import PrefixCache
@@ -69,8 +70,11 @@ class DecodeBatch(Admission, PooledRows):
         generation: int | None = None,
         on_timing: Callable[[str, float, int], None] | None = None,
         graphs: GraphSettings | None = None,
+        lora_kernel: str = DEFAULT_KERNEL,
     ):
         self.lm, self.generator = lm, generator
+        self.lora_kernel = lora_kernel
+        """How rows' LoRA adapters are computed together (engine.lora_adapters.KERNELS)."""
         self.prefix_cache = prefix_cache
         self.generation = (prefix_cache.generation if prefix_cache else 0) if generation is None else generation
         self.chunk_tokens = chunk_tokens
@@ -214,7 +218,7 @@ class DecodeBatch(Admission, PooledRows):
         ids = row.item.input_ids + row.out[:-1]
         if self._pool is not None:  # no shared prefix on the pool
             if len(ids) == self._lens[i] and len(ids) >= self.prefix_cache.block:
-                self._insert(ids, self._pool.row_kv(self._slots[i], self._lens[i]))
+                self._insert(ids, self._pool.row_kv(self._slots[i], self._lens[i]), 0, row.item.lora_key)
             return
         valid = int(self.mask[i].sum())
         offset = len(self.shared) if self.shared is not None and bool(self.uses[i]) else 0
@@ -222,7 +226,7 @@ class DecodeBatch(Admission, PooledRows):
             return
         width = self.mask.shape[1]
         kv = [(layer.keys[i, :, width - valid :], layer.values[i, :, width - valid :]) for layer in self.cache.layers]
-        self._insert(ids, kv, offset)
+        self._insert(ids, kv, offset, row.item.lora_key)
 
     # ---- one step ----------------------------------------------------------------------------------------------
     @torch.inference_mode()
@@ -292,14 +296,15 @@ class DecodeBatch(Admission, PooledRows):
         shared = {}
         if self.shared is not None:
             shared["shared_prefix"] = SharedView(self.shared, self.uses)
-        hidden = lm.model.get_decoder()(
-            input_ids=tokens.unsqueeze(1),
-            attention_mask=self.mask if padded else None,
-            position_ids=self.last_pos.unsqueeze(1),
-            past_key_values=self.cache,
-            use_cache=True,
-            **shared,
-        ).last_hidden_state
+        with lora_forward(lm.model, self._lora_rows([r.item for r in self.rows])):
+            hidden = lm.model.get_decoder()(
+                input_ids=tokens.unsqueeze(1),
+                attention_mask=self.mask if padded else None,
+                position_ids=self.last_pos.unsqueeze(1),
+                past_key_values=self.cache,
+                use_cache=True,
+                **shared,
+            ).last_hidden_state
         self.next_logits = _project(lm, hidden[:, -1])
         self.decode_steps += 1
         self._timed("decode", t0, len(keep))

@@ -22,7 +22,15 @@ class PooledRows:
     def _pool_ready(self) -> bool:
         """Whether this decode step runs on the pool; moves the KV there, or back out, as needed."""
         dec = decoder_for(self.lm.model, self.graphs)
-        ok = dec is not None and self.shared is None and len(self.rows) <= dec.settings.max_rows and dec.free_for(self)
+        # Rows with a LoRA adapter decode eagerly: the adapter terms are added by forward hooks
+        # (engine.lora_adapters), which a captured graph's replay never calls.
+        ok = (
+            dec is not None
+            and self.shared is None
+            and len(self.rows) <= dec.settings.max_rows
+            and all(r.item.lora is None for r in self.rows)
+            and dec.free_for(self)
+        )
         if ok:
             longest = max(self._lens) if self._pool is not None else self.mask.shape[1]
             ok = longest + 1 <= dec.settings.max_tokens  # the new token's KV must fit too

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import torch
 
 from engine.kv_cache import GrowingCache
+from engine.lora_adapters import LoraRows, lora_forward
 from engine.sampling import _project, _tops
 from engine.shared_prefix import SharedPrefix, SharedView
 from engine.weights import LoadedModel
@@ -37,6 +38,7 @@ def _prefill(
     cached: int = 0,
     prefixes: list | None = None,
     shared: SharedPrefix | None = None,
+    lora: LoraRows | None = None,
 ):
     """Prefill of equal-length `items` (no padding) whose first `cached` tokens' KV is given (`prefixes`: per item,
     per layer (K, V) [1, heads, cached - len(shared), dim], or None when that is nothing): rows, input log-probs,
@@ -63,14 +65,15 @@ def _prefill(
     marks = {}
     if shared is not None:
         marks["shared_prefix"] = SharedView(shared, torch.ones(len(items), dtype=torch.bool, device=dev))
-    hidden = model.get_decoder()(
-        input_ids=ids,
-        position_ids=positions,
-        past_key_values=cache,
-        use_cache=True,
-        chunk_after_past=cached > 0,  # equal lengths, no padding: the cached prefix is all visible
-        **marks,
-    ).last_hidden_state  # [B, L - cached, H]
+    with lora_forward(model, lora):  # `lora`: the items' adapters, one per row (engine.lora_adapters)
+        hidden = model.get_decoder()(
+            input_ids=ids,
+            position_ids=positions,
+            past_key_values=cache,
+            use_cache=True,
+            chunk_after_past=cached > 0,  # equal lengths, no padding: the cached prefix is all visible
+            **marks,
+        ).last_hidden_state  # [B, L - cached, H]
     inputs = []
     for i, row in enumerate(rows):
         entries, tops = _input_logprob_start(row.item, lengths[i])

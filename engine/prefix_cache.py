@@ -51,10 +51,10 @@ class PrefixCache:
         self._lru: OrderedDict[int, _Node] = OrderedDict()  # last = most recently used
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
-        self._walks: dict[int, tuple[list[int], int, int, list[_Node]]] = {}
-        """id(ids) -> (ids, len(ids), limit, path) since the trie last changed: admission asks about the same prompt
-        up to three times (chunking, grouping, the KV itself), and a walk of an 8,000-token prompt builds and hashes
-        500 block keys."""
+        self._walks: dict[int, tuple[list[int], int, int, list[_Node], str | None]] = {}
+        """id(ids) -> (ids, len(ids), limit, path, namespace) since the trie last changed: admission asks about the
+        same prompt up to three times (chunking, grouping, the KV itself), and a walk of an 8,000-token prompt builds
+        and hashes 500 block keys."""
         self.bytes = 0
         # statistics (cumulative over the engine's life)
         self.requests = 0
@@ -72,15 +72,18 @@ class PrefixCache:
         return len(self._lru)
 
     # ---- lookups -----------------------------------------------------------------------------------------------
-    def match(self, ids: list[int], limit: int, generation: int, start: int = 0) -> tuple[int, KV | None]:
+    def match(
+        self, ids: list[int], limit: int, generation: int, start: int = 0, namespace: str | None = None
+    ) -> tuple[int, KV | None]:
         """Longest cached prefix of ids[:limit] in whole blocks: (tokens, per layer (K, V) [1, heads, tokens - start,
-        dim] of the tokens from `start` on, a multiple of the block; None when that is nothing)."""
+        dim] of the tokens from `start` on, a multiple of the block; None when that is nothing). `namespace`: whose
+        KV (a LoRA adapter's key; None: the base model's): KV of one namespace never serves another."""
         if not self.enabled or limit < self.block:
             return 0, None
         with self._lock:
             if generation != self.generation:
                 return 0, None
-            path = self._walk(ids, limit)
+            path = self._walk(ids, limit, namespace)
             if not path:
                 return 0, None
             self._touch(path)
@@ -97,32 +100,38 @@ class PrefixCache:
             ]
         return len(path) * self.block, kv
 
-    def match_len(self, ids: list[int], limit: int, generation: int) -> int:
+    def match_len(self, ids: list[int], limit: int, generation: int, namespace: str | None = None) -> int:
         """How many leading tokens of ids[:limit] `match` would give, without copying their KV."""
         if not self.enabled or limit < self.block:
             return 0
         with self._lock:
-            return 0 if generation != self.generation else len(self._walk(ids, limit)) * self.block
+            return 0 if generation != self.generation else len(self._walk(ids, limit, namespace)) * self.block
 
-    def _walk(self, ids: list[int], limit: int) -> list[_Node]:
+    def _walk(self, ids: list[int], limit: int, namespace: str | None = None) -> list[_Node]:
         memo = self._walks.get(id(ids))
-        if memo is not None and memo[0] is ids and memo[1] == len(ids) and memo[2] == limit:
+        if memo is not None and memo[0] is ids and memo[1] == len(ids) and memo[2] == limit and memo[4] == namespace:
             return memo[3]
-        path = self._walk_trie(ids, limit)
+        path = self._walk_trie(ids, limit, namespace)
         if len(self._walks) >= 1024:
             self._walks.clear()
-        self._walks[id(ids)] = (ids, len(ids), limit, path)
+        self._walks[id(ids)] = (ids, len(ids), limit, path, namespace)
         return path
+
+    def _key(self, ids: list[int], start: int, namespace: str | None) -> tuple:
+        """A block's trie key; the first block of a namespace's prompt carries the namespace (LoRA adapters' KV
+        hangs in their own subtrees, the base model's keys are the plain tokens)."""
+        key = tuple(ids[start : start + self.block])
+        return (namespace, *key) if namespace is not None and start == 0 else key
 
     def _changed(self) -> None:
         """The trie gained or lost nodes: remembered walks may be too short or name removed nodes."""
         self._walks.clear()
 
-    def _walk_trie(self, ids: list[int], limit: int) -> list[_Node]:
+    def _walk_trie(self, ids: list[int], limit: int, namespace: str | None = None) -> list[_Node]:
         path: list[_Node] = []
         node = self._root
         for start in range(0, limit - self.block + 1, self.block):
-            child = node.children.get(tuple(ids[start : start + self.block]))
+            child = node.children.get(self._key(ids, start, namespace))
             if child is None:
                 break
             path.append(child)
@@ -134,7 +143,7 @@ class PrefixCache:
             self._lru.move_to_end(node.id)
 
     # ---- inserts -----------------------------------------------------------------------------------------------
-    def insert(self, ids: list[int], kv: KV, generation: int, offset: int = 0) -> int:
+    def insert(self, ids: list[int], kv: KV, generation: int, offset: int = 0, namespace: str | None = None) -> int:
         """Store the KV of ids' whole blocks; `kv`: per layer (K, V) [heads, >= len(ids) rounded down - offset, dim]
         of exactly these tokens from position `offset` (a multiple of the block: the blocks before it are expected in
         the trie already; where one is missing nothing deeper is stored). Returns the blocks added."""
@@ -150,7 +159,7 @@ class PrefixCache:
             node, path = self._root, []
             for b in range(n_blocks):
                 s, e = b * self.block, (b + 1) * self.block
-                key = tuple(ids[s:e])
+                key = self._key(ids, s, namespace)
                 child = node.children.get(key)
                 if child is None and s < offset:
                     break  # evicted meanwhile; its KV is not in `kv`

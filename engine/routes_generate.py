@@ -13,6 +13,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import StreamingResponse
 
 from engine.http_guards import BadRequest, _error, _parse
+from engine.lora_adapters import AdapterError, LoraAdapter, LoraRegistry
 from engine.scheduler import Scheduler
 from engine.weights import LoadedModel
 from engine.work import WorkItem, WorkResult, final_delta, merged_deltas
@@ -48,8 +49,11 @@ def _fill_token_text(meta: dict, tokenizer: Any) -> None:
             ]
 
 
-def add_generation_routes(app: FastAPI, scheduler: Scheduler, cfg: EngineSettings) -> None:
-    """/generate over `scheduler`."""
+def add_generation_routes(
+    app: FastAPI, scheduler: Scheduler, cfg: EngineSettings, loras: LoraRegistry | None = None
+) -> None:
+    """/generate over `scheduler`; `lora_path` names adapters of `loras` (none loaded when it is None)."""
+    loras = loras if loras is not None else LoraRegistry(cfg.max_loras)
 
     def work_items(req: GenerateRequest, tenant: str | None) -> list[WorkItem]:
         lm: LoadedModel = scheduler.model
@@ -64,7 +68,19 @@ def add_generation_routes(app: FastAPI, scheduler: Scheduler, cfg: EngineSetting
             )
         for item in items:
             item.tenant = tenant
+        try:
+            names = [_lora_name(req.per_request("lora_path", i, None), i) for i in range(len(items))]
+            adapters = loras.acquire(names)  # held until the answers are out (see `release`)
+        except ValueError as exc:  # AdapterError too: an adapter that is not loaded
+            raise BadRequest(str(exc)) from exc
+        for item, adapter in zip(items, adapters):
+            item.lora = adapter
         return items
+
+    def release(items: list[WorkItem]) -> None:
+        held: list[LoraAdapter | None] = [it.lora for it in items]
+        if any(a is not None for a in held):
+            loras.release(held)
 
     @app.post("/generate")
     async def generate(request: Request) -> Any:
@@ -75,6 +91,7 @@ def add_generation_routes(app: FastAPI, scheduler: Scheduler, cfg: EngineSetting
         items = await asyncio.to_thread(work_items, req, tenant) if req.text is not None else work_items(req, tenant)
         if req.stream:
             if len(items) != 1:
+                release(items)
                 raise BadRequest("streaming takes a single prompt, not a batch")
             # Queued before the response starts, so a full queue is still answered with a 503, not a broken stream.
             loop = asyncio.get_running_loop()
@@ -84,9 +101,17 @@ def add_generation_routes(app: FastAPI, scheduler: Scheduler, cfg: EngineSetting
                 request.headers.get(STREAM_MODE_HEADER, "").strip().lower() == "incremental"
             )
             items[0].incremental = incremental
-            future = scheduler.enqueue(items)[0]
+            try:
+                future = scheduler.enqueue(items)[0]
+            except BaseException:
+                release(items)
+                raise
+            future.add_done_callback(lambda _: release(items))
             return StreamingResponse(_stream(future, updates, incremental), media_type="text/event-stream")
-        results = await _unless_disconnected(request, scheduler.submit(items))
+        try:
+            results = await _unless_disconnected(request, scheduler.submit(items))
+        finally:
+            release(items)
         if results is None:  # nobody is there to read an answer
             return _error(499, "the client disconnected; its generation was stopped")
         bodies = [r.to_wire() for r in results]
@@ -95,6 +120,15 @@ def add_generation_routes(app: FastAPI, scheduler: Scheduler, cfg: EngineSetting
             for body in bodies:
                 _fill_token_text(body["meta_info"], tokenizer)
         return bodies if req.is_batch else bodies[0]
+
+
+def _lora_name(value: Any, i: int) -> str | None:
+    """A prompt's `lora_path`: the name of a loaded adapter (SGLang takes the name there), or None for the base."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise AdapterError(f"prompt {i}: lora_path must be a loaded adapter's name (a string), got {value!r}")
+    return value
 
 
 @functools.lru_cache(maxsize=4)

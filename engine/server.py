@@ -31,8 +31,10 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from engine.http_guards import BearerKey, Refused, _error
+from engine.lora_adapters import LoraRegistry
 from engine.routes_admin import add_admin_routes
 from engine.routes_generate import _stream, add_generation_routes
+from engine.routes_lora import add_lora_routes
 from engine.routes_weights import add_weight_routes
 from engine.scheduler import QueueFull, Scheduler
 from engine.weight_group import WeightGroups
@@ -58,7 +60,10 @@ def create_engine_app(scheduler: Scheduler, cfg: EngineSettings, *, weight_roots
 
     # On the app itself and in this order, as when they were written here (an included APIRouter is matched through
     # another layer in this FastAPI).
-    add_generation_routes(app, scheduler, cfg)
+    loras = LoraRegistry(cfg.max_loras)  # LoRA adapters served on the base model (engine.lora_adapters)
+    app.state.loras = loras
+    add_generation_routes(app, scheduler, cfg, loras)
     add_admin_routes(app, scheduler, cfg, weight_groups)
     add_weight_routes(app, scheduler, cfg, weight_groups, weight_roots=weight_roots)
+    add_lora_routes(app, scheduler, cfg, loras, weight_roots)
     return app

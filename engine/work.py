@@ -7,9 +7,12 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass, field, replace
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from engine.weights import LoadedModel
+
+if TYPE_CHECKING:
+    from engine.lora_adapters import LoraAdapter
 from policy_client.detok import IncrementalDetokenizer
 from policy_client.wire import FinishReason, LogprobEntry, SamplingParams
 
@@ -32,6 +35,13 @@ class WorkItem:
     training)."""
     incremental: bool = False
     """Streaming progress events carry only what is new (SGLang's incremental streaming output), not snapshots."""
+    lora: "LoraAdapter | None" = None
+    """The LoRA adapter this request decodes with (the /generate `lora_path`); None: the base model."""
+
+    @property
+    def lora_key(self) -> str | None:
+        """The prefix cache's namespace of this request's KV: its adapter (name and load), None for the base."""
+        return None if self.lora is None else self.lora.key
 
 
 @dataclass
@@ -50,6 +60,9 @@ class WorkResult:
     cached_tokens: int = 0
     completion_tokens: int | None = None
     """Tokens generated so far; None: len(output_ids) (an incremental event carries only the new ones)."""
+    lora_path: str | None = None
+    """The LoRA adapter that served it (None: the base model), and its version when its folder carries one."""
+    lora_version: str | None = None
 
     def to_wire(self) -> dict:
         meta: dict = {
@@ -61,6 +74,9 @@ class WorkResult:
             "e2e_latency": round(self.e2e_latency, 6),
             "weight_version": self.weight_version,
         }
+        if self.lora_path is not None:
+            meta["lora_path"] = self.lora_path
+            meta["lora_version"] = self.lora_version
         for name in ("output_token_logprobs", "input_token_logprobs", "output_top_logprobs", "input_top_logprobs"):
             value = getattr(self, name)
             if value is not None:
@@ -102,6 +118,10 @@ class _Row:
         return self.finish is not None
 
 
+def _lora_meta(item: WorkItem) -> dict:
+    return {} if item.lora is None else {"lora_path": item.lora.name, "lora_version": item.lora.version}
+
+
 def _decode_text(lm: LoadedModel, ids: list[int], skip_special: bool) -> str:
     return lm.tokenizer.decode(ids, skip_special_tokens=skip_special)  # type: ignore[attr-defined]
 
@@ -131,6 +151,7 @@ def _result(lm: LoadedModel, row: _Row, inputs: tuple, prompt_len: int, start: f
         input_top_logprobs=inputs[1],
         e2e_latency=time.time() - it.received_at,
         cached_tokens=row.cached_tokens,
+        **_lora_meta(it),
     )
 
 
@@ -160,6 +181,7 @@ def _progress(lm: LoadedModel, row: _Row, inputs: tuple, prompt_len: int, start:
         e2e_latency=time.time() - it.received_at,
         cached_tokens=row.cached_tokens,
         completion_tokens=len(row.out),
+        **_lora_meta(it),
     )
 
 
@@ -174,6 +196,7 @@ def aborted_before_start(item: WorkItem, lm: LoadedModel, message: str) -> WorkR
         weight_version=lm.weight_version,
         output_token_logprobs=[] if item.return_logprob else None,
         e2e_latency=time.time() - item.received_at,
+        **_lora_meta(item),
     )
 
 
@@ -209,4 +232,6 @@ def final_delta(result: WorkResult, sent_ids: int, sent_text: int) -> WorkResult
         e2e_latency=result.e2e_latency,
         cached_tokens=result.cached_tokens,
         completion_tokens=n,
+        lora_path=result.lora_path,
+        lora_version=result.lora_version,
     )
