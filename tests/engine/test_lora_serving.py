@@ -145,6 +145,23 @@ def test_prefix_cache_keeps_adapters_apart(adapters, base, solo):
         same(got[key].output_ids, lps(got[key].output_token_logprobs), solo[name, "p"])
 
 
+def test_unloading_and_loading_while_rows_decode_does_not_disturb_them(adapters, base, solo):
+    reg = LoraRegistry(1)
+    reg.add(read_adapter(adapters["a1"], "a1", 1, base.model))
+    (a1,) = reg.acquire(["a1"])
+    batch = DecodeBatch(base, torch.Generator().manual_seed(0))
+    item = WorkItem(list(PROMPT), params(), return_logprob=True, lora=a1)
+    done = batch.add([item])
+    done += batch.step()
+    assert reg.remove("a1")  # unloaded mid-answer, another loaded in its place
+    reg.add(read_adapter(adapters["a2"], "a2", 2, base.model))
+    while len(batch):
+        done += batch.step()
+    ((_, r),) = done
+    same(r.output_ids, lps(r.output_token_logprobs), solo["a1", "p"])
+    reg.release([a1])
+
+
 def test_registry_evicts_the_least_recently_used_idle_adapter(adapters, base):
     reg = LoraRegistry(2)
     reg.add(read_adapter(adapters["a1"], "a1", 1, base.model))
@@ -249,3 +266,23 @@ def test_http_refuses_disallowed_and_broken_adapters(engine, adapters, tmp_path)
     assert engine.post("/load_lora_adapter", json={"lora_name": "x"}).status_code in (400, 422)
     r = generate(engine, [OTHER, OTHER], ["a1"])
     assert r.status_code == 400  # one lora_path per prompt
+
+
+def test_http_stream_reports_the_adapter(engine, adapters, solo):
+    r = engine.post("/load_lora_adapter", json={"lora_name": "s1", "lora_path": str(adapters["a1"])})
+    assert r.status_code == 200, r.text
+    body = {
+        "input_ids": OTHER,
+        "sampling_params": {"max_new_tokens": NEW, "temperature": 0.0, "ignore_eos": True},
+        "stream": True,
+        "lora_path": "s1",
+    }
+    events = [
+        json.loads(line[6:])
+        for line in engine.post("/generate", json=body).text.splitlines()
+        if line.startswith("data: {")
+    ]
+    assert events[-1]["output_ids"] == solo["a1", "o"].output_ids
+    assert events[-1]["meta_info"]["lora_path"] == "s1" and events[-1]["meta_info"]["lora_version"] == "v7"
+    # unloaded once its stream is over
+    assert engine.post("/unload_lora_adapter", json={"lora_name": "s1"}).status_code == 200
