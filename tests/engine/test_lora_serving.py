@@ -145,6 +145,19 @@ def test_prefix_cache_keeps_adapters_apart(adapters, base, solo):
         same(got[key].output_ids, lps(got[key].output_token_logprobs), solo[name, "p"])
 
 
+def test_chunked_prefill_of_adapter_rows(adapters, base, solo):
+    reg = LoraRegistry(2)
+    reg.add(read_adapter(adapters["a1"], "a1", 1, base.model))
+    reg.add(read_adapter(adapters["a2"], "a2", 2, base.model))
+    a1, a2 = reg.acquire(["a1", "a2"])
+    items = [WorkItem(list(PROMPT), params(), return_logprob=True, logprob_start_len=0, lora=a) for a in (a1, a2)]
+    items.append(WorkItem(list(OTHER), params(), return_logprob=True, lora=a2))  # short: prefilled at once
+    results = run(base, items, chunk_tokens=16, prefix_cache=PrefixCache(64 * 1024 * 1024))
+    for r, key in zip(results, [("a1", "p"), ("a2", "p"), ("a2", "o")]):
+        same(r.output_ids, lps(r.output_token_logprobs), solo[key])
+    assert lps(results[0].input_token_logprobs) == pytest.approx(lps(solo["a1", "p"].input_token_logprobs), abs=TOL)
+
+
 def test_unloading_and_loading_while_rows_decode_does_not_disturb_them(adapters, base, solo):
     reg = LoraRegistry(1)
     reg.add(read_adapter(adapters["a1"], "a1", 1, base.model))
