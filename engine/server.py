@@ -38,6 +38,7 @@ from engine.routes_lora import add_lora_routes
 from engine.routes_weights import add_weight_routes
 from engine.scheduler import QueueFull, Scheduler
 from engine.weight_group import WeightGroups
+from openclaw_rl import tracing
 from openclaw_rl.settings import EngineSettings
 
 __all__ = ["_stream", "create_engine_app"]  # _stream: tests/policy_client/test_incremental_stream.py imports it here
@@ -49,6 +50,7 @@ def create_engine_app(scheduler: Scheduler, cfg: EngineSettings, *, weight_roots
     if cfg.api_key.get_secret_value():
         app.add_middleware(BearerKey, key=cfg.api_key.get_secret_value())
     weight_groups = WeightGroups()  # the weight routes join and use them; /get_server_info lists them
+    tracing.install_fastapi(app, "engine")  # a span per request, in the trace of the activity that called
 
     @app.exception_handler(Refused)
     async def _refuse(_: Request, exc: Refused) -> JSONResponse:
