@@ -74,9 +74,16 @@ class GenerateActivities:
         gen = RolloutResult(finish=done.finish or "length")
         if not done.finish:
             params = await self.rollout.params(inp.sampling, len(prompt_ids) + len(done.ids))
+            adapter = None
+            if self.settings.training.adapters == "per_user" and inp.tenant:  # the user's own adapter serves them
+                adapter = await self.store.adapters.current(inp.tenant)
             async with heartbeating(self.settings.session.generate_heartbeat_s / 3):
                 gen = await self.rollout.generate(
-                    prompt_ids + done.ids, params, on_tokens=stream.progress if stream else None, tenant=inp.tenant
+                    prompt_ids + done.ids,
+                    params,
+                    on_tokens=stream.progress if stream else None,
+                    tenant=inp.tenant,
+                    adapter=adapter,
                 )
         if stream:
             await stream.finish(gen.ids, gen.logprobs, gen.finish)

@@ -123,6 +123,10 @@ class HeldTrainer:
     def _load(self, version: int, label: int) -> PolicyTrainer:
         t = self.settings.training
         cls = backend_class(t.backend, t.megatron)
+        if t.adapters == "per_user":
+            from trainers.user_adapters import UserAdapterTrainer
+
+            cls = UserAdapterTrainer  # the base once, each user's adapter trained in turn
         folder = version_dir(self.settings.checkpoints_dir, version)
         if self.trainer is not None:  # a megatron job holds its devices: end it before the next one starts
             self.trainer.close()

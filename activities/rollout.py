@@ -21,6 +21,7 @@ from policy_client import PolicyClient
 from policy_client.chat import ChatRenderer, renderer_for
 from policy_client.client import PolicyRequestError, PolicyUnavailableError
 from policy_client.wire import SamplingParams
+from store.adapters import AdapterRef
 from store.client import Store
 from store.turns import TurnTokens
 
@@ -71,38 +72,66 @@ class Rollout:
         on_tokens: OnTokens | None = None,
         *,
         tenant: str | None = None,
+        adapter: AdapterRef | None = None,
     ) -> RolloutResult:
         """One generation; streamed from the server when `on_tokens` wants tokens as they come.
 
         `tenant`: whose request it is, so the embedded engine shares its slots fairly between users (None: the
-        shared system bucket)."""
+        shared system bucket). `adapter`: the user's own LoRA adapter (`training.adapters = per_user`); a server
+        that lost it (restarted) loads it again from its folder, once, before the request is sent again."""
         if params.max_new_tokens <= 0:
             return RolloutResult()
         try:
-            if on_tokens is None:
-                gen = await self.policy.generate(input_ids, params, tenant=tenant)
-                return RolloutResult(
-                    ids=gen.output_ids,
-                    logprobs=gen.output_logprobs,
-                    finish=_finish(gen.finish_reason),
-                    weight_version=gen.weight_version,
-                )
-            out = RolloutResult()
-            async for snap in self.policy.generate_stream(input_ids, params, tenant=tenant):
-                out.ids, out.logprobs = snap.output_ids, snap.output_logprobs
-                out.weight_version = snap.weight_version or out.weight_version
-                if snap.finish_reason is not None:
-                    out.finish = _finish(snap.finish_reason)
-                await on_tokens(out.ids, out.logprobs)
-            return out
+            return await self._generate(input_ids, params, on_tokens, tenant, adapter)
         except PolicyRequestError as exc:
-            raise ApplicationError(
-                f"the policy server refused the request: {exc.reason}",
-                type=ErrorType.INVALID_REQUEST,
-                non_retryable=True,
-            ) from exc
+            if adapter is None or "is not loaded" not in exc.reason:  # refused before any token: safe to send again
+                raise self._refused(exc) from exc
+            from policy_client.weight_sync import WeightSyncClient
+
+            async with WeightSyncClient.from_settings(self.settings) as client:
+                await client.load_lora_adapter(adapter.name, adapter.path)
+            try:
+                return await self._generate(input_ids, params, on_tokens, tenant, adapter)
+            except PolicyRequestError as again:
+                raise self._refused(again) from again
+            except PolicyUnavailableError as again:
+                raise ApplicationError(str(again), type=ErrorType.POLICY_UNAVAILABLE) from again
         except PolicyUnavailableError as exc:
             raise ApplicationError(str(exc), type=ErrorType.POLICY_UNAVAILABLE) from exc
+
+    @staticmethod
+    def _refused(exc: PolicyRequestError) -> ApplicationError:
+        return ApplicationError(
+            f"the policy server refused the request: {exc.reason}", type=ErrorType.INVALID_REQUEST, non_retryable=True
+        )
+
+    async def _generate(
+        self,
+        input_ids: list[int],
+        params: SamplingParams,
+        on_tokens: OnTokens | None,
+        tenant: str | None,
+        adapter: AdapterRef | None,
+    ) -> RolloutResult:
+        lora = adapter.name if adapter is not None else None
+        if on_tokens is None:
+            gen = await self.policy.generate(input_ids, params, tenant=tenant, lora_path=lora)
+            return RolloutResult(
+                ids=gen.output_ids,
+                logprobs=gen.output_logprobs,
+                finish=_finish(gen.finish_reason),
+                weight_version=str(adapter.version) if adapter is not None else gen.weight_version,
+            )
+        out = RolloutResult()
+        async for snap in self.policy.generate_stream(input_ids, params, tenant=tenant, lora_path=lora):
+            out.ids, out.logprobs = snap.output_ids, snap.output_logprobs
+            out.weight_version = (
+                str(adapter.version) if adapter is not None else snap.weight_version or out.weight_version
+            )
+            if snap.finish_reason is not None:
+                out.finish = _finish(snap.finish_reason)
+            await on_tokens(out.ids, out.logprobs)
+        return out
 
     def decode(self, ids: list[int]) -> str:
         return self.renderer.decode(ids, skip_special_tokens=True)

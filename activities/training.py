@@ -181,8 +181,10 @@ class TrainingActivities:
             return await self._train_in_memory(inp)
 
     async def _batch(self, inp: TrainInput) -> tuple[list[TrainingSample], list[str]]:
-        """The batch's samples, and the ids of those too stale to learn from."""
+        """The batch's samples, and the ids of those too stale to learn from. Per-user adapters: staleness counts the
+        steps of the sample's user's adapter since it was generated (their turns are labelled with those)."""
         samples, stale = [], []
+        bank = getattr(self.held.trainer, "bank", None)
         for src, ids in inp.ids.items():
             for eid in ids:
                 s = await self.store.samples.load(src, eid)
@@ -195,7 +197,8 @@ class TrainingActivities:
                         non_retryable=True,
                     )
                 v = int(s.policy_version) if (s.policy_version or "").isdigit() else inp.version
-                if inp.version - v > inp.max_staleness:
+                behind = inp.version - v if bank is None else bank.staleness(s, v)
+                if behind > inp.max_staleness:
                     stale.append(s.sample_id)
                     continue
                 samples.append(s)

@@ -30,7 +30,10 @@ from openclaw_rl.settings import Settings
 from policy_client import PolicyClient
 from policy_client.weight_handoff import UpdateWeightsFromTensorRequest, handoff_possible, pack
 from policy_client.weight_sync import WeightSyncClient, WeightSyncError
+from store.adapters import AdapterRef
+from store.client import Store
 from trainers.base import PolicyTrainer, copy_tokenizer
+from trainers.user_adapters import UserAdapterTrainer
 from trainers.weight_sync import (
     GenerationStillPaused,
     WeightBroadcaster,
@@ -92,6 +95,8 @@ class WeightPublisher:
                 trainer = await asyncio.to_thread(self.held.from_durable, durable, version)
             if trainer is None:
                 raise TrainerLost(version, self.held.version)
+            if isinstance(trainer, UserAdapterTrainer):
+                return await self._adapters(trainer, version, started)
             async with WeightSyncClient.from_settings(self.settings) as client:
                 behind = [url for url, v in (await client.weight_versions()).items() if v != str(version)]
             if not behind:
@@ -107,6 +112,36 @@ class WeightPublisher:
                 nbytes = await self._weights_to_disk(trainer, version)
         return PublishedWeights(
             version=version, route=route, servers=behind, seconds=time.perf_counter() - started, bytes=nbytes
+        )
+
+    async def _adapters(self, trainer: UserAdapterTrainer, version: int, started: float) -> PublishedWeights:
+        """Per-user adapters: each adapter that changed since the last publication written to
+        `<data dir>/adapters/<user>/v<its steps>`, loaded by every policy server under its own name, then recorded as
+        that user's (the next turn is served by it); the user's previous adapter is unloaded from the servers
+        (a request still using it keeps it until its answer is out)."""
+        owners = sorted(trainer.touched)
+        if not owners:
+            return PublishedWeights(version=version, route="none", servers=[], seconds=0.0)
+        store = Store.from_settings(self.settings)
+        nbytes, servers = 0, []
+        try:
+            async with WeightSyncClient.from_settings(self.settings) as client:
+                for owner in owners:
+                    steps = trainer.bank.adapter(owner).steps
+                    folder = self.settings.data_dir / "adapters" / owner / f"v{steps}"
+                    await asyncio.to_thread(trainer.bank.save, owner, folder, str(steps))
+                    nbytes += sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
+                    ref = AdapterRef(name=f"{owner}-v{steps}", path=str(folder), version=steps)
+                    servers = list(await client.load_lora_adapter(ref.name, ref.path))
+                    previous = await store.adapters.publish(owner, ref)
+                    if previous is not None and previous.name != ref.name:
+                        await client.unload_lora_adapter(previous.name)
+        finally:
+            await store.aclose()
+        trainer.touched.difference_update(owners)
+        log.info("user adapters published", version=version, users=len(owners), bytes=nbytes)
+        return PublishedWeights(
+            version=version, route="adapters", servers=servers, seconds=time.perf_counter() - started, bytes=nbytes
         )
 
     async def _hand_over(self, trainer: PolicyTrainer, version: int, urls: list[str]) -> int:

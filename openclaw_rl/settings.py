@@ -534,6 +534,12 @@ class TrainingSettings(BaseModel):
     """Parallel layout of the megatron backend."""
     lora: LoraSettings = Field(default_factory=LoraSettings)
     """Each version then holds the merged weights (what the servers load) and the adapter (`adapter/`)."""
+    adapters: Literal["shared", "per_user"] = "shared"
+    """shared: every user's samples train one policy (the paper's personal agent is one person's). per_user: each
+    user's samples train that user's own LoRA adapter on the shared, frozen base (trainers/user_adapters.py, one
+    trainer scheduling users in turn); each version publishes the adapters that changed to every policy server
+    (`/load_lora_adapter`) and the user's turns are served by theirs. Needs `lora.enabled` and personal samples
+    only."""
 
     @model_validator(mode="before")
     @classmethod
@@ -553,6 +559,15 @@ class TrainingSettings(BaseModel):
     def _lora_needs_torch(self) -> "TrainingSettings":
         if self.lora.enabled and self.backend != "torch":
             raise ValueError("training.lora applies to the torch backend; megatron trains every weight")
+        if self.adapters == "per_user":
+            if not self.lora.enabled:
+                raise ValueError("training.adapters = per_user trains LoRA adapters: set training.lora.enabled")
+            others = sorted(s for s in self.source_weights if s != "personal")
+            if others:
+                raise ValueError(
+                    f"training.adapters = per_user trains users' own samples only; drop {others} from "
+                    "training.source_weights"
+                )
         return self
 
 

@@ -170,9 +170,11 @@ class PolicyClient:
         *,
         return_logprob: bool = True,
         tenant: str | None = None,
+        lora_path: str | None = None,
     ) -> Generation:
-        """One generation. `tenant`: whose request it is (sent as X-Openclaw-Tenant; None: the system bucket)."""
-        body = _generate_body(input_ids, sampling, return_logprob, tenant)
+        """One generation. `tenant`: whose request it is (sent as X-Openclaw-Tenant; None: the system bucket).
+        `lora_path`: the name of a LoRA adapter the server has loaded (SGLang's field; None: the base model)."""
+        body = _generate_body(input_ids, sampling, return_logprob, tenant, lora_path)
         raw, url = await self._call("POST", "/generate", body, headers=_tenant_headers(tenant))
         return Generation.from_wire(GenerateResponse.model_validate(raw), url)
 
@@ -183,6 +185,7 @@ class PolicyClient:
         *,
         return_logprob: bool = True,
         tenant: str | None = None,
+        lora_path: str | None = None,
     ) -> AsyncIterator[Generation]:
         """The generation as it grows: one `Generation` per server event, the last one with finish_reason.
 
@@ -196,9 +199,9 @@ class PolicyClient:
 
         A connection that breaks before the first event is retried like `generate`;
         once tokens have been handed out, a break is raised (restarting would resample).
-        `tenant` as in `generate`.
+        `tenant` and `lora_path` as in `generate`.
         """
-        body = _generate_body(input_ids, sampling, return_logprob, tenant) | {"stream": True}
+        body = _generate_body(input_ids, sampling, return_logprob, tenant, lora_path) | {"stream": True}
         headers = _tenant_headers(tenant)
         if self.incremental_streaming:
             headers = (headers or {}) | {STREAM_MODE_HEADER: "incremental"}
@@ -418,7 +421,11 @@ def _tenant_headers(tenant: str | None) -> dict[str, str] | None:
 
 
 def _generate_body(
-    input_ids: list[int], sampling: SamplingParams, return_logprob: bool, tenant: str | None = None
+    input_ids: list[int],
+    sampling: SamplingParams,
+    return_logprob: bool,
+    tenant: str | None = None,
+    lora_path: str | None = None,
 ) -> dict:
     if not input_ids:
         raise ValueError("input_ids is empty")
@@ -429,4 +436,6 @@ def _generate_body(
     }
     if tenant:
         body["rid"] = tenant_rid(tenant)  # the one place the tenant survives the sglang-router
+    if lora_path:
+        body["lora_path"] = lora_path
     return body

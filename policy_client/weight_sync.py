@@ -342,6 +342,44 @@ class WeightSyncClient:
         body = DestroyWeightsUpdateGroupRequest(group_name=group_name)
         return await self._post(url, "/destroy_weights_update_group", body, attempts=CONTROL_ATTEMPTS)
 
+    async def load_lora_adapter(self, name: str, path: str) -> list[str]:
+        """Every server loads the PEFT adapter at `path` as `name` (SGLang's /load_lora_adapter); one that has it
+        under that name already counts as done (a retried publication). Returns the servers."""
+
+        async def one(url: str) -> str:
+            body = await self._lora_call(url, "/load_lora_adapter", {"lora_name": name, "lora_path": path})
+            if body.get("success") or name in (body.get("loaded_adapters") or {}):
+                return url
+            raise WeightSyncError(url, "/load_lora_adapter", str(body.get("error_message") or body))
+
+        return list(await asyncio.gather(*(one(u) for u in self.urls)))
+
+    async def unload_lora_adapter(self, name: str) -> None:
+        """Every server drops adapter `name`; a server without it is fine (best effort: an adapter left loaded
+        is evicted by the servers' own limit)."""
+        for url in self.urls:
+            try:
+                await self._lora_call(url, "/unload_lora_adapter", {"lora_name": name})
+            except WeightSyncError as exc:
+                log.warning("a server did not unload an old user adapter", url=url, adapter=name, error=str(exc))
+
+    async def _lora_call(self, url: str, path: str, body: dict) -> dict:
+        for attempt in range(1, CONTROL_ATTEMPTS + 1):
+            try:
+                resp = await self._http.post(f"{url}{path}", json=body)
+            except httpx.TransportError as exc:
+                reason = f"no answer ({type(exc).__name__}: {exc})"
+            else:
+                if resp.status_code < 500:
+                    try:
+                        return resp.json()
+                    except ValueError:
+                        raise WeightSyncError(url, path, f"HTTP {resp.status_code}: {_reason(resp)}") from None
+                reason = f"HTTP {resp.status_code}: {_reason(resp)}"
+            if attempt < CONTROL_ATTEMPTS:
+                await asyncio.sleep(self.backoff_s * 2 ** (attempt - 1))
+        raise WeightSyncError(url, path, reason)
+
     async def weight_versions(self) -> dict[str, str | None]:
         """The weight_version each server serves now."""
 

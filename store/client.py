@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import redis.asyncio as aioredis
 
 from openclaw_rl.settings import Settings
+from store.adapters import AdapterRecords
 from store.api_keys import ApiKeyRecords
 from store.chat_requests import ChatRequests
 from store.episodes import EpisodeData
@@ -63,6 +64,7 @@ class Store:
         self.episodes = EpisodeData(redis, data_ttl_s)
         self.samples = SampleStreams(redis, data_ttl_s)
         self.policy = PolicyVersions(redis)
+        self.adapters = AdapterRecords(redis)
         self.users = UserRecords(redis, data_ttl_s)
 
     @classmethod

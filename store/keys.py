@@ -49,6 +49,11 @@ def stream_owner(turn_id: str) -> str:
     return f"{PREFIX}:stream:{turn_id}:owner"
 
 
+def user_adapter(tenant: str) -> str:
+    """JSON record of the LoRA adapter serving one user (store.adapters), by tenant pseudonym; no TTL."""
+    return f"{PREFIX}:adapter:{tenant}"
+
+
 def turn_data(turn_id: str) -> str:
     """Hash: prompt ids, response ids, rollout log-probs and weight version of one finished turn."""
     return f"{PREFIX}:turn:{turn_id}"

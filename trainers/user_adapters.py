@@ -110,6 +110,11 @@ class AdapterBank:
         if meta.is_file() and json.loads(meta.read_text()).get("user") not in (None, user_id):
             raise ValueError(f"{folder} is another user's adapter")
 
+    def staleness(self, sample: TrainingSample, generated_with: int) -> int:
+        """Steps the sample's user's adapter took since the sample was generated (with its version
+        `generated_with`)."""
+        return self.adapter(sample_owner(sample)).steps - generated_with
+
     def forget(self, user_id: str) -> bool:
         """Drop `user_id`'s adapter from memory (their data rights); True if there was one."""
         return self.users.pop(user_id, None) is not None
@@ -131,3 +136,142 @@ class AdapterBank:
             if not keep_moments and opt.state.get(p):
                 state.moments[name] = {k: v.detach().to("cpu", copy=True) for k, v in opt.state[p].items()}
             opt.state.pop(p, None)
+
+
+USER_ADAPTERS_DIR = "user-adapters"
+"""In a durable checkpoint of per-user training: one folder per user (by tenant pseudonym), as `AdapterBank.save`."""
+
+
+def sample_owner(sample: TrainingSample) -> str:
+    """Whose adapter a sample trains: its user's tenant pseudonym (contracts.chat.tenant_of: no user id in clear)."""
+    from contracts.chat import tenant_of
+
+    user = getattr(sample.provenance, "user_id", None)
+    if not user:
+        raise ValueError(
+            f"sample {sample.sample_id} of stream {sample.source} has no user: per-user adapters train only "
+            "personal samples (training.source_weights)"
+        )
+    return tenant_of(user)
+
+
+class UserAdapterTrainer:
+    """The trainer pool's trainer with `training.adapters = per_user`: what the training activities call on a
+    trainer (train_step, snapshot, memory, ...), each step training every user of the batch on their own adapter
+    (`AdapterBank`), the base shared and frozen. `touched` collects the users whose adapters changed since the
+    last publication (`WeightPublisher` sends those)."""
+
+    backend = "torch-user-adapters"
+
+    def __init__(self, checkpoint: Path, cfg):
+        self.inner = TorchTrainer(checkpoint, cfg)
+        self.bank = AdapterBank(self.inner)
+        self.cfg, self.device, self.source = cfg, self.inner.device, self.inner.source
+        self.step = 0
+        self.touched: set[str] = set()
+
+    @classmethod
+    def resume(cls, folder: Path, cfg) -> UserAdapterTrainer:
+        """The base (the served model, never a merged checkpoint) with every user's adapter of a durable checkpoint."""
+        from trainers.lora import base_of
+
+        folder = Path(folder)
+        meta = folder / "openclaw-rl-version.json"
+        base = json.loads(meta.read_text()).get("base") if meta.is_file() else None
+        trainer = cls(Path(base) if base else (base_of(folder) or folder), cfg)
+        users = folder / USER_ADAPTERS_DIR
+        for sub in sorted(users.iterdir()) if users.is_dir() else ():
+            trainer.bank.load(sub.name, sub)
+        trainer.step = int(json.loads(meta.read_text()).get("step", 0)) if meta.is_file() else 0
+        return trainer
+
+    # ---- what the training activities call -------------------------------------------------------------------
+    def train_step(self, samples: list[TrainingSample]) -> StepMetrics:
+        groups: dict[str, list[TrainingSample]] = {}
+        for s in samples:
+            groups.setdefault(sample_owner(s), []).append(s)
+        parts = [(len(g), self.bank.train_step(owner, g)) for owner, g in groups.items()]
+        self.touched |= set(groups)
+        self.step += 1
+        return _combined(parts, self.step)
+
+    def weights_finite(self) -> bool:
+        return all(bool(torch.isfinite(t).all()) for a in self.bank.users.values() for t in a.params.values())
+
+    def memory(self) -> dict[str, int]:
+        out = self.inner.memory()
+        out["adapters_bytes"] = sum(
+            t.numel() * t.element_size()
+            for a in self.bank.users.values()
+            for t in [*a.params.values(), *(v for m in a.moments.values() for v in m.values())]
+        )
+        out["users"] = len(self.bank.users)
+        return out
+
+    @property
+    def bf16_on_cuda(self) -> bool:
+        return self.inner.bf16_on_cuda
+
+    def snapshot(self):
+        """Every user's adapter, written (under the step lock) into the durable checkpoint's `user-adapters/`."""
+        from trainers.base import Snapshot, copy_tokenizer
+
+        def write(folder: Path, version: str, extra: dict | None) -> Path:
+            with atomic_dir(Path(folder)) as tmp:
+                for owner in sorted(self.bank.users):
+                    self.bank.save(owner, tmp / USER_ADAPTERS_DIR / owner, version)
+                copy_tokenizer(self.source, tmp)
+                write_version_info(
+                    tmp,
+                    {
+                        "weight_version": version,
+                        "step": self.step,
+                        "backend": self.backend,
+                        "base": str(self.source),
+                        **(extra or {}),
+                    },
+                )
+            return Path(folder)
+
+        return Snapshot(write=write, detached=False)
+
+    def save(self, folder: Path, version: str, extra: dict | None = None) -> Path:
+        """A checkpoint on request (`openclaw-rl train checkpoint`): every user's adapter, as a durable one."""
+        return self.snapshot().write(folder, version, extra)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def _combined(parts: list[tuple[int, StepMetrics]], step: int) -> StepMetrics:
+    """One step's metrics from its users' steps: sums of counts and times, sample-weighted means of the rest, the
+    largest gradient norm (each adapter is clipped on its own)."""
+    n = sum(k for k, _ in parts) or 1
+    total = {"samples": 0, "tokens": 0, "step_s": 0.0}
+    for _, m in parts:
+        total["samples"] += m.samples
+        total["tokens"] += m.tokens
+        total["step_s"] += m.step_s or 0.0
+    processed = sum(m.tokens_per_s * (m.step_s or 0.0) for _, m in parts)  # prompt + response tokens run
+    mean = {
+        f: sum(k * getattr(m, f) for k, m in parts) / n
+        for f in (
+            "loss",
+            "pg_loss",
+            "kl",
+            "entropy",
+            "clip_fraction",
+            "approx_kl",
+            "mean_advantage",
+            "logprob_gap",
+            "tis_weight",
+            "tis_truncated",
+        )
+    }
+    return StepMetrics(
+        step=step,
+        grad_norm=max(m.grad_norm for _, m in parts),
+        tokens_per_s=processed / total["step_s"] if total["step_s"] else 0.0,
+        **total,
+        **mean,
+    )

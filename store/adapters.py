@@ -1,0 +1,38 @@
+"""Which LoRA adapter serves each user (`training.adapters = per_user`): `oc:adapter:<tenant>` holds the current one
+(its name on the policy servers, its folder, its version), written when a version publishes it, read by every
+generation for that user. Keyed by the tenant pseudonym (contracts.chat.tenant_of), never the user id."""
+
+from __future__ import annotations
+
+import redis.asyncio as aioredis
+from pydantic import BaseModel
+
+from store.keys import user_adapter
+
+
+class AdapterRef(BaseModel):
+    name: str
+    """What the policy servers call it (`lora_path` of a generate request)."""
+    path: str
+    """Its PEFT folder: what `/load_lora_adapter` loads again on a server that lost it."""
+    version: int
+    """The user's own version: how many steps their adapter has taken (what their turns' samples are labelled with,
+    so that staleness counts their adapter's steps, not other users')."""
+
+
+class AdapterRecords:
+    def __init__(self, redis: aioredis.Redis):
+        self._r = redis
+
+    async def current(self, tenant: str) -> AdapterRef | None:
+        raw = await self._r.get(user_adapter(tenant))
+        return AdapterRef.model_validate_json(raw) if raw else None
+
+    async def publish(self, tenant: str, ref: AdapterRef) -> AdapterRef | None:
+        """Make `ref` the user's adapter; returns the one it replaces."""
+        raw = await self._r.set(user_adapter(tenant), ref.model_dump_json(), get=True)
+        return AdapterRef.model_validate_json(raw) if raw else None
+
+    async def forget(self, tenant: str) -> AdapterRef | None:
+        raw = await self._r.getdel(user_adapter(tenant))
+        return AdapterRef.model_validate_json(raw) if raw else None
