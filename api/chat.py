@@ -233,7 +233,9 @@ async def _run(app: FastAPI, t: _Turn, turn: TurnRequest) -> TurnResult:
         await store.users.note_turn(t.user_id, t.turn_id, train=t.train)  # before any of the turn's data exists
         await store.requests.save(t.turn_id, t.stored)
         try:
-            result = await app.state.gateway.run_turn(t.user_id, t.session_id, turn)
+            result = await app.state.gateway.run_turn(
+                t.user_id, t.session_id, turn, forgotten=lambda: store.users.is_forgotten(t.user_id)
+            )
         except ApiError as exc:
             if exc.status in _REFUSED:
                 await _forget_refused(app, t, turn, admitted=exc.status != 429)

@@ -57,6 +57,7 @@ CHAT_ERRORS: dict[int | str, dict[str, Any]] = {
         "a prompt longer than the context"
     ),
     **AUTH_ERRORS,
+    410: _error("The user was forgotten while the turn was on its way (`DELETE /v1/me/data`)"),
     413: _error("The body is over api.max_request_bytes"),
     422: _error("A field of the wrong type or value (`param` names it), or an Idempotency-Key reused"),
     429: _error("Too many requests in flight for this user or on this session"),

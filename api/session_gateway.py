@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 
 import structlog
 from temporalio.api.enums.v1 import ResourceExhaustedCause
@@ -92,10 +93,18 @@ class SessionGateway:
                 self._client = await connect(self.settings.temporal, keyring=self.settings.keyring())
             return self._client
 
-    async def run_turn(self, user_id: str, session_id: str, req: TurnRequest) -> TurnResult:
+    async def run_turn(
+        self, user_id: str, session_id: str, req: TurnRequest, forgotten: Callable[[], Awaitable[bool]] | None = None
+    ) -> TurnResult:
+        """`forgotten`: asked before each retry; True (the user was forgotten meanwhile, control.user_data) ends the
+        turn with a 410 instead of starting their session again."""
         wf_id = session_workflow_id(user_id, session_id)
         started = time.monotonic()
+        attempt = 0
         while True:
+            attempt += 1
+            if attempt > 1 and forgotten is not None and await forgotten():
+                raise ApiError(410, "this user was forgotten; the turn was not run", code="user_forgotten")
             op = session_start(self.settings, user_id, session_id)
             try:
                 client = await self.client()

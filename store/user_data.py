@@ -167,6 +167,9 @@ class UserRecords(Records):
         raw = await self._r.get(keys.forgotten(tenant_of(user_id)))
         return None if raw is None else float(text(raw))
 
+    async def is_forgotten(self, user_id: str) -> bool:
+        return bool(await self._r.exists(keys.forgotten(tenant_of(user_id))))
+
     async def tombstone(self, user_id: str) -> float:
         """Mark the user forgotten (the first time only); returns when they were."""
         key = keys.forgotten(tenant_of(user_id))
