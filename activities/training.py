@@ -379,6 +379,10 @@ class TrainingActivities:
                 raise TrainerLost(inp.version, self.held.version)
             need, pruned = await asyncio.to_thread(durable_checkpoints.make_room, self.settings, inp.version)
             started = time.perf_counter()
+            bank = getattr(trainer, "bank", None)
+            for owner in list(bank.users) if bank is not None else ():  # a forgotten user's adapter is not kept
+                if await self.store.adapters.owner_forgotten(owner):
+                    bank.forget(owner)
             snapshot = await asyncio.to_thread(trainer.snapshot)
             step = trainer.step
             write = asyncio.ensure_future(self._write(snapshot, inp, step))

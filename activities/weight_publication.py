@@ -127,6 +127,9 @@ class WeightPublisher:
         try:
             async with WeightSyncClient.from_settings(self.settings) as client:
                 for owner in owners:
+                    if await store.adapters.owner_forgotten(owner):  # forgotten since the step: never published
+                        trainer.bank.forget(owner)
+                        continue
                     steps = trainer.bank.adapter(owner).steps
                     folder = self.settings.data_dir / "adapters" / owner / f"v{steps}"
                     await asyncio.to_thread(trainer.bank.save, owner, folder, str(steps))

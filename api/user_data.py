@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from api.auth import Caller, authenticate
 from api.errors import ApiError
 from api.openapi_spec import USER_DATA_ERRORS
+from control.user_adapters import FileAdapters
 from control.user_data import ForgetReport, UserData, UserExport, UserNotFound
 
 router = APIRouter()
@@ -31,7 +32,8 @@ class OptOutState(BaseModel):
 
 async def _user_data(request: Request) -> UserData:
     client = await request.app.state.gateway.client()
-    return UserData(client, request.app.state.store, request.app.state.settings)
+    settings, store = request.app.state.settings, request.app.state.store
+    return UserData(client, store, settings, adapters=FileAdapters(settings, store))
 
 
 def _gone(caller: Caller) -> ApiError:

@@ -306,7 +306,9 @@ async def users_command(args: argparse.Namespace, settings: Settings) -> int:
 
     client = await _client(settings)
     store = Store.from_settings(settings)
-    data = UserData(client, store, settings)
+    from control.user_adapters import FileAdapters
+
+    data = UserData(client, store, settings, adapters=FileAdapters(settings, store))
     cmd = args.users_command
     try:
         if cmd == "export":

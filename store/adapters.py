@@ -7,7 +7,7 @@ from __future__ import annotations
 import redis.asyncio as aioredis
 from pydantic import BaseModel
 
-from store.keys import user_adapter
+from store.keys import forgotten, user_adapter
 
 
 class AdapterRef(BaseModel):
@@ -36,3 +36,7 @@ class AdapterRecords:
     async def forget(self, tenant: str) -> AdapterRef | None:
         raw = await self._r.getdel(user_adapter(tenant))
         return AdapterRef.model_validate_json(raw) if raw else None
+
+    async def owner_forgotten(self, tenant: str) -> bool:
+        """The user behind `tenant` was forgotten (their tombstone, store.user_data): their adapter must go."""
+        return bool(await self._r.exists(forgotten(tenant)))

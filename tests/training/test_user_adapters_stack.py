@@ -94,3 +94,24 @@ def test_each_users_turns_train_and_are_served_by_their_own_adapter(adapters_sta
     ).json()
     (served,) = [t["weight_version"] for t in log["turns"]]
     assert int(served) >= 1 and (stack.data_dir / "adapters" / tenant_of("ines") / f"v{served}").is_dir(), log
+
+
+def test_a_users_adapters_are_in_their_export_and_gone_when_they_are_forgotten(adapters_stack):
+    stack = adapters_stack  # after the test above: both users have adapters
+    r = redis.Redis.from_url(stack.redis)
+    key = create_key(stack, "ines")  # a second key of the same user
+    auth = {"Authorization": f"Bearer {key}"}
+    export = httpx.get(f"{stack.api}/v1/me/data", headers=auth, timeout=60).json()
+    versions = export["adapter_versions"]
+    assert versions and all(
+        v["path"].startswith(str(stack.data_dir / "adapters" / tenant_of("ines"))) for v in versions
+    )
+
+    gone = httpx.delete(f"{stack.api}/v1/me/data", headers=auth, timeout=180)
+    assert gone.status_code == 200, gone.text
+    assert gone.json()["adapter_versions"] == len(versions)
+    assert r.get(f"oc:adapter:{tenant_of('ines')}") is None
+    assert not (stack.data_dir / "adapters" / tenant_of("ines")).exists()
+    assert not list(stack.data_dir.glob(f"checkpoints/*/user-adapters/{tenant_of('ines')}"))
+    assert r.get(f"oc:adapter:{tenant_of('omar')}") is not None  # the other user's stays
+    assert (stack.data_dir / "adapters" / tenant_of("omar")).is_dir()

@@ -1,0 +1,57 @@
+"""A user's per-user LoRA adapters as their data (control.user_data's `UserAdapters` hook): what export lists and
+forget removes. Each published version is a folder `<data dir>/adapters/<tenant>/v<steps>`; durable checkpoints
+of per-user training hold the latest under `checkpoints/*/user-adapters/<tenant>`; `oc:adapter:<tenant>` names the
+one serving the user, and every policy server has it loaded."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+
+import structlog
+
+from contracts.chat import tenant_of
+from control.user_data import AdapterVersion
+from openclaw_rl.settings import Settings
+from store.client import Store
+from trainers.user_adapters import USER_ADAPTERS_DIR
+
+log = structlog.get_logger(__name__)
+
+
+class FileAdapters:
+    def __init__(self, settings: Settings, store: Store):
+        self.settings, self.store = settings, store
+
+    def _folders(self, user_id: str) -> tuple[Path, list[Path]]:
+        tenant = tenant_of(user_id)
+        published = self.settings.data_dir / "adapters" / tenant
+        in_checkpoints = sorted(self.settings.checkpoints_dir.glob(f"*/{USER_ADAPTERS_DIR}/{tenant}"))
+        return published, in_checkpoints
+
+    async def versions(self, user_id: str) -> list[AdapterVersion]:
+        published, _ = self._folders(user_id)
+        out = []
+        for folder in sorted(published.glob("v*"), key=lambda p: int(p.name[1:]) if p.name[1:].isdigit() else -1):
+            made = datetime.fromtimestamp(folder.stat().st_mtime, tz=timezone.utc)
+            out.append(AdapterVersion(version=folder.name[1:], path=str(folder), created_at=made))
+        return out
+
+    async def forget(self, user_id: str) -> int:
+        """The record, every published version, the copies in durable checkpoints, and the servers' loaded copy."""
+        published, in_checkpoints = self._folders(user_id)
+        count = len(await self.versions(user_id))
+        ref = await self.store.adapters.forget(tenant_of(user_id))
+        for folder in [published, *in_checkpoints]:
+            await asyncio.to_thread(shutil.rmtree, folder, True)
+        if ref is not None:
+            from policy_client.weight_sync import WeightSyncClient
+
+            try:
+                async with WeightSyncClient.from_settings(self.settings) as client:
+                    await client.unload_lora_adapter(ref.name)
+            except Exception as exc:  # a server down keeps it until it restarts or evicts it: never served again
+                log.warning("could not unload a forgotten user's adapter", error=str(exc))
+        return count
