@@ -175,8 +175,12 @@ async def train_command(args: argparse.Namespace, settings: Settings) -> int:
             return await _watch(handle, wf_id, args.until_version)
         elif args.train_command == "status":
             s = await handle.query(TrainingWorkflow.status)
+            adapters = await _user_adapters(settings)
             if args.json:
-                print(s.model_dump_json(indent=2))
+                out = s.model_dump(mode="json")
+                if adapters is not None:
+                    out["user_adapters"] = {t: ref.model_dump() for t, ref in adapters.items()}
+                print(json.dumps(out, indent=2))
                 return 0
             state = "paused" if s.paused else "running"
             print(
@@ -204,6 +208,11 @@ async def train_command(args: argparse.Namespace, settings: Settings) -> int:
                     f"since live in the trainer's memory only; trainer lost them {s.trainer_lost} times"
                 )
             print("memory: " + await _memory_line(settings, s.trainer_memory))
+            if adapters is not None:
+                shown = sorted(adapters.items(), key=lambda kv: -kv[1].version)[:8]
+                more = f" (+{len(adapters) - len(shown)} more)" if len(adapters) > len(shown) else ""
+                listed = ", ".join(f"{t} v{ref.version}" for t, ref in shown) or "none yet"
+                print(f"user adapters: {len(adapters)} users, by their own steps: {listed}{more}")
         elif args.train_command == "pause":
             await handle.signal(TrainingWorkflow.pause)
             print("pausing after the current step")
@@ -233,6 +242,16 @@ async def train_command(args: argparse.Namespace, settings: Settings) -> int:
     except ValueError as exc:
         print(f"openclaw-rl: {exc}")
         return 2
+
+
+async def _user_adapters(settings: Settings) -> dict | None:
+    """Each user's adapter version (training.adapters = per_user), by tenant pseudonym; None when not per user."""
+    if settings.training.adapters != "per_user":
+        return None
+    from store.client import Store
+
+    async with Store.from_settings(settings) as store:
+        return await store.adapters.all()
 
 
 async def _watch(handle, wf_id: str, until_version: int | None) -> int:

@@ -40,3 +40,13 @@ class AdapterRecords:
     async def owner_forgotten(self, tenant: str) -> bool:
         """The user behind `tenant` was forgotten (their tombstone, store.user_data): their adapter must go."""
         return bool(await self._r.exists(forgotten(tenant)))
+
+    async def all(self) -> dict[str, AdapterRef]:
+        """Every user's current adapter, by tenant pseudonym (`train status`)."""
+        out = {}
+        async for key in self._r.scan_iter(match=user_adapter("*"), count=500):
+            raw = await self._r.get(key)
+            if raw:
+                name = key.decode() if isinstance(key, bytes) else key
+                out[name.rsplit(":", 1)[1]] = AdapterRef.model_validate_json(raw)
+        return out

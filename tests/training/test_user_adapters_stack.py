@@ -58,6 +58,7 @@ def test_each_users_turns_train_and_are_served_by_their_own_adapter(adapters_sta
         time.sleep(1)
     s = status(stack)
     assert s["steps"] >= 1 and s["samples_trained"] >= 16
+    assert {tenant_of(u) for u in keys} <= set(s["user_adapters"])  # `train status` lists each user's version
 
     for user, ref in records.items():
         assert ref["version"] >= 1 and ref["name"] == f"{tenant_of(user)}-v{ref['version']}"
