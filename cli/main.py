@@ -270,7 +270,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("config", help="print the effective settings (secrets masked)").set_defaults(
         func=cmd_config, exits_hard=False
     )
-    return parser
+    from cli.examples import with_examples
+
+    return with_examples(parser)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,86 @@
+"""Every command's `--help` says what it does and shows an example: the examples, in one place, by command path.
+
+`with_examples(parser)` walks the built parser: a command without a description gets the one-line help its parent
+lists it with, and its examples go to its epilog (kept as written). tests/test_cli_help.py checks that every
+command has both.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+EXAMPLES: dict[str, list[str]] = {
+    "": ["openclaw-rl up", "openclaw-rl keys create --user alice", "openclaw-rl train status --watch"],
+    "up": ["openclaw-rl up", "OPENCLAW_RL_ENGINE__MODEL_PATH=/models/Qwen3-4B openclaw-rl up"],
+    "engine": ["openclaw-rl engine --model /models/Qwen3-4B --port 30000"],
+    "worker": ["openclaw-rl worker --pool policy"],
+    "api": ["openclaw-rl api"],
+    "megatron-node": ["openclaw-rl megatron-node --device cuda"],
+    "keys": ["openclaw-rl keys create --user alice", "openclaw-rl keys list"],
+    "keys create": ["openclaw-rl keys create --user alice     # prints the key once"],
+    "keys list": ["openclaw-rl keys list"],
+    "keys revoke": ["openclaw-rl keys revoke 3f2a9c01d4e5"],
+    "users export": ["openclaw-rl users export alice --out alice.json"],
+    "users forget": ["openclaw-rl users forget alice --yes"],
+    "users opt-out": ["openclaw-rl users opt-out alice", "openclaw-rl users opt-out --key 3f2a9c01d4e5"],
+    "users opt-in": ["openclaw-rl users opt-in alice"],
+    "sessions": ["openclaw-rl sessions --user alice"],
+    "turns": ["openclaw-rl turns tour --user alice", "openclaw-rl turns tour --user alice --json"],
+    "train": ["openclaw-rl train status", "openclaw-rl train batch-size 4"],
+    "train start": ["openclaw-rl train start"],
+    "train status": ["openclaw-rl train status", "openclaw-rl train status --watch --until-version 3"],
+    "train checkpoint": ["openclaw-rl train checkpoint --label before-release"],
+    "train curves": ["openclaw-rl train curves"],
+    "train pause": ["openclaw-rl train pause"],
+    "train resume": ["openclaw-rl train resume"],
+    "train batch-size": ["openclaw-rl train batch-size 32"],
+    "episodes": ["openclaw-rl episodes --setting terminal --status failed --since 1d"],
+    "episodes list": ["openclaw-rl episodes list --status completed --limit 20"],
+    "episodes show": ["openclaw-rl episodes show EPISODE_ID"],
+    "episodes retry": [
+        "openclaw-rl episodes retry --status failed --since 1d --dry-run",
+        "openclaw-rl episodes retry --status failed --since 1d",
+    ],
+    "episodes tasks": ["openclaw-rl episodes tasks --setting terminal"],
+    "episodes start": ["openclaw-rl episodes start --setting terminal --task text-top-ips --wait"],
+    "episodes group": ["openclaw-rl episodes group --setting toolcall --task TASK_ID --samples 8"],
+    "episodes rollout": ["openclaw-rl episodes rollout --setting terminal --tasks 16 --samples 8"],
+    "episodes watch": ["openclaw-rl episodes watch"],
+    "bench": ["openclaw-rl bench personalization --method combined --setting student"],
+    "bench personalization": [
+        "openclaw-rl bench personalization --recipe fast --method combined --setting student --steps 3",
+    ],
+    "encryption": ["openclaw-rl encryption new-key --id k2026", "openclaw-rl encryption status"],
+    "encryption new-key": ["openclaw-rl encryption new-key --id k2026"],
+    "encryption status": ["openclaw-rl encryption status"],
+    "config": ["openclaw-rl config", "OPENCLAW_RL_CONFIG=deploy/openclaw-rl.example.toml openclaw-rl config"],
+}
+
+
+def commands(parser: argparse.ArgumentParser, path: str = ""):
+    """(command path, its parser, the help its parent lists it with) for every command, depth first."""
+    yield path, parser, None
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {a.dest: a.help for a in action._choices_actions}
+            seen: set[int] = set()
+            for name, sub in action.choices.items():
+                if id(sub) in seen:  # an alias (episodes run = start)
+                    continue
+                seen.add(id(sub))
+                child = f"{path} {name}".strip()
+                for p, q, h in commands(sub, child):
+                    yield p, q, h if p != child else helps.get(name)
+
+
+def with_examples(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    for path, sub, listed_as in commands(parser):
+        if not sub.description and listed_as:
+            sub.description = listed_as[0].upper() + listed_as[1:] + "."
+        examples = EXAMPLES.get(path, [])
+        if examples and "example" not in (sub.epilog or "") and "example" not in (sub.description or ""):
+            block = "example" + ("s" if len(examples) > 1 else "") + ":\n" + "\n".join(f"  {e}" for e in examples)
+            sub.epilog = f"{sub.epilog}\n\n{block}" if sub.epilog else block
+            if sub.formatter_class is argparse.HelpFormatter:
+                sub.formatter_class = argparse.RawDescriptionHelpFormatter
+    return parser
