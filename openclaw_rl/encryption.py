@@ -3,8 +3,8 @@
 Workflow histories hold people's messages (a turn's request, the judge's reasons, hints); the store holds the
 same and their token data. With `encryption_keys` set, every Temporal payload goes through `EncryptionCodec`
 (the SDK's payload codec: the server, its SQLite file and anyone reading histories without the key see ciphertext)
-and the store's user content is sealed with the same keys (`Keyring.seal`). The Web UI shows payloads through the
-codec server the API serves (api/codec.py), for an operator with the key.
+and the store's user content is sealed with the same keys (`Keyring.seal`, through store/sealing.py). The Web UI
+shows payloads through the codec server the API serves (api/codec.py), for an operator with the key.
 
 Rotation: the first key encrypts, every key decrypts; each blob names its key. Add a new key in front, keep the
 old ones until nothing written under them is left (histories are retained `temporal.retention`, store data

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import redis.asyncio as aioredis
 
+from openclaw_rl.encryption import Keyring
 from openclaw_rl.settings import Settings
 from store.adapters import AdapterRecords
 from store.api_keys import ApiKeyRecords
@@ -18,6 +19,7 @@ from store.judgements import Judgements
 from store.policy import PolicyVersions
 from store.prefix_links import PrefixLinks
 from store.samples import SampleStreams
+from store.sealing import Sealer
 from store.token_streams import TokenStreams
 from store.turn_log import TurnLogArchive
 from store.turns import TurnData
@@ -50,17 +52,18 @@ class _Server(Records):
 
 
 class Store:
-    def __init__(self, redis: aioredis.Redis, data_ttl_s: int):
+    def __init__(self, redis: aioredis.Redis, data_ttl_s: int, keyring: Keyring | None = None):
         self._redis = redis
+        sealer = Sealer(keyring)  # user content sealed with the encryption keys, when the deployment has them
         self.server = _Server(redis)
         self.api_keys = ApiKeyRecords(redis)
-        self.requests = ChatRequests(redis, data_ttl_s)
-        self.turns = TurnData(redis, data_ttl_s)
+        self.requests = ChatRequests(redis, data_ttl_s, sealer)
+        self.turns = TurnData(redis, data_ttl_s, sealer)
         self.streams = TokenStreams(redis)
-        self.idempotency = IdempotencyRecords(redis)
+        self.idempotency = IdempotencyRecords(redis, sealer=sealer)
         self.prefix_links = PrefixLinks(redis)
         self.judgements = Judgements(redis)
-        self.turn_log = TurnLogArchive(redis, data_ttl_s)
+        self.turn_log = TurnLogArchive(redis, data_ttl_s, sealer)
         self.episodes = EpisodeData(redis, data_ttl_s)
         self.samples = SampleStreams(redis, data_ttl_s)
         self.policy = PolicyVersions(redis)
@@ -68,13 +71,14 @@ class Store:
         self.users = UserRecords(redis, data_ttl_s)
 
     @classmethod
-    def connect(cls, address: StoreAddress, **options) -> Store:
+    def connect(cls, address: StoreAddress, keyring: Keyring | None = None, **options) -> Store:
         """Connects lazily (on the first call); `options` go to the client (e.g. socket timeouts)."""
-        return cls(aioredis.from_url(address.url, **options), address.data_ttl_s)
+        return cls(aioredis.from_url(address.url, **options), address.data_ttl_s, keyring)
 
     @classmethod
     def from_settings(cls, settings: Settings, **options) -> Store:
-        return cls.connect(StoreAddress(settings.redis.target(), settings.redis.data_ttl_s), **options)
+        address = StoreAddress(settings.redis.target(), settings.redis.data_ttl_s)
+        return cls.connect(address, keyring=settings.keyring(), **options)
 
     async def aclose(self) -> None:
         await self._redis.aclose()

@@ -8,6 +8,7 @@ from pydantic import BaseModel
 from contracts.session import TurnResult
 from store import keys
 from store.errors import Records
+from store.sealing import Sealer
 
 
 class IdempotencyRecord(BaseModel):
@@ -24,22 +25,24 @@ class IdempotencyRecord(BaseModel):
 
 
 class IdempotencyRecords(Records):
-    def __init__(self, redis: aioredis.Redis, ttl_s: int = keys.IDEMPOTENCY_TTL_S):
+    def __init__(self, redis: aioredis.Redis, ttl_s: int = keys.IDEMPOTENCY_TTL_S, sealer: Sealer | None = None):
         self._r = redis
         self._ttl_s = ttl_s
+        self._seal = sealer or Sealer()
 
     async def claim(self, key_turn_id: str, mine: IdempotencyRecord) -> tuple[IdempotencyRecord, bool]:
         """The record in force for the key, and whether this call created it (else a copy came first)."""
         key = keys.idempotency(key_turn_id)
         while True:
-            if await self._r.set(key, mine.model_dump_json(), nx=True, ex=self._ttl_s):
+            if await self._r.set(key, self._seal.seal(key, mine.model_dump_json()), nx=True, ex=self._ttl_s):
                 return mine, True
-            raw = await self._r.get(key)
+            raw = self._seal.open(key, await self._r.get(key))
             if raw is not None:  # None: forgotten or expired in between, so claim it afresh
                 return IdempotencyRecord.model_validate_json(raw), False
 
     async def save(self, key_turn_id: str, record: IdempotencyRecord) -> None:
-        await self._r.set(keys.idempotency(key_turn_id), record.model_dump_json(), ex=self._ttl_s)
+        key = keys.idempotency(key_turn_id)
+        await self._r.set(key, self._seal.seal(key, record.model_dump_json()), ex=self._ttl_s)
 
     async def forget(self, key_turn_id: str) -> None:
         await self._r.delete(keys.idempotency(key_turn_id))

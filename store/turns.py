@@ -8,6 +8,7 @@ from pydantic import BaseModel
 from store import keys
 from store.codec import pack_floats, pack_ints, text, unpack_floats, unpack_ints
 from store.errors import Records
+from store.sealing import Sealer
 
 
 class TurnTokens(BaseModel):
@@ -29,9 +30,10 @@ class TurnTokens(BaseModel):
 class TurnData(Records):
     """`oc:turn:<id>` (a hash of packed arrays and scalars) and `oc:teacher:<id>` (packed float32)."""
 
-    def __init__(self, redis: aioredis.Redis, ttl_s: int):
+    def __init__(self, redis: aioredis.Redis, ttl_s: int, sealer: Sealer | None = None):
         self._r = redis
         self._ttl_s = ttl_s
+        self._seal = sealer or Sealer()
 
     async def save(self, data: TurnTokens) -> str:
         key = keys.turn_data(data.turn_id)
@@ -45,7 +47,7 @@ class TurnData(Records):
                     "weight_version": data.weight_version or "",
                     "finish_reason": data.finish_reason,
                     "resumed_at": str(data.resumed_at),
-                    "response_text": data.response_text,
+                    "response_text": self._seal.seal(f"{key}:response_text", data.response_text),
                     "temperature": str(data.temperature),
                 },
             )
@@ -66,13 +68,14 @@ class TurnData(Records):
             weight_version=text(f["weight_version"]) or None,
             finish_reason=text(f["finish_reason"]),
             resumed_at=int(f["resumed_at"]),
-            response_text=text(f.get("response_text")),
+            response_text=text(self._seal.open(f"{keys.turn_data(turn_id)}:response_text", f.get("response_text"))),
             temperature=float(f.get("temperature", b"1.0")),
         )
 
     async def response_text(self, turn_id: str) -> str | None:
         """The decoded response alone (what a judge reads), without the arrays; None when the turn has no data."""
-        raw = await self._r.hget(keys.turn_data(turn_id), "response_text")
+        key = keys.turn_data(turn_id)
+        raw = self._seal.open(f"{key}:response_text", await self._r.hget(key, "response_text"))
         return None if raw is None else text(raw)
 
     async def save_teacher_logprobs(self, turn_id: str, values: list[float]) -> str:

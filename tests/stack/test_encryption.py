@@ -141,6 +141,28 @@ def test_histories_hold_ciphertext_and_the_codec_server_decodes_them_with_the_ke
     assert any(SECRET_PHRASE.encode() in p.data for p in decoded)
     assert all(p.metadata.get("encoding") != ENCODING for p in decoded)
 
+    # The store seals the user's content too: the request as sent, the answer's text, the archived turn logs.
+    import redis
+
+    r = redis.Redis.from_url(encrypted_stack.redis)
+    holding = []
+    for key in r.scan_iter(count=1000):
+        kind = r.type(key)
+        values = (
+            [r.get(key)]
+            if kind == b"string"
+            else list(r.hgetall(key).values())
+            if kind == b"hash"
+            else [v for _, fields in r.xrange(key) for v in fields.values()]
+            if kind == b"stream"
+            else []
+        )
+        if any(SECRET_PHRASE.encode() in (v or b"") for v in values):
+            holding.append(key)
+    assert holding == [], holding
+    request_keys = list(r.scan_iter(match="oc:request:*"))
+    assert request_keys and all(r.get(k).startswith(b"ocx1") for k in request_keys)
+
     bad = httpx.post(f"{encrypted_stack.api}/codec/decode", content=b"{not json", timeout=30)
     assert bad.status_code == 400
     # The audit trail still reads (every process has the keyring).
