@@ -96,7 +96,7 @@ class TrainingActivities:
         there (the versions it holds live in this process only)."""
         self.store = Store.from_settings(settings)
         self.held = HeldTrainer(settings)
-        self.curves = CurveWriter(settings.data_dir)
+        self.curves = CurveWriter(settings.data_dir, wandb=settings.curves.wandb)
         # One step at a time per worker: an attempt Temporal gave up on (heartbeat timeout) may still be
         # running in its thread; the retry waits for it, then finds its result.
         self._step_lock = asyncio.Lock()
@@ -108,7 +108,7 @@ class TrainingActivities:
         threading.Thread(target=self._preload, name="trainer-preload", daemon=True).start()
 
     def _record_step(self, summary: StepSummary, samples: list[TrainingSample], trained_from: int) -> None:
-        """The step's line in records/steps.jsonl and its points on the TensorBoard curves."""
+        """The step's line in records/steps.jsonl and its points on the curves (TensorBoard, W&B offline)."""
         line = record_train_step(self.settings.records_dir, summary, samples, trained_from)
         if line is not None:
             self.curves.write(line)

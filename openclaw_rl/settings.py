@@ -62,6 +62,24 @@ class MetricsSettings(BaseModel):
         return f"{self.host}:{self.port_base + POOL_METRICS_OFFSET[pool]}"
 
 
+class WandbSettings(BaseModel):
+    """Weights & Biases, offline: the curves' points also go to W&B runs under `<data dir>/wandb/` (the `wandb`
+    extra), never needing a login or the network; `wandb sync <run dir>` uploads one later."""
+
+    enabled: bool = False
+    """Write W&B offline runs beside the TensorBoard event files (which are always written)."""
+    project: str = Field("openclaw-rl", min_length=1)
+    """The W&B project the runs belong to (where `wandb sync` puts them)."""
+
+
+class CurvesSettings(BaseModel):
+    """Training's curves (activities.curves): TensorBoard event files under `<data dir>/tensorboard/`, always;
+    W&B offline runs too when `wandb.enabled`. `openclaw-rl train curves` says where."""
+
+    wandb: WandbSettings = Field(default_factory=WandbSettings)
+    """Weights & Biases in offline mode."""
+
+
 class ApiSettings(BaseModel):
     host: str = LOOPBACK
     """Interface the REST API binds to."""
@@ -887,6 +905,8 @@ class Settings(BaseSettings):
     redis: RedisSettings = Field(default_factory=RedisSettings)
     log: LogSettings = Field(default_factory=LogSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    curves: CurvesSettings = Field(default_factory=CurvesSettings)
+    """Training's curves: TensorBoard always, Weights & Biases offline as an option."""
 
     @field_validator("data_dir")
     @classmethod
