@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 
+from cli import style
 from openclaw_rl.masking import mask_url
 from openclaw_rl.settings import Settings
 from store.client import Store
@@ -21,75 +22,96 @@ async def keys_command(args: argparse.Namespace, settings: Settings) -> int:
         if args.keys_command == "create":
             rec, key = await store.create(args.user)
             await db.users.clear_tombstone(rec.user_id)  # a forgotten id given a key again is a new user
-            print(key)
-            print(f"key id {rec.key_id} for user {rec.user_id}; this is the only time the key is shown.", flush=True)
+            print(key)  # alone on its line: scripts take the first word
+            style.note(f"key id {rec.key_id} for user {rec.user_id}; this is the only time the key is shown.")
         elif args.keys_command == "list":
             recs = await store.list()
-            print(f"{'KEY ID':<14}{'USER':<24}{'CREATED (UTC)':<18}STATE")
-            for r in recs:
-                state = f"revoked {r.revoked_at:%Y-%m-%d %H:%M}" if r.revoked_at else "active"
-                print(f"{r.key_id:<14}{r.user_id:<24}{r.created_at:%Y-%m-%d %H:%M}  {state}")
+            style.table(
+                ["KEY ID", "USER", "CREATED (UTC)", "STATE"],
+                [
+                    [
+                        r.key_id,
+                        r.user_id,
+                        f"{r.created_at:%Y-%m-%d %H:%M}",
+                        f"revoked {r.revoked_at:%Y-%m-%d %H:%M}" if r.revoked_at else "active",
+                    ]
+                    for r in recs
+                ],
+            )
         elif args.keys_command == "revoke":
             rec = await store.revoke(args.key_id)
             if rec is None:
-                print(f"openclaw-rl: no key with id {args.key_id} (see `openclaw-rl keys list`)")
+                style.error("keys", f"no key with id {args.key_id} (see `openclaw-rl keys list`)")
                 return 1
-            print(f"revoked key {rec.key_id} of user {rec.user_id}")
+            style.success(f"revoked key {rec.key_id} of user {rec.user_id}")
         return 0
     except InvalidUserId as exc:
-        print(f"openclaw-rl: {exc}")
+        style.error("keys", str(exc))
         return 2
     except StoreUnavailable as exc:
-        print(
-            f"openclaw-rl: cannot reach the store at {mask_url(settings.redis.target())}: {exc}. "
-            "Is the stack up (`openclaw-rl up`)?"
-        )
+        _store_unreachable("keys", settings, exc)
         return 1
     finally:
         await db.aclose()
 
 
-async def _client(settings: Settings):
+def _store_unreachable(command: str, settings: Settings, exc: Exception) -> None:
+    style.error(
+        command,
+        f"cannot reach the store at {mask_url(settings.redis.target())}: {exc}. Is the stack up (`openclaw-rl up`)?",
+    )
+
+
+async def _client(settings: Settings, command: str | None = None):
     from openclaw_rl.temporal_client import connect
 
     try:
         return await connect(settings.temporal, keyring=settings.keyring())
     except RuntimeError as exc:
-        raise SystemExit(
-            f"openclaw-rl: cannot reach Temporal at {mask_url(settings.temporal.target())}: {exc}. "
-            "Is the stack up (`openclaw-rl up`)?"
-        ) from None
+        style.error(
+            command,
+            f"cannot reach Temporal at {mask_url(settings.temporal.target())}: {exc}. "
+            "Is the stack up (`openclaw-rl up`)?",
+        )
+        raise SystemExit(1) from None  # as the SystemExit(message) this was: stderr, exit 1
 
 
 async def sessions_command(args: argparse.Namespace, settings: Settings) -> int:
     from control.audit import list_sessions
 
-    client = await _client(settings)
+    client = await _client(settings, "sessions")
     sessions = await list_sessions(client, args.user, args.limit)
     if args.json:
         print(json.dumps([s.model_dump(mode="json") for s in sessions], indent=2))
         return 0
-    print(f"{'SESSION':<40}{'USER':<20}{'STATUS':<12}{'STARTED (UTC)':<18}POLICY")
-    for s in sessions:
-        started = f"{s.started_at:%Y-%m-%d %H:%M}" if s.started_at else "-"
-        print(
-            f"{s.session_id[:38]:<40}{s.user_id[:18]:<20}{s.status:<12}{started:<18}"
-            f"{s.policy_version if s.policy_version is not None else '-'}"
-        )
+    style.table(
+        ["SESSION", "USER", "STATUS", "STARTED (UTC)", "POLICY"],
+        [
+            [
+                s.session_id[:38],
+                s.user_id[:18],
+                s.status,
+                f"{s.started_at:%Y-%m-%d %H:%M}" if s.started_at else None,
+                s.policy_version,
+            ]
+            for s in sessions
+        ],
+        right={"POLICY"},
+    )
     return 0
 
 
 async def turns_command(args: argparse.Namespace, settings: Settings) -> int:
     from control.audit import SessionNotFound, session_turns
 
-    client = await _client(settings)
+    client = await _client(settings, "turns")
     store = Store.from_settings(settings)
     try:
         log = await session_turns(client, store, args.user, args.session_id, args.offset, args.limit)
     except SessionNotFound:
-        print(
-            f"openclaw-rl: no session {args.session_id!r} for user {args.user!r} "
-            f"(see `openclaw-rl sessions --user {args.user}`)"
+        style.error(
+            "turns",
+            f"no session {args.session_id!r} for user {args.user!r} (see `openclaw-rl sessions --user {args.user}`)",
         )
         return 1
     finally:
@@ -165,7 +187,7 @@ async def train_command(args: argparse.Namespace, settings: Settings) -> int:
     from control.training import start_training
     from workflows.training import TrainingWorkflow
 
-    client = await _client(settings)
+    client = await _client(settings, "train")
     wf_id = training_workflow_id(settings.api.model_name)
     handle = client.get_workflow_handle(wf_id)
     try:
@@ -234,13 +256,13 @@ async def train_command(args: argparse.Namespace, settings: Settings) -> int:
         cause: BaseException = exc.cause
         while cause.__cause__ is not None:  # an activity's failure wraps the reason
             cause = cause.__cause__
-        print(f"openclaw-rl: checkpoint not saved: {getattr(cause, 'message', None) or cause}")
+        style.error("train", f"checkpoint not saved: {getattr(cause, 'message', None) or cause}")
         return 1
     except RPCError as exc:
-        print(f"openclaw-rl: {wf_id}: {exc.message}. Start it with `openclaw-rl train start`.")
+        style.error("train", f"{wf_id}: {exc.message}. Start it with `openclaw-rl train start`.")
         return 1
     except ValueError as exc:
-        print(f"openclaw-rl: {exc}")
+        style.error("train", str(exc))
         return 2
 
 
@@ -256,12 +278,9 @@ async def _user_adapters(settings: Settings) -> dict | None:
 
 async def _watch(handle, wf_id: str, until_version: int | None) -> int:
     """A live progress line: the batch filling up, the version, the last step's loss."""
-    import sys
-
     from workflows.training import TrainingWorkflow
 
-    tty = sys.stdout.isatty()
-    last = ""
+    status = style.StatusLine()
     try:
         while True:
             s = await handle.query(TrainingWorkflow.status)
@@ -270,22 +289,18 @@ async def _watch(handle, wf_id: str, until_version: int | None) -> int:
                 f"{wf_id} v{s.version} {'paused ' if s.paused else ''}{_bar(s.waiting_samples, s.batch_size)} "
                 f"{s.waiting_samples}/{s.batch_size} samples, {s.steps} steps, {s.samples_trained} trained{loss}"
             )
-            if line != last:
-                print(("\r\033[K" + line) if tty else line, end="" if tty else "\n", flush=True)
-                last = line
+            status.show(line)
             if until_version is not None and s.version >= until_version:
                 break
             await asyncio.sleep(1.0)
     except (KeyboardInterrupt, asyncio.CancelledError):
         pass
-    if tty:
-        print()
+    status.end()
     return 0
 
 
 def _bar(done: int, total: int, width: int = 24) -> str:
-    filled = min(width, int(width * done / max(total, 1)))
-    return "[" + "#" * filled + "." * (width - filled) + "]"
+    return style.bar(done, total, width, empty=".")
 
 
 def _gib(n: int | None) -> str:
@@ -323,7 +338,7 @@ async def users_command(args: argparse.Namespace, settings: Settings) -> int:
     """A user's rights over their data, for operators: export, forget, opt out of training and back in."""
     from control.user_data import UserData, UserNotFound
 
-    client = await _client(settings)
+    client = await _client(settings, "users")
     store = Store.from_settings(settings)
     from control.user_adapters import FileAdapters
 
@@ -343,9 +358,10 @@ async def users_command(args: argparse.Namespace, settings: Settings) -> int:
                 print(doc)
         elif cmd == "forget":
             if not args.yes:
-                print(
-                    f"openclaw-rl: this removes everything held about {args.user} (conversations, samples, keys) "
-                    "and cannot be undone; run it again with --yes"
+                style.error(
+                    "users",
+                    f"this removes everything held about {args.user} (conversations, samples, keys) "
+                    "and cannot be undone; run it again with --yes",
                 )
                 return 2
             r = await data.forget(args.user)
@@ -365,7 +381,7 @@ async def users_command(args: argparse.Namespace, settings: Settings) -> int:
             if args.key is not None:
                 user = await data.key_owner(args.key)
                 if user is None:
-                    print(f"openclaw-rl: no key with id {args.key} (see `openclaw-rl keys list`)")
+                    style.error("users", f"no key with id {args.key} (see `openclaw-rl keys list`)")
                     return 1
             keys = await data.set_opt_out(user, out, key_id=args.key)
             who = f"key {args.key} of {user}" if args.key else user
@@ -376,13 +392,10 @@ async def users_command(args: argparse.Namespace, settings: Settings) -> int:
             )
         return 0
     except UserNotFound:
-        print(f"openclaw-rl: nothing is held about user {args.user!r} (see `openclaw-rl keys list`)")
+        style.error("users", f"nothing is held about user {args.user!r} (see `openclaw-rl keys list`)")
         return 1
     except StoreUnavailable as exc:
-        print(
-            f"openclaw-rl: cannot reach the store at {mask_url(settings.redis.target())}: {exc}. "
-            "Is the stack up (`openclaw-rl up`)?"
-        )
+        _store_unreachable("users", settings, exc)
         return 1
     finally:
         await store.aclose()

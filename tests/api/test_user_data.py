@@ -277,7 +277,7 @@ def test_export_holds_everything_and_forget_leaves_nothing(stack):
     again = users_cli(stack, "forget", user, "--yes")
     assert again.returncode == 0 and "already forgotten" in again.stdout, again.stdout + again.stderr
     unknown = users_cli(stack, "export", f"nobody-{uuid.uuid4().hex[:6]}")
-    assert unknown.returncode == 1 and "nothing is held" in unknown.stdout, unknown.stdout + unknown.stderr
+    assert unknown.returncode == 1 and "users: nothing is held" in unknown.stderr, unknown.stdout + unknown.stderr
     assert users_cli(stack, "forget", "nobody-at-all", "--yes").returncode == 1
     assert store_hits(stack, needles) == []
 
