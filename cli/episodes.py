@@ -19,6 +19,7 @@ from pathlib import Path
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
+from cli import style
 from contracts.episodes import (
     EPISODE_WORKFLOW,
     ROLLOUT_WORKFLOW,
@@ -159,10 +160,10 @@ async def episodes_command(args: argparse.Namespace, settings: Settings, client:
         if sub in ("start", "run", "group", "rollout"):
             return await start(client, settings, args)
     except ValueError as exc:
-        print(f"openclaw-rl: {exc}")
+        style.error("episodes", str(exc))
         return 2
     except RPCError as exc:
-        print(f"openclaw-rl: Temporal refused: {exc.message}")
+        style.error("episodes", f"Temporal refused: {exc.message}")
         return 1
     raise AssertionError(sub)
 
@@ -173,10 +174,12 @@ async def _connect(settings: Settings) -> Client:
     try:
         return await connect(settings.temporal, keyring=settings.keyring())
     except RuntimeError as exc:
-        raise SystemExit(
-            f"openclaw-rl: cannot reach Temporal at {mask_url(settings.temporal.target())}: {exc}. "
-            "Is the stack up (`openclaw-rl up`)?"
-        ) from None
+        style.error(
+            "episodes",
+            f"cannot reach Temporal at {mask_url(settings.temporal.target())}: {exc}. "
+            "Is the stack up (`openclaw-rl up`)?",
+        )
+        raise SystemExit(1) from None  # as the SystemExit(message) this was: stderr, exit 1
 
 
 def list_tasks(args: argparse.Namespace, settings: Settings) -> int:
@@ -192,12 +195,13 @@ def list_tasks(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         print(json.dumps([r.model_dump() for r in rows], indent=2))
     else:
-        print(f"{'SETTING':<10}{'TASK':<36}{'CATEGORY':<14}TITLE")
-        for r in rows:
-            print(f"{r.setting:<10}{r.task_id[:34]:<36}{r.category[:12]:<14}{r.title[:70]}")
-        print(f"{len(rows)} tasks")
+        style.table(
+            ["SETTING", "TASK", "CATEGORY", "TITLE"],
+            [[r.setting, r.task_id[:34], r.category[:12], r.title[:70]] for r in rows],
+        )
+        style.note(f"{len(rows)} tasks")
     for why in broken:
-        print(f"openclaw-rl: {why}", file=sys.stderr)
+        style.error("episodes", why)
     return 1 if broken else 0
 
 
@@ -225,12 +229,22 @@ async def list_episodes(client: Client, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    print(f"{'EPISODE':<48}{'STATUS':<11}{'SETTING':<10}{'TASK':<28}{'STEPS':>5}{'OUTCOME':>9}{'REWARD':>8}")
-    for r in rows:
-        out = "-" if r["outcome"] is None else f"{r['outcome']:.2f}"
-        rew = "-" if r["reward"] is None else f"{r['reward']:+.2f}"
-        steps = "-" if r["steps"] is None else str(r["steps"])
-        print(f"{r['id'][:46]:<48}{r['status']:<11}{r['setting']:<10}{r['task'][:26]:<28}{steps:>5}{out:>9}{rew:>8}")
+    style.table(
+        ["EPISODE", "STATUS", "SETTING", "TASK", "STEPS", "OUTCOME", "REWARD"],
+        [
+            [
+                r["id"][:46],
+                r["status"],
+                r["setting"],
+                r["task"][:26],
+                r["steps"],
+                None if r["outcome"] is None else f"{r['outcome']:.2f}",
+                None if r["reward"] is None else f"{r['reward']:+.2f}",
+            ]
+            for r in rows
+        ],
+        right={"STEPS", "OUTCOME", "REWARD"},
+    )
     return 0
 
 
@@ -246,7 +260,7 @@ async def show_episode(client: Client, settings: Settings, args: argparse.Namesp
     try:
         desc = await handle.describe()
     except RPCError:
-        print(f"openclaw-rl: no episode {args.episode_id!r} (see `openclaw-rl episodes`)")
+        style.error("episodes", f"no episode {args.episode_id!r} (see `openclaw-rl episodes`)")
         return 1
     status = desc.status.name.lower() if desc.status else "unknown"
     result = await _result(client, args.episode_id) if desc.status == WorkflowExecutionStatus.COMPLETED else None
@@ -384,7 +398,7 @@ async def start(client: Client, settings: Settings, args: argparse.Namespace) ->
             publish=publish,
         )
     parts = f" ({'+'.join(dict.fromkeys(s for s, _, _ in args.mix_parts))})" if getattr(args, "mix_parts", None) else ""
-    print(f"started {handle.id}{parts}")
+    style.success(f"started {handle.id}{parts}")
     if getattr(args, "wait", False) or args.episodes_command == "run":  # `run`: start and wait
         result = await handle.result()
         print(result.model_dump_json(indent=2))
