@@ -11,6 +11,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from cli import style
 from openclaw_rl.logs import configure_logging
 from openclaw_rl.settings import ConfigError, Pool, Settings, load_settings
 
@@ -24,9 +25,11 @@ def _settings() -> Settings:
             f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg']}"
             for e in exc.errors(include_url=False, include_input=False)
         ]
-        raise SystemExit("openclaw-rl: invalid settings:\n  " + "\n  ".join(lines)) from exc
+        style.error(None, "invalid settings:\n  " + "\n  ".join(lines))
+        raise SystemExit(1) from exc  # as SystemExit(message) did: the message on stderr, exit 1
     except ConfigError as exc:
-        raise SystemExit(f"openclaw-rl: invalid settings: {exc}") from exc
+        style.error(None, f"invalid settings: {exc}")
+        raise SystemExit(1) from exc
 
 
 def _exit(code: int) -> None:
@@ -63,7 +66,7 @@ def cmd_megatron_node(args: argparse.Namespace, settings: Settings) -> int:
     try:
         return serve_node(settings.training.megatron, device=args.device, jobs=args.jobs)
     except ValueError as exc:
-        print(f"openclaw-rl megatron-node: {exc}", file=sys.stderr)
+        style.error("megatron-node", str(exc))
         return 2
 
 
@@ -95,11 +98,11 @@ def cmd_encryption(args: argparse.Namespace, settings: Settings) -> int:
         entry = f"{args.id}:{Keyring.new_key()}"
         print(entry)
         current = settings.encryption_keys.get_secret_value()
-        print(
+        style.note(
             "Put it first in OPENCLAW_RL_ENCRYPTION_KEYS (the first key encrypts; keep the old ones after it until "
             f"nothing written under them is retained), e.g.\n  OPENCLAW_RL_ENCRYPTION_KEYS='{entry}"
             + (",<the current keys>'" if current else "'"),
-            file=sys.stderr,
+            err=True,
         )
         return 0
     if keyring is None:
