@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 import time
 
+from cli.style import bar  # the bar every command draws (cli/style.py)
+
 
 class Progress:
     """One status line with a bar, redrawn in place on a terminal, printed now and then otherwise."""
@@ -20,10 +22,8 @@ class Progress:
         if not self.tty and not force and now - self.last < 30:
             return
         self.last = now
-        frac = 0.0 if total <= 0 else max(0.0, min(1.0, done / total))
-        bar = "#" * int(frac * 24) + "-" * (24 - int(frac * 24))
         el = int(now - self.started)
-        line = f"[{bar}] {label} {done:g}/{total:g} {detail} ({el // 60}m{el % 60:02d}s)"
+        line = f"{bar(done, total)} {label} {done:g}/{total:g} {detail} ({el // 60}m{el % 60:02d}s)"
         if self.tty:
             self.stream.write("\r\x1b[2K" + line[:200])
         else:
