@@ -13,6 +13,7 @@ from store.adapters import AdapterRecords
 from store.api_keys import ApiKeyRecords
 from store.chat_requests import ChatRequests
 from store.episodes import EpisodeData
+from store.evaluations import EvalScoreRecords
 from store.errors import Records
 from store.idempotency import IdempotencyRecords
 from store.judgements import Judgements
@@ -59,16 +60,17 @@ class Store:
         self.api_keys = ApiKeyRecords(redis)
         self.requests = ChatRequests(redis, data_ttl_s, sealer)
         self.turns = TurnData(redis, data_ttl_s, sealer)
-        self.streams = TokenStreams(redis)
+        self.streams = TokenStreams(redis, sealer)
         self.idempotency = IdempotencyRecords(redis, sealer=sealer)
         self.prefix_links = PrefixLinks(redis)
-        self.judgements = Judgements(redis)
+        self.judgements = Judgements(redis, sealer)
         self.turn_log = TurnLogArchive(redis, data_ttl_s, sealer)
-        self.episodes = EpisodeData(redis, data_ttl_s)
-        self.samples = SampleStreams(redis, data_ttl_s)
+        self.episodes = EpisodeData(redis, data_ttl_s, sealer)
+        self.samples = SampleStreams(redis, data_ttl_s, sealer)
         self.policy = PolicyVersions(redis)
         self.adapters = AdapterRecords(redis)
-        self.users = UserRecords(redis, data_ttl_s)
+        self.evals = EvalScoreRecords(redis)
+        self.users = UserRecords(redis, data_ttl_s, sealer)
 
     @classmethod
     def connect(cls, address: StoreAddress, keyring: Keyring | None = None, **options) -> Store:

@@ -1,7 +1,8 @@
 """An episode attempt's data (under `oc:ep:<episode id>:a<attempt>`): its opening (`:open`) and one hash of its
 steps (`:steps`, `a:<t>` each action, `o:<t>` each observation), so a step reads the whole history, or the steps a
 vote needs, in one round trip whatever its index. Also a finished episode's published step advantages
-(`oc:ep:<episode id>:adv`, written with its samples)."""
+(`oc:ep:<episode id>:adv`, written with its samples). With encryption keys the opening and each step's action and
+observation (messages, screenshots) are sealed, each bound to its key (and field); the advantages are numbers."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from store import keys
 from store.codec import text
 from store.errors import Records
 from store.samples import AlsoWrite
+from store.sealing import Sealer
 
 
 class EpisodeDataMissing(LookupError):
@@ -51,13 +53,15 @@ class EpisodeStepData(BaseModel):
 
 
 class EpisodeData(Records):
-    def __init__(self, redis: aioredis.Redis, ttl_s: int):
+    def __init__(self, redis: aioredis.Redis, ttl_s: int, sealer: Sealer | None = None):
         self._r = redis
         self._ttl_s = ttl_s
+        self._seal = sealer or Sealer()
 
     # ---- writing: one call each ----
     async def open(self, attempt_key: str, opening: EpisodeOpening) -> None:
-        await self._r.set(keys.episode_opening(attempt_key), opening.model_dump_json(), ex=self._ttl_s)
+        key = keys.episode_opening(attempt_key)
+        await self._r.set(key, self._seal.seal(key, opening.model_dump_json()), ex=self._ttl_s)
 
     async def save_action(self, attempt_key: str, step: int, action: StepAction) -> None:
         await self._hset(attempt_key, keys.step_action_field(step), action.model_dump_json())
@@ -68,13 +72,14 @@ class EpisodeData(Records):
     async def _hset(self, attempt_key: str, field: str, value: str) -> None:
         key = keys.episode_steps(attempt_key)
         async with self._r.pipeline(transaction=False) as pipe:  # one round trip
-            pipe.hset(key, field, value)
+            pipe.hset(key, field, self._seal.seal(f"{key}:{field}", value))
             pipe.expire(key, self._ttl_s)
             await pipe.execute()
 
     # ---- reading: one round trip each, whatever the step ----
     async def action(self, attempt_key: str, step: int) -> StepAction:
-        raw = await self._r.hget(keys.episode_steps(attempt_key), keys.step_action_field(step))
+        key, field = keys.episode_steps(attempt_key), keys.step_action_field(step)
+        raw = self._seal.open(f"{key}:{field}", await self._r.hget(key, field))
         if raw is None:
             raise EpisodeDataMissing(f"step {step} of {attempt_key} has no action")
         return StepAction.model_validate_json(raw)
@@ -88,7 +93,7 @@ class EpisodeData(Records):
             pipe.get(keys.episode_opening(attempt_key))
             pipe.hgetall(keys.episode_steps(attempt_key))
             opening, fields = await pipe.execute()
-        found = {text(k): v for k, v in fields.items()}
+        found = self._fields(attempt_key, {text(k): v for k, v in fields.items()})
         return self._opening(attempt_key, opening), [self._step(attempt_key, t, found) for t in range(upto)]
 
     async def steps(self, attempt_key: str, indexes: list[int]) -> tuple[EpisodeOpening, list[EpisodeStepData]]:
@@ -98,14 +103,15 @@ class EpisodeData(Records):
             pipe.get(keys.episode_opening(attempt_key))
             pipe.hmget(keys.episode_steps(attempt_key), names)
             opening, values = await pipe.execute()
-        found = {n: v for n, v in zip(names, values) if v is not None}
+        found = self._fields(attempt_key, {n: v for n, v in zip(names, values) if v is not None})
         return self._opening(attempt_key, opening), [self._step(attempt_key, t, found) for t in indexes]
 
     async def observations(self, attempt_key: str, indexes: list[int]) -> dict[int, Observation]:
         """The observations still kept of the steps named (`episodes show` reads their screenshots)."""
         if not indexes:
             return {}
-        values = await self._r.hmget(keys.episode_steps(attempt_key), [keys.step_observation_field(t) for t in indexes])
+        key, names = keys.episode_steps(attempt_key), [keys.step_observation_field(t) for t in indexes]
+        values = [self._seal.open(f"{key}:{n}", v) for n, v in zip(names, await self._r.hmget(key, names))]
         return {t: StepObservation.model_validate_json(v).observation for t, v in zip(indexes, values) if v}
 
     async def advantages(self, episode_id: str) -> dict[int, tuple[float, float]]:
@@ -117,11 +123,15 @@ class EpisodeData(Records):
             out[int(k)] = (float(reward), float(advantage))
         return out
 
-    @staticmethod
-    def _opening(attempt_key: str, raw: bytes | None) -> EpisodeOpening:
+    def _fields(self, attempt_key: str, found: dict[str, bytes | None]) -> dict[str, bytes | None]:
+        """Step fields as read, opened where sealed."""
+        key = keys.episode_steps(attempt_key)
+        return {name: self._seal.open(f"{key}:{name}", raw) for name, raw in found.items()}
+
+    def _opening(self, attempt_key: str, raw: bytes | None) -> EpisodeOpening:
         if raw is None:
             raise EpisodeDataMissing(f"the opening of {attempt_key} is gone from the store")
-        return EpisodeOpening.model_validate_json(raw)
+        return EpisodeOpening.model_validate_json(self._seal.open(keys.episode_opening(attempt_key), raw))
 
     @staticmethod
     def _step(attempt_key: str, t: int, found: dict[str, bytes]) -> EpisodeStepData:

@@ -1,7 +1,8 @@
 """What judging a turn leaves behind: its judgement for the audit (`oc:judge:<turn id>`), the per-version record
 streams (`oc:records:<source>:v<version>`, the audit's copy of every judged turn), and the per-session flag of the
 at-least-one rule (`oc:effective:<session key>`). All are written with the sample, by one publication
-(`judged_turn_writes` + `SampleStreams.publish_once`)."""
+(`judged_turn_writes` + `SampleStreams.publish_once`). With encryption keys the judgement and its records are
+sealed (they hold the judge's hint and its representative output): the record bound to its stream and sample id."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from contracts.learning import JudgementRecord
 from store import keys
 from store.codec import text
 from store.errors import Records
-from store.samples import AlsoWrite
+from store.samples import AlsoWrite, entry_context
+from store.sealing import Sealer
 
 
 class JudgedRecord(BaseModel):
@@ -26,23 +28,32 @@ def judged_turn_writes(record: JudgementRecord, source: str, session_key: str, e
     version = record.policy_version or "unknown"
     body = record.model_dump_json()
     writes = [
-        AlsoWrite(op="record", key=keys.record_stream(source, version), value=body),
-        AlsoWrite(op="set", key=keys.judgement(record.turn_id), value=body),
+        AlsoWrite(op="record", key=keys.record_stream(source, version), value=body, sealed=True),
+        AlsoWrite(op="set", key=keys.judgement(record.turn_id), value=body, sealed=True),
     ]
     if effective:
         writes.append(AlsoWrite(op="set", key=keys.session_effective(session_key), value=record.sample_id))
     return writes
 
 
+def record_json(stream_key: str, fields: dict[bytes, bytes], sealer: Sealer) -> bytes:
+    """A record stream entry's record as JSON (opened if sealed)."""
+    context = entry_context(stream_key, text(fields.get(b"id", b"")))
+    raw = sealer.open(context, fields[b"record"])
+    return raw.encode() if isinstance(raw, str) else raw
+
+
 class Judgements(Records):
-    def __init__(self, redis: aioredis.Redis):
+    def __init__(self, redis: aioredis.Redis, sealer: Sealer | None = None):
         self._r = redis
+        self._seal = sealer or Sealer()
 
     async def of_turns(self, turn_ids: list[str]) -> list[JudgementRecord | None]:
         """Each turn's judgement, None for a turn not judged (yet)."""
         if not turn_ids:
             return []
-        raws = await self._r.mget([keys.judgement(t) for t in turn_ids])
+        names = [keys.judgement(t) for t in turn_ids]
+        raws = [self._seal.open(k, r) for k, r in zip(names, await self._r.mget(names))]
         return [JudgementRecord.model_validate_json(r) if r else None for r in raws]
 
     async def session_has_effective_sample(self, session_key: str) -> bool:
@@ -66,5 +77,9 @@ class Judgements(Records):
         for name in names:
             for eid, fields in await self._r.xrange(name):
                 at = int(text(eid).split("-")[0]) / 1000
-                out.append(JudgedRecord(at=at, record=JudgementRecord.model_validate_json(fields[b"record"])))
+                out.append(
+                    JudgedRecord(
+                        at=at, record=JudgementRecord.model_validate_json(record_json(name, fields, self._seal))
+                    )
+                )
         return out

@@ -2,7 +2,8 @@
 publishes a sample exactly once, and the trainer's consumer group over the sample streams.
 
 A stream entry is `id`, `core` (JSON of the scalars), `provenance` (JSON), and the arrays packed (int32 / float32).
-Entries written before the split (one `meta` field) still decode.
+Entries written before the split (one `meta` field) still decode. With encryption keys an entry is `id` and
+`sealed`: every other field in one blob (store/sealing.py), bound to the stream and the sample id.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from contracts.learning import JudgeSummary
 from store import keys
 from store.codec import pack_floats, pack_ints, text, unpack_floats, unpack_ints
 from store.errors import Records
+from store.sealing import Sealer
 
 TRAINER_GROUP = "oc-trainer"
 """The consumer group the training workflow reads every sample stream with."""
@@ -108,7 +110,31 @@ def encode_sample(s: TrainingSample) -> dict[str, bytes | str]:
     }
 
 
-def decode_sample(fields: dict[bytes, bytes]) -> TrainingSample:
+SEALED = "sealed"
+"""The field of a sealed entry that holds all the others."""
+
+
+def entry_context(stream_key: str, entry_name: str) -> str:
+    """What a sealed stream entry is bound to: its stream and the id it carries (the entry id is Redis's, unknown
+    when the value is sealed)."""
+    return f"{stream_key}:{entry_name}"
+
+
+def seal_sample(fields: dict[str, bytes | str], stream_key: str, sealer: Sealer) -> dict[str, bytes | str]:
+    """The entry as written: as it is without keys; else `id` and one blob of the rest, sealed once (a sample's
+    arrays can be large: one AES-GCM pass, no per-field crypto)."""
+    if not sealer.enabled:
+        return fields
+    sample_id = str(fields["id"])
+    rest = {k: v for k, v in fields.items() if k != "id"}
+    return {"id": sample_id, SEALED: sealer.seal_fields(entry_context(stream_key, sample_id), rest)}
+
+
+def decode_sample(fields: dict[bytes, bytes], sealer: Sealer | None = None, stream_key: str = "") -> TrainingSample:
+    """An entry as read back; a sealed one needs the store's sealer and the stream it was read from."""
+    if SEALED.encode() in fields:
+        context = entry_context(stream_key, text(fields[b"id"]))
+        fields = {b"id": fields[b"id"], **(sealer or Sealer()).open_fields(context, fields[SEALED.encode()])}
     teacher = fields.get(b"teacher_logprobs", b"")
     if b"core" in fields:
         scalars, provenance = json.loads(fields[b"core"]), json.loads(fields[b"provenance"])
@@ -156,6 +182,14 @@ class AlsoWrite(BaseModel):
     value: str
     field: str = ""
     """hset only."""
+    sealed: bool = False
+    """User content (a judgement): sealed when the store has encryption keys, bound to `context`."""
+
+    def context(self, sample_id: str) -> str:
+        """What the sealed value is bound to: its key (and its field, or the sample id its record entry carries)."""
+        if self.op == "record":
+            return entry_context(self.key, sample_id)
+        return f"{self.key}:{self.field}" if self.op == "hset" else self.key
 
 
 # Everything a publication writes, at once and only once: a retried activity or a replayed workflow finds the
@@ -193,9 +227,10 @@ return 1
 class SampleStreams(Records):
     """`oc:samples:<source>` streams, their publication markers, and the trainer's consumer group over them."""
 
-    def __init__(self, redis: aioredis.Redis, ttl_s: int):
+    def __init__(self, redis: aioredis.Redis, ttl_s: int, sealer: Sealer | None = None):
         self._r = redis
         self._ttl_s = ttl_s
+        self._seal = sealer or Sealer()
         self._publish = redis.register_script(_PUBLISH_ONCE)
 
     # ---- writing ----
@@ -209,16 +244,17 @@ class SampleStreams(Records):
     ) -> bool:
         """The sample (None: a drop, nothing to train on) and `also`, atomically, unless `sample_id` was published
         before or the key `guard` exists (a forgotten user's tombstone); True when this call wrote them."""
-        fields = list(encode_sample(sample).items()) if sample is not None else []
+        stream_key = keys.sample_stream(source)
+        fields = list(seal_sample(encode_sample(sample), stream_key, self._seal).items()) if sample is not None else []
         args: list[Any] = [sample_id, self._ttl_s, len(fields)]
         for name, value in fields:
             args += [name, value]
         for w in also:
-            args += [w.op, w.field, w.value]
+            args += [w.op, w.field, self._seal.seal(w.context(sample_id), w.value) if w.sealed else w.value]
         wrote = await self._publish(
             keys=[
                 keys.sample_published(sample_id),
-                keys.sample_stream(source),
+                stream_key,
                 guard or keys.sample_published(sample_id),
                 *(w.key for w in also),
             ],
@@ -274,8 +310,9 @@ class SampleStreams(Records):
 
     async def load(self, source: str, entry_id: str) -> TrainingSample | None:
         """One entry by id; None when it is gone."""
-        entries = await self._r.xrange(keys.sample_stream(source), entry_id, entry_id)
-        return decode_sample(entries[0][1]) if entries else None
+        key = keys.sample_stream(source)
+        entries = await self._r.xrange(key, entry_id, entry_id)
+        return decode_sample(entries[0][1], self._seal, key) if entries else None
 
     async def acknowledge(self, source: str, entry_ids: list[str]) -> int:
         """Acknowledge, then delete (the record streams and the JSONL files keep what was judged); returns how many
@@ -325,8 +362,9 @@ class SampleStreams(Records):
 
     async def entries(self, source: str, count: int | None = None) -> list[tuple[str, TrainingSample]]:
         """The stream's entries in order (tests, benchmarks, audits): (entry id, sample)."""
-        got = await self._r.xrange(keys.sample_stream(source), count=count)
-        return [(text(eid), decode_sample(fields)) for eid, fields in got]
+        key = keys.sample_stream(source)
+        got = await self._r.xrange(key, count=count)
+        return [(text(eid), decode_sample(fields, self._seal, key)) for eid, fields in got]
 
     async def length(self, source: str) -> int:
         return int(await self._r.xlen(keys.sample_stream(source)))

@@ -28,7 +28,10 @@ class TurnTokens(BaseModel):
 
 
 class TurnData(Records):
-    """`oc:turn:<id>` (a hash of packed arrays and scalars) and `oc:teacher:<id>` (packed float32)."""
+    """`oc:turn:<id>` (a hash of packed arrays and scalars) and `oc:teacher:<id>` (packed float32).
+
+    With encryption keys the user's content is sealed field by field (each bound to `<key>:<field>`): the prompt's
+    and response's token ids (they decode to the conversation) and the response text; log-probs stay as they are."""
 
     def __init__(self, redis: aioredis.Redis, ttl_s: int, sealer: Sealer | None = None):
         self._r = redis
@@ -41,8 +44,8 @@ class TurnData(Records):
             pipe.hset(
                 key,
                 mapping={
-                    "prompt_ids": pack_ints(data.prompt_ids),
-                    "response_ids": pack_ints(data.response_ids),
+                    "prompt_ids": self._seal.seal(f"{key}:prompt_ids", pack_ints(data.prompt_ids)),
+                    "response_ids": self._seal.seal(f"{key}:response_ids", pack_ints(data.response_ids)),
                     "response_logprobs": pack_floats(data.response_logprobs),
                     "weight_version": data.weight_version or "",
                     "finish_reason": data.finish_reason,
@@ -56,10 +59,13 @@ class TurnData(Records):
         return key
 
     async def load(self, turn_id: str) -> TurnTokens | None:
-        raw = await self._r.hgetall(keys.turn_data(turn_id))
+        key = keys.turn_data(turn_id)
+        raw = await self._r.hgetall(key)
         if not raw:
             return None
         f = {text(k): v for k, v in raw.items()}
+        for name in ("prompt_ids", "response_ids", "response_text"):
+            f[name] = self._seal.open(f"{key}:{name}", f.get(name))
         return TurnTokens(
             turn_id=turn_id,
             prompt_ids=unpack_ints(f["prompt_ids"]),
@@ -68,7 +74,7 @@ class TurnData(Records):
             weight_version=text(f["weight_version"]) or None,
             finish_reason=text(f["finish_reason"]),
             resumed_at=int(f["resumed_at"]),
-            response_text=text(self._seal.open(f"{keys.turn_data(turn_id)}:response_text", f.get("response_text"))),
+            response_text=text(f["response_text"]),
             temperature=float(f.get("temperature", b"1.0")),
         )
 

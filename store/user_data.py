@@ -22,6 +22,8 @@ from contracts.chat import tenant_of
 from store import keys
 from store.codec import text
 from store.errors import Records
+from store.judgements import record_json
+from store.sealing import Sealer
 
 PER_TURN = (
     keys.chat_request,
@@ -100,9 +102,10 @@ return #entries
 
 
 class UserRecords(Records):
-    def __init__(self, redis: aioredis.Redis, ttl_s: int):
+    def __init__(self, redis: aioredis.Redis, ttl_s: int, sealer: Sealer | None = None):
         self._r = redis
         self._ttl_s = ttl_s
+        self._seal = sealer or Sealer()  # record streams may be sealed: forgetting reads whose they are
         self._compact = redis.register_script(_COMPACT_STREAM)
 
     async def compact_stream(self, key: str) -> None:
@@ -207,14 +210,15 @@ class UserRecords(Records):
         """Delete the user's entries from the judged-turn record streams; returns how many."""
         deleted = 0
         async for name in self._r.scan_iter(match=keys.record_stream("*", "*"), _type="stream"):
+            stream = text(name)
             mine = [
                 eid
                 for eid, fields in await self._r.xrange(name)
-                if json.loads(fields.get(b"record", b"{}")).get("user_id") == user_id
+                if b"record" in fields and json.loads(record_json(stream, fields, self._seal)).get("user_id") == user_id
             ]
             if mine:
                 deleted += int(await self._r.xdel(name, *mine))
-                await self.compact_stream(text(name))
+                await self.compact_stream(stream)
         return deleted
 
     async def rewrite_aof(self, timeout_s: float = 60.0) -> bool:
