@@ -48,6 +48,11 @@ def wandb_dir(data_dir: Path) -> Path:
     return Path(data_dir) / WANDB_DIR
 
 
+def wandb_runs(data_dir: Path) -> list[Path]:
+    """The offline runs written so far, oldest first (one per writer and process)."""
+    return sorted(wandb_dir(data_dir).glob("offline-run-*"))
+
+
 def scalars(line: TrainStepLine) -> dict[str, float]:
     """The step's points: `train/<metric>`, and `<stream>/<metric>` per sample stream in its batch."""
     out: dict[str, float] = {f"train/{k}": v for k in _STEP if (v := getattr(line.metrics, k)) is not None}

@@ -176,7 +176,33 @@ def curves_command(settings: Settings) -> int:
     if steps:
         last = steps[-1]
         print(f"last step: version {last.version}, loss {last.metrics.loss:+.4f}, entropy {last.metrics.entropy:.3f}")
+    _wandb_where(settings)
     return 0
+
+
+def _wandb_where(settings: Settings) -> None:
+    """Where the W&B offline runs are and how to look at them: on this machine, or uploaded later."""
+    import importlib.util
+    import shutil
+    import sys
+
+    from activities.curves import wandb_dir, wandb_runs
+
+    wb = settings.curves.wandb
+    where, runs = wandb_dir(settings.data_dir), wandb_runs(settings.data_dir)
+    if not wb.enabled and not runs:
+        print("W&B offline runs: off (curves.wandb.enabled = true, or OPENCLAW_RL_CURVES__WANDB__ENABLED=true)")
+        return
+    state = "on" if wb.enabled else "off now"
+    print(f"W&B offline runs: {where}  ({len(runs)} runs; curves.wandb {state}, project {wb.project})")
+    if importlib.util.find_spec("wandb") is None:
+        print("  the wandb package is not installed here: pip install 'openclaw-rl[wandb]'")
+        return
+    wandb = shutil.which("wandb") or f"{sys.prefix}/bin/wandb"
+    run = runs[-1] if runs else where / "offline-run-<time>-<id>"
+    print(f"view them here:  {wandb} leet {where}   (a terminal UI)")
+    print(f"a run's values:  {wandb} leet inspect --summary {run}")
+    print(f"upload later:    {wandb} sync {where / 'offline-run-*'}   (after `wandb login`, where there is network)")
 
 
 async def train_command(args: argparse.Namespace, settings: Settings) -> int:

@@ -245,7 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
     trs.add_parser(
         "curves",
         help="where training's TensorBoard curves are (loss, KL, entropy, rewards and advantages per stream, by "
-        "version), and the command that opens them",
+        "version), and the command that opens them; the W&B offline runs too (curves.wandb)",
     )
     trs.add_parser("pause", help="finish the current step, then wait")
     trs.add_parser("resume", help="continue after pause")
