@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from bench.arguments import steps_arg
 from bench.progress import Progress
+from cli import style
 
 
 def add_parser(bsub: argparse._SubParsersAction) -> None:
@@ -104,7 +104,7 @@ def bench_command(args: argparse.Namespace, settings) -> int:
         for setting in cfg.settings:
             runner.split_tasks(cfg, setting)
     except ValueError as exc:
-        print(f"openclaw-rl bench agents: {exc}", file=sys.stderr)
+        style.error("bench agents", str(exc))
         return 2
     if args.build_model:
         path = runner.ensure_model(cfg, settings.models_dir, progress)

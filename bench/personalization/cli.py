@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bench.arguments import steps_arg
 from bench.progress import Progress
+from cli import style
 
 if TYPE_CHECKING:
     from bench.personalization import basemodel, runner
@@ -74,12 +74,12 @@ def bench_command(args: argparse.Namespace, settings) -> int:
         print(path)
         return 0
     if not args.all and not args.method:
-        print("openclaw-rl bench personalization: give --method or --all", file=sys.stderr)
+        style.error("bench personalization", "give --method or --all")
         return 2
     try:
         cfg = _config(args, recipe)
     except ValueError as exc:
-        print(f"openclaw-rl bench personalization: {exc}", file=sys.stderr)
+        style.error("bench personalization", str(exc))
         return 2
     if args.quick:
         cfg.steps, cfg.batch_size, cfg.users, cfg.max_tokens, cfg.curve_every = (1,), 2, 2, 32, 1
