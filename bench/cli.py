@@ -7,14 +7,16 @@ import signal
 
 from bench.agents import cli as agents_cli
 from bench.personalization import cli as personalization_cli
+from bench.personalization import two_users_cli
 
-COMMANDS = {"personalization": personalization_cli, "agents": agents_cli}
+COMMANDS = {"personalization": personalization_cli, "two-users": two_users_cli, "agents": agents_cli}
 
 
 def add_parser(sub: argparse._SubParsersAction, func) -> None:
     bench = sub.add_parser(
         "bench",
-        help="benchmarks that run the whole system: personalization (Table 3), agents (Table 4, Figure 4)",
+        help="benchmarks that run the whole system: personalization (Table 3), two-users (an agent per user), "
+        "agents (Table 4, Figure 4)",
     )
     bsub = bench.add_subparsers(dest="bench_command", required=True)
     for command in COMMANDS.values():

@@ -47,6 +47,7 @@ EXAMPLES: dict[str, list[str]] = {
     "episodes rollout": ["openclaw-rl episodes rollout --setting terminal --tasks 16 --samples 8"],
     "episodes watch": ["openclaw-rl episodes watch"],
     "bench": ["openclaw-rl bench personalization --method combined --setting student"],
+    "bench two-users": ["openclaw-rl bench two-users --mode both --seed 0 --steps 8,16"],
     "bench personalization": [
         "openclaw-rl bench personalization --recipe fast --method combined --setting student --steps 3",
     ],

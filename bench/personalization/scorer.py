@@ -8,6 +8,8 @@
     encouragement words), names a number that appears in the problem or the student's work, says what the
     student did ("you found/got/wrote/added...", "your step", "because"), detailed (25 words or more).
     Score = 0.25 * qualities.
+  manager (preference: the opposite of the student's, for the two-user benchmark: answers laid out to skim, bold
+    numbered steps and an answer line). Score = 0.25 * the student's markers.
   Either way an answer that is no attempt (student: under 6 words or no digit; teacher: no words) scores 0.
 `LlmScorer`: the paper's appendix C.3 prompt against an OpenAI-compatible endpoint (the paper's list says
   `\\boxed{2.5}`, a typo for 0.25; the scale here is the five values). A reply without a valid box is no score.
@@ -29,6 +31,10 @@ PREFERENCES = {
     "student": (
         "I am a student. My homework answers must not look AI-generated: no bold text, no numbered or step-by-step "
         "lists, no answer labels or headings. I want one plain, casual paragraph, the way a student writes."
+    ),
+    "manager": (
+        "I am a manager. I skim answers between meetings: I want every answer laid out in numbered steps, one per "
+        "line, with the key numbers in bold and the result on its own answer line. No chatty paragraphs."
     ),
     "teacher": (
         "I am a teacher. I want grading comments that are specific (they say what the student did, with the "
@@ -102,10 +108,12 @@ class RuleScorer:
 
     def score(self, setting: str, task: Problem | GradingTask, answer: str) -> Score:
         t = clean(answer)
-        if setting == "student":
+        if setting in ("student", "manager"):
             if len(t.split()) < 6 or not _NUM.search(t):
                 return Score(0.0, [], "no attempt (under 6 words or no number)")
             marks = student_markers(t)
+            if setting == "manager":  # the opposite taste: every marker of a structured answer is wanted
+                return Score(0.25 * len(marks), marks)
             return Score(max(0.0, 1.0 - 0.25 * len(marks)), marks)
         if not t.split():
             return Score(0.0, [], "empty")

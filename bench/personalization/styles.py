@@ -152,6 +152,9 @@ TEACHER_DIRECTIVES = (
     ),
 )
 
+TASK_KIND = {"student": "student", "manager": "student", "teacher": "teacher"}
+"""What a user of each preference asks about: the manager (two-user benchmark) works on the student's problems."""
+
 DIRECTIVES = {"student": STUDENT_DIRECTIVES, "teacher": TEACHER_DIRECTIVES}
 STYLES = {"student": STUDENT_STYLES, "teacher": TEACHER_STYLES}
 BASE_MIX = {"student": STUDENT_BASE_MIX, "teacher": TEACHER_BASE_MIX}
@@ -202,7 +205,7 @@ TEACHER_ASKS = (
 
 
 def ask(setting: str, task: Problem | GradingTask, rng: random.Random) -> str:
-    if setting == "student":
+    if TASK_KIND[setting] == "student":
         assert isinstance(task, Problem)
         return rng.choice(STUDENT_ASKS).format(p=task.text)
     assert isinstance(task, GradingTask)

@@ -1,5 +1,7 @@
 """Simulated users: a student who does not want homework answers to look AI-written, a teacher who wants grading
-comments to be specific and friendly. Deterministic per seed: the same answers get the same reactions.
+comments to be specific and friendly, and (for the two-user benchmark) a manager who wants the opposite of the
+student: homework-style answers laid out in bold numbered steps. Deterministic per seed: the same answers get the
+same reactions.
 
 Each user works through tasks (homework problems or student answers to grade), `TASKS_PER_SESSION` to a session,
 and reacts to every answer as the paper's simulator does, judging it by the preference's features (`scorer`):
@@ -32,6 +34,12 @@ USER_COMPLAINTS = {
         "My teacher would spot this as AI in a second.",
         "That's not how a student writes.",
     ),
+    "manager": (
+        "No, I can't skim this.",
+        "That's not what I need for my report.",
+        "Not helpful: this is a wall of text.",
+        "This reads too casual for a status report.",
+    ),
     "teacher": (
         "No, this comment is too bare for a student.",
         "Hmm, that's not helpful feedback.",
@@ -41,6 +49,7 @@ USER_COMPLAINTS = {
 }
 USER_WANTS = {
     "student": ("no_bold", "no_steps", "one_paragraph", "casual", "no_label"),
+    "manager": ("structured", "bold_answer"),
     "teacher": ("friendly", "specific", "detailed"),
 }
 USER_THANKS = ("Thanks, that's perfect!", "Perfect, thank you!", "Great, that's exactly what I wanted, thanks.")
@@ -68,15 +77,15 @@ class SimulatedUser:
     tasks_done: int = 0
 
     def directives(self) -> list[styles.Directive]:
-        by_key = {d.key: d for d in styles.DIRECTIVES[self.setting]}
+        by_key = {d.key: d for d in styles.DIRECTIVES[styles.TASK_KIND[self.setting]]}
         return [by_key[k] for k in USER_WANTS[self.setting]]
 
     def task(self, index: int) -> Problem | GradingTask:
         """The user's `index`-th task (from the `users` split: never a pretraining or held-out task)."""
         seed = (self.seed * 1009 + sum(map(ord, self.name))) % 1_000_003
-        return (
-            make_problem(seed, index, "users") if self.setting == "student" else make_grading_task(seed, index, "users")
-        )
+        if styles.TASK_KIND[self.setting] == "student":
+            return make_problem(seed, index, "users")
+        return make_grading_task(seed, index, "users")
 
     def ask(self, task: Problem | GradingTask, rng: random.Random) -> str:
         return styles.ask(self.setting, task, rng)

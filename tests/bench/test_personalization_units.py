@@ -54,6 +54,16 @@ def test_rule_scorer_student_styles(style, expected):
         assert RuleScorer().score("student", p, text).value == expected, text
 
 
+@pytest.mark.parametrize("style, expected", sorted(STUDENT_EXPECTED.items()))
+def test_rule_scorer_manager_is_the_students_opposite(style, expected):
+    """The two-user benchmark's manager: one answer's two scores add to 1, so no answer pleases both users."""
+    for i in range(20):
+        p = make_problem(0, i, "eval")
+        text = styles.student_answer(p, style, random.Random(i))
+        assert RuleScorer().score("manager", p, text).value == 1.0 - expected, text
+    assert RuleScorer().score("manager", p, "**1.** ok").value == 0.0  # no attempt pleases nobody
+
+
 @pytest.mark.parametrize("style, expected", sorted(TEACHER_EXPECTED.items()))
 def test_rule_scorer_teacher_styles(style, expected):
     for i in range(20):
@@ -101,13 +111,14 @@ def _react(user, task, answer, attempts=1, re_asked=False, seed=0):
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("setting", ["student", "teacher"])
+@pytest.mark.parametrize("setting", ["student", "teacher", "manager"])
 def test_users_are_deterministic_per_seed(setting):
     a, b, c = (SimulatedUser(setting, "u", s) for s in (1, 1, 2))
     assert [a.task(i) for i in range(5)] == [b.task(i) for i in range(5)]
     assert [a.task(i) for i in range(5)] != [c.task(i) for i in range(5)]
     task = a.task(0)
-    bad = styles.write_answer(setting, task, "ai_full" if setting == "student" else "terse", random.Random(0))
+    bad_style = {"student": "ai_full", "teacher": "terse", "manager": "casual"}[setting]
+    bad = styles.write_answer(styles.TASK_KIND[setting], task, bad_style, random.Random(0))
     for seed in range(10):
         assert _react(a, task, bad, seed=seed) == _react(b, task, bad, seed=seed)
 
@@ -115,19 +126,21 @@ def test_users_are_deterministic_per_seed(setting):
 @pytest.mark.parametrize("setting, good, mid, bad", [
     ("student", "casual", "two_part", "ai_full"),
     ("teacher", "specific_friendly", "brief_specific", "terse"),
+    ("manager", "ai_full", "two_part", "casual"),  # the student's opposite
 ])  # fmt: skip
 def test_users_react_as_specified_and_the_judge_reads_them(setting, good, mid, bad):
     user = SimulatedUser(setting, "u", 7)
     kinds = set()
+    write = lambda task, style, rng: styles.write_answer(styles.TASK_KIND[setting], task, style, rng)  # noqa: E731
     for i in range(40):
         task = user.task(i)
         rng = random.Random(i)
-        r = _react(user, task, styles.write_answer(setting, task, good, rng), seed=i)
+        r = _react(user, task, write(task, good, rng), seed=i)
         assert r.kind == "satisfied" and r.message.endswith("NEXT") and r.next_task
         assert judge(r.message)[0] == 1
-        r = _react(user, task, styles.write_answer(setting, task, mid, rng), seed=i)
+        r = _react(user, task, write(task, mid, rng), seed=i)
         assert r.kind == "moving_on" and judge(r.message) == (0, None)
-        r = _react(user, task, styles.write_answer(setting, task, bad, rng), seed=i)
+        r = _react(user, task, write(task, bad, rng), seed=i)
         kinds.add(r.kind)
         score, hint = judge(r.message, previous="REQ")
         assert score == -1, r.message
@@ -138,12 +151,12 @@ def test_users_react_as_specified_and_the_judge_reads_them(setting, good, mid, b
             wanted = [d for d in user.directives() if any(ph.lower() in r.message.lower() for ph in d.phrasings)]
             assert wanted, r.message
             assert hint and any(ph.lower() in hint.lower() for d in wanted for ph in d.phrasings), (r.message, hint)
-        r = _react(user, task, styles.write_answer(setting, task, bad, rng), attempts=MAX_ATTEMPTS, seed=i)
+        r = _react(user, task, write(task, bad, rng), attempts=MAX_ATTEMPTS, seed=i)
         assert r.kind == "give_up" and r.next_task and judge(r.message)[0] == 0
     assert kinds == {"re_ask", "correction"}
 
 
-@pytest.mark.parametrize("setting", ["student", "teacher"])
+@pytest.mark.parametrize("setting", ["student", "teacher", "manager"])
 def test_requests_carry_no_feedback_words(setting):
     """A new task in a reply must not read as praise or complaint: only the user's own words may."""
     user = SimulatedUser(setting, "u", 0)
