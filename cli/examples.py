@@ -54,6 +54,17 @@ EXAMPLES: dict[str, list[str]] = {
     "encryption": ["openclaw-rl encryption new-key --id k2026", "openclaw-rl encryption status"],
     "encryption new-key": ["openclaw-rl encryption new-key --id k2026"],
     "encryption status": ["openclaw-rl encryption status"],
+    "eval": ["openclaw-rl eval run", "openclaw-rl eval list"],
+    "eval run": [
+        "openclaw-rl eval run                                  # the latest published version, every set",
+        "openclaw-rl eval run --set user-support --version 20",
+    ],
+    "eval list": ["openclaw-rl eval list", "openclaw-rl eval list --json"],
+    "eval schedule": [
+        "openclaw-rl eval schedule",
+        "openclaw-rl eval schedule --every 5",
+        "openclaw-rl eval schedule --pause",
+    ],
     "config": ["openclaw-rl config", "OPENCLAW_RL_CONFIG=deploy/openclaw-rl.example.toml openclaw-rl config"],
 }
 

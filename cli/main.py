@@ -158,6 +158,12 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
     return bench_command(args, settings)
 
 
+def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
+    from cli.eval import eval_command
+
+    return asyncio.run(eval_command(args, settings))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="openclaw-rl", description="OpenClaw-RL on Temporal: agents that improve by being used."
@@ -258,6 +264,9 @@ def build_parser() -> argparse.ArgumentParser:
     from bench.cli import add_parser as add_bench_parser
 
     add_bench_parser(sub, cmd_bench)
+    from cli.eval import add_parser as add_eval_parser
+
+    add_eval_parser(sub, cmd_eval)
     enc = sub.add_parser(
         "encryption",
         help="encryption at rest: make a key, show the keyring",

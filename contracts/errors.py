@@ -61,6 +61,11 @@ class ErrorType(StrEnum):
     EPISODE_CONFLICT = "EpisodeConflict"
     """A client-driven episode's call does not fit its state (a step after the end, another outcome than the one
     posted, a tool of an episode without an environment)."""
+    # evaluation
+    EVAL_SET_INVALID = "EvalSetInvalid"
+    """An evaluation set is unknown, or its JSONL file is missing or has a bad line (the message names it)."""
+    EVAL_VERSION_MOVED = "EvalVersionMoved"
+    """The policy servers no longer serve the version being evaluated: the next scheduled run takes the newest."""
     # health
     POOL_MISMATCH = "PoolMismatch"
     """A ping reached a worker of another pool: a misrouted task queue."""

@@ -16,6 +16,8 @@ SETTING = SearchAttributeKey.for_keyword("OpenclawSetting")
 TASK_ID = SearchAttributeKey.for_keyword("OpenclawTask")
 OUTCOME = SearchAttributeKey.for_float("OpenclawOutcome")
 """An episode's outcome (a group's mean outcome), set when it ends."""
+EVAL_SETS = SearchAttributeKey.for_keyword_list("OpenclawEvalSet")
+"""An evaluation's sets (`personalization-student`, `user-<name>`); its version is OpenclawPolicyVersion."""
 SEARCH_ATTRIBUTES = {
     USER_ID.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
     SESSION_ID.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
@@ -23,4 +25,5 @@ SEARCH_ATTRIBUTES = {
     SETTING.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
     TASK_ID.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
     OUTCOME.name: IndexedValueType.INDEXED_VALUE_TYPE_DOUBLE,
+    EVAL_SETS.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST,
 }

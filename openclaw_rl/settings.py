@@ -867,6 +867,39 @@ class RedisSettings(BaseModel):
         return self.url is None
 
 
+class EvalSettings(BaseModel):
+    """Evaluation of policy versions on held-out sets, on a Temporal Schedule (docs/evaluation.md)."""
+
+    every_versions: int = Field(10, ge=0)
+    """Evaluate every Nth published policy version (N, 2N, ...). 0: off (`up` then deletes the schedule)."""
+    check_every_s: float = Field(60.0, ge=1)
+    """How often the schedule looks for a version to evaluate."""
+    personalization: list[Literal["student", "teacher"]] = Field(default_factory=lambda: ["student"])
+    """The personalization benchmark's held-out problems to evaluate, by setting, with its rule scorer."""
+    personalization_problems: int = Field(36, ge=1, le=100)
+    """Held-out problems per personalization setting (the benchmark's table uses the first 36)."""
+    user_sets: dict[str, Path] = Field(default_factory=dict)
+    """Your own evaluation sets: name -> JSONL file (one `{"messages", "expected", "match"}` object a line)."""
+    max_tokens: int = Field(256, ge=1)
+    """Most tokens of each answer."""
+    temperature: float = Field(0.0, ge=0, le=2)
+    """Sampling temperature of the answers (0: greedy, the same answers for the same weights)."""
+    concurrency: int = Field(8, ge=1, le=256)
+    """Answers generated at once (the engine batches them)."""
+
+    @field_validator("user_sets")
+    @classmethod
+    def _set_names(cls, sets: dict[str, Path]) -> dict[str, Path]:
+        for name in sets:
+            if not EVAL_SET_NAME.fullmatch(name):
+                raise ValueError(f"eval set {name!r}: a name is lowercase letters, digits, - and _ (at most 40)")
+        return sets
+
+
+EVAL_SET_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
+"""What a user's evaluation set may be called: it names TensorBoard tags and a search attribute's value."""
+
+
 class LogSettings(BaseModel):
     level: Literal["debug", "info", "warning", "error"] = "info"
     """Lowest level printed."""
@@ -905,6 +938,8 @@ class Settings(BaseSettings):
     redis: RedisSettings = Field(default_factory=RedisSettings)
     log: LogSettings = Field(default_factory=LogSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    eval: EvalSettings = Field(default_factory=EvalSettings)
+    """Evaluation of policy versions on a schedule (docs/evaluation.md)."""
     curves: CurvesSettings = Field(default_factory=CurvesSettings)
     """Training's curves: TensorBoard always, Weights & Biases offline as an option."""
 

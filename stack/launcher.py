@@ -178,6 +178,10 @@ class Stack:
 
             wf_id = await start_training(client, self.settings)
             log.info("training workflow running", workflow_id=wf_id)
+        from control.evaluation import ensure_eval_schedule
+
+        if await ensure_eval_schedule(client, self.settings):  # off (every_versions = 0): deleted
+            log.info("eval schedule set", every_versions=self.settings.eval.every_versions)
         self._write_state("up")
         self._announce()
 

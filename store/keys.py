@@ -105,6 +105,8 @@ POLICY_VERSION = f"{PREFIX}:policy:version"
 POLICY_UPDATES = f"{PREFIX}:policy:updates"
 """One entry per served weight update (version, checkpoint, time): the serving side follows it."""
 POLICY_UPDATES_MAXLEN = 10_000
+EVAL_SCORES = f"{PREFIX}:eval:scores"
+"""Evaluation scores per (policy version, set): store.evaluations."""
 
 
 # ---- general-agent episodes: everything under the attempt's key, so a restarted attempt never mixes with it ----

@@ -36,6 +36,7 @@ def components_for(pool: Pool, settings: Settings) -> PoolComponents:
     if pool is Pool.WORKFLOW:
         from activities.turn_log import TurnLogActivities
         from workflows.episode import EpisodeWorkflow
+        from workflows.evaluation import EvaluationWorkflow
         from workflows.judge_turn import JudgeTurnWorkflow
         from workflows.rollout import RolloutWorkflow
         from workflows.session import SessionWorkflow
@@ -51,6 +52,7 @@ def components_for(pool: Pool, settings: Settings) -> PoolComponents:
             EpisodeWorkflow,
             TaskGroupWorkflow,
             RolloutWorkflow,
+            EvaluationWorkflow,
         ]
         # Bookkeeping runs beside the workflows: same task queue, so it is dispatched eagerly.
         turn_log = TurnLogActivities(settings)
@@ -58,6 +60,7 @@ def components_for(pool: Pool, settings: Settings) -> PoolComponents:
         parts.closers.append(turn_log.aclose)
     elif pool is Pool.POLICY:
         from activities.agent_step import AgentActivities
+        from activities.evaluation import EvalActivities
         from activities.generate import GenerateActivities
         from activities.learning import LearningActivities
 
@@ -70,6 +73,10 @@ def components_for(pool: Pool, settings: Settings) -> PoolComponents:
             agent.client_closing,
         ]
         parts.closers += [generate.aclose, teacher.aclose, agent.aclose]
+        # Evaluations generate through the policy client too, so they run beside chat turns' generation.
+        evals = EvalActivities(settings)
+        parts.activities += [evals.eval_plan, evals.evaluate_set, evals.record_eval_scores]
+        parts.closers.append(evals.aclose)
     elif pool is Pool.JUDGE:
         import rlmath.advantages  # noqa: F401  (torch, for publish_sample: loaded at start, not on the first sample)
         from activities.learning import LearningActivities

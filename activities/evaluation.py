@@ -1,0 +1,121 @@
+"""The evaluation activities (policy pool): which version and sets to evaluate, one set's answers and scores, and
+recording them (store and curves).
+
+Answers come through the same rollout core as chat turns (render with the model's chat template, generate from
+the policy servers token-in/token-out), so an evaluated version answers exactly as it serves users; nothing of an
+evaluation is kept as a turn or a sample.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import structlog
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.eval_curves import write_eval_points
+from activities.eval_sets import EvalCase, load_set
+from activities.eval_user_sets import EvalSetError
+from activities.heartbeat import heartbeating
+from activities.rollout import Rollout
+from contracts.chat import ChatSampling
+from contracts.errors import ErrorType
+from contracts.evaluation import (
+    EVAL_PLAN,
+    EVALUATE_SET,
+    RECORD_SCORES,
+    EvalPlan,
+    EvaluateSetInput,
+    PlanInput,
+    RecordResult,
+    SetScores,
+)
+from openclaw_rl.settings import Settings
+from policy_client import PolicyClient
+from store.client import Store
+
+log = structlog.get_logger(__name__)
+
+
+class EvalActivities:
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.store = Store.from_settings(settings)
+        self.policy = PolicyClient.from_settings(settings)
+        self._rollout: Rollout | None = None
+
+    @property
+    def rollout(self) -> Rollout:
+        # Made on first use: it loads the tokenizer, which a policy worker that never evaluates need not wait for.
+        if self._rollout is None:
+            self._rollout = Rollout(self.settings, self.store, self.policy)
+        return self._rollout
+
+    @activity.defn(name=EVAL_PLAN.name)
+    async def eval_plan(self, inp: PlanInput) -> EvalPlan:
+        version = inp.version if inp.version is not None else await self.store.policy.served()
+        done = await self.store.evals.evaluated(version)
+        return EvalPlan(version=version, sets=[s for s in inp.sets if s not in done])
+
+    @activity.defn(name=EVALUATE_SET.name)
+    async def evaluate_set(self, inp: EvaluateSetInput) -> SetScores:
+        try:
+            eval_set = await asyncio.to_thread(load_set, inp.set, self.settings)
+        except EvalSetError as exc:
+            raise ApplicationError(str(exc), type=ErrorType.EVAL_SET_INVALID, non_retryable=True) from exc
+        started = time.monotonic()
+        async with heartbeating(10.0):
+            answers = await self._answers(eval_set.cases)
+        served = {v for _, v in answers if v is not None}
+        if served - {str(inp.version)}:
+            raise ApplicationError(
+                f"version {inp.version} was to be evaluated, but the policy servers answered with {sorted(served)}",
+                type=ErrorType.EVAL_VERSION_MOVED,
+                non_retryable=True,
+            )
+        values = [case.score(text) for case, (text, _) in zip(eval_set.cases, answers)]
+        scores = SetScores(
+            set=inp.set,
+            version=inp.version,
+            metrics={eval_set.metric: sum(values) / len(values)},
+            count=len(values),
+            served_version=next(iter(served), None),
+            at=time.time(),
+        )
+        log.info(
+            "evaluated", set=inp.set, version=inp.version, **scores.metrics, items=len(values),
+            seconds=round(time.monotonic() - started, 1),
+        )  # fmt: skip
+        return scores
+
+    async def _answers(self, cases: list[EvalCase]) -> list[tuple[str, str | None]]:
+        """Each case's answer and the weight version that wrote it, `eval.concurrency` at a time."""
+        cfg = self.settings.eval
+        sampling = ChatSampling(temperature=cfg.temperature, max_tokens=cfg.max_tokens)
+        gate = asyncio.Semaphore(cfg.concurrency)
+
+        async def one(case: EvalCase) -> tuple[str, str | None]:
+            async with gate:
+                prompt = await self.rollout.render(case.messages, None)
+                gen = await self.rollout.generate(prompt, await self.rollout.params(sampling, len(prompt)))
+                return self.rollout.decode(gen.ids), gen.weight_version
+
+        return await asyncio.gather(*(one(c) for c in cases))
+
+    @activity.defn(name=RECORD_SCORES.name)
+    async def record_eval_scores(self, scores: SetScores) -> RecordResult:
+        recorded = await self.store.evals.record(scores)
+        if recorded:  # only the attempt that kept the scores writes their points, so a retry adds none
+            try:
+                await asyncio.to_thread(write_eval_points, self.settings.data_dir, scores)
+            except Exception as exc:  # a curve's points, not the evaluation's record: the scores stand without them
+                log.warning("the evaluation's curve points were not written", error=f"{type(exc).__name__}: {exc}")
+        else:
+            log.info("scores kept already", set=scores.set, version=scores.version)
+        return RecordResult(recorded=recorded)
+
+    async def aclose(self) -> None:
+        await self.policy.aclose()
+        await self.store.aclose()
