@@ -22,7 +22,7 @@ import pytest_asyncio
 from temporalio.client import WorkflowFailureError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
+from temporalio.worker import Replayer, Worker
 
 from activities.eval_curves import eval_curves_dir
 from cli.eval import eval_command
@@ -167,6 +167,10 @@ async def test_the_schedule_evaluates_the_served_version_and_its_scores_show_eve
         return [w.id async for w in client.list_workflows(query)]
 
     assert await _eventually(found, what="the evaluation in visibility") == [run_id]
+
+    # deterministic: its history replays on the workflow's code
+    history = await client.get_workflow_handle(run_id).fetch_history()
+    await Replayer(workflows=[EvaluationWorkflow], data_converter=pydantic_data_converter).replay_workflow(history)
 
 
 async def _with_action(handle):
