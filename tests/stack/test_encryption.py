@@ -7,6 +7,7 @@ import asyncio
 import base64
 import os
 import subprocess
+import time
 
 import httpx
 import openai
@@ -17,6 +18,8 @@ from temporalio.client import Client
 
 from openclaw_rl.encryption import ENCODING, DecryptError, Keyring, KeyringError
 from openclaw_rl.settings import Settings
+from store.client import Store, StoreAddress
+from store.samples import PersonalTurn, TrainingSample
 from tests.api.conftest import chat_stack_env, create_key
 from tests.helpers import CLI, REPO, RunningStack
 
@@ -93,6 +96,12 @@ async def _histories(address: str) -> list:
     return events
 
 
+def _is_patch_marker(event) -> bool:
+    return event.HasField("marker_recorded_event_attributes") and (
+        event.marker_recorded_event_attributes.marker_name == "core_patch"
+    )
+
+
 def _payloads(message, out: list) -> list:
     """Every Payload anywhere inside a protobuf message."""
     from google.protobuf.message import Message
@@ -117,13 +126,25 @@ def _payloads(message, out: list) -> list:
 def test_histories_hold_ciphertext_and_the_codec_server_decodes_them_with_the_key(encrypted_stack):
     key = create_key(encrypted_stack, "enc-user")
     chat = openai.OpenAI(base_url=f"{encrypted_stack.api}/v1", api_key=key, max_retries=0, timeout=120)
-    reply = chat.chat.completions.create(
-        model="policy", messages=[{"role": "user", "content": f"Remember this: {SECRET_PHRASE}"}], max_tokens=8
+    # A session: the first turn streamed (its tokens relayed through a token stream), then a next state that gets
+    # it judged into a sample.
+    said = [{"role": "user", "content": f"Remember this: {SECRET_PHRASE}"}]
+    session = {"X-Session-Id": "enc-session"}
+    parts = chat.chat.completions.create(
+        model="policy", messages=said, max_tokens=8, stream=True, extra_headers=session
     )
+    answer = "".join(c.choices[0].delta.content or "" for c in parts if c.choices)
+    said += [{"role": "assistant", "content": answer}, {"role": "user", "content": "thanks, perfect!"}]
+    reply = chat.chat.completions.create(model="policy", messages=said, max_tokens=8, extra_headers=session)
     assert reply.choices[0].message is not None  # served as usual
+    first = _wait_judged(encrypted_stack, key, "enc-session")
 
     events = asyncio.run(_histories(encrypted_stack.temporal))
-    payloads = [p for e in events for p in _payloads(e, [])]
+    # A workflow.patched() marker (a session's later turn hits one) holds the patch id, which the SDK's core writes
+    # past the codec: nothing of the user's.
+    markers = [p for e in events if _is_patch_marker(e) for p in _payloads(e, [])]
+    assert all(SECRET_PHRASE.encode() not in p.data for p in markers)
+    payloads = [p for e in events if not _is_patch_marker(e) for p in _payloads(e, [])]
     assert payloads, "the histories carry payloads"
     plain = [p for p in payloads if p.metadata.get("encoding") != ENCODING]
     assert not plain, plain[:3]
@@ -141,24 +162,36 @@ def test_histories_hold_ciphertext_and_the_codec_server_decodes_them_with_the_ke
     assert any(SECRET_PHRASE.encode() in p.data for p in decoded)
     assert all(p.metadata.get("encoding") != ENCODING for p in decoded)
 
-    # The store seals the user's content too: the request as sent, the answer's text, the archived turn logs.
+    # The store seals the user's content too: the request as sent, the answer's text and token ids, the token
+    # stream, the judgement and its record, the sample. The trainer's reader opens the sample (with the keys).
     import redis
 
+    entry_id, sample = asyncio.run(_sample_of(encrypted_stack, first["turn_id"]))
+    assert sample.prompt_ids and sample.response_ids
+    needles = [SECRET_PHRASE.encode(), _packed(sample.prompt_ids), _packed(sample.response_ids)]
+    needles += [
+        ", ".join(map(str, sample.response_ids[i : i + 2])).encode() for i in range(len(sample.response_ids) - 1)
+    ]
+    if len(answer) >= 8:
+        needles.append(answer.encode())
     r = redis.Redis.from_url(encrypted_stack.redis)
+    assert set(r.xrange("oc:samples:personal", entry_id, entry_id)[0][1]) == {b"id", b"sealed"}
+    stream_entries = [f for k in r.scan_iter(match="oc:stream:*", _type="stream") for _, f in r.xrange(k)]
+    assert stream_entries and all(set(f) == {b"a", b"sealed", b"done"} for f in stream_entries)
     holding = []
-    for key in r.scan_iter(count=1000):
-        kind = r.type(key)
+    for name in r.scan_iter(count=1000):
+        kind = r.type(name)
         values = (
-            [r.get(key)]
+            [r.get(name)]
             if kind == b"string"
-            else list(r.hgetall(key).values())
+            else list(r.hgetall(name).values())
             if kind == b"hash"
-            else [v for _, fields in r.xrange(key) for v in fields.values()]
+            else [v for _, fields in r.xrange(name) for v in fields.values()]
             if kind == b"stream"
             else []
         )
-        if any(SECRET_PHRASE.encode() in (v or b"") for v in values):
-            holding.append(key)
+        if any(n in (v or b"") for v in values for n in needles):
+            holding.append(name)
     assert holding == [], holding
     request_keys = list(r.scan_iter(match="oc:request:*"))
     assert request_keys and all(r.get(k).startswith(b"ocx1") for k in request_keys)
@@ -168,3 +201,37 @@ def test_histories_hold_ciphertext_and_the_codec_server_decodes_them_with_the_ke
     # The audit trail still reads (every process has the keyring).
     res = subprocess.run(CLI + ["sessions"], env=encrypted_stack.env, capture_output=True, text=True, cwd=REPO)
     assert res.returncode == 0, res.stderr
+    # The user's export opens what was sealed: their request, the judgement, the sample.
+    export = httpx.get(f"{encrypted_stack.api}/v1/me/data", headers={"Authorization": f"Bearer {key}"}, timeout=60)
+    assert export.status_code == 200, export.text
+    doc = export.json()
+    turn = next(t for t in doc["turns"] if t["turn_id"] == first["turn_id"])
+    assert SECRET_PHRASE in turn["request"]["messages"][0]["content"] and turn["judgement"]
+    assert sample.sample_id in {s["sample_id"] for s in doc["samples"]}
+
+
+def _wait_judged(stack: RunningStack, key: str, sid: str, timeout: float = 180.0) -> dict:
+    """The session's first turn once judged (the judge reads the sealed answer and request)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        turns = httpx.get(
+            f"{stack.api}/v1/sessions/{sid}/turns", headers={"Authorization": f"Bearer {key}"}, timeout=30
+        ).json()["turns"]
+        if turns and turns[0].get("judgement"):
+            return turns[0]
+        assert time.monotonic() < deadline, f"the first turn was not judged within {timeout}s: {turns}"
+        time.sleep(0.5)
+
+
+async def _sample_of(stack: RunningStack, turn_id: str) -> tuple[str, TrainingSample]:
+    """The turn's sample as the train step reads it (`SampleStreams.load`, by entry id), with the stack's keys."""
+    async with Store.connect(StoreAddress(stack.redis, 3600), keyring=Keyring.parse(f"k2:{KEY_B},k1:{KEY_A}")) as st:
+        for entry_id, _ in await st.samples.entries("personal"):
+            s = await st.samples.load("personal", entry_id)
+            if isinstance(s.provenance, PersonalTurn) and s.provenance.turn_id == turn_id:
+                return entry_id, s
+    raise AssertionError(f"turn {turn_id} has no sample")
+
+
+def _packed(ids: list[int]) -> bytes:
+    return b"".join(i.to_bytes(4, "little", signed=True) for i in ids)
