@@ -96,6 +96,7 @@ class Stack(BenchStack):
             OPENCLAW_RL_LEARNING__METHOD=method,
             OPENCLAW_RL_LEARNING__JUDGE=json.dumps(judge),
             OPENCLAW_RL_TRAINING__AUTO_START="true",
+            OPENCLAW_RL_EVAL__EVERY_VERSIONS="0",  # the benchmark scores versions itself, after its users stop
             OPENCLAW_RL_TRAINING__BATCH_SIZE=str(cfg.batch_size),
             OPENCLAW_RL_TRAINING__LR=str(cfg.lr),
             OPENCLAW_RL_TRAINING__WAIT_S="2",
