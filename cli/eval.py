@@ -4,9 +4,10 @@ schedule (docs/evaluation.md)."""
 from __future__ import annotations
 
 import argparse
+import io
 import json
-import sys
 
+from cli import style
 from contracts.evaluation import EvalInput, EvalResult, SetScores, eval_schedule_id
 from openclaw_rl.settings import Settings
 
@@ -68,7 +69,7 @@ async def _run(client, args: argparse.Namespace, settings: Settings) -> int:
         cause = exc.cause
         while cause is not None and not isinstance(cause, ApplicationError):  # the activity's own error says why
             cause = cause.cause
-        print(f"openclaw-rl eval run: {cause.message if cause else exc}", file=sys.stderr)
+        style.error("eval run", cause.message if cause else str(exc))
         return 1
     if args.json:
         print(result.model_dump_json(indent=2))
@@ -108,17 +109,14 @@ def list_table(scores: list[SetScores]) -> str:
     by_version: dict[int, dict[str, SetScores]] = {}
     for s in scores:
         by_version.setdefault(s.version, {})[s.set] = s
-    widths = [max(len(name), 10) for name in sets]
-    header = f"{'version':>7}  " + "  ".join(f"{n:>{w}}" for n, w in zip(sets, widths))
-    rows = [header]
+    rows = []
     for version in sorted(by_version):
-        cells = []
-        for name, w in zip(sets, widths):
-            got = by_version[version].get(name)
-            cells.append(f"{next(iter(got.metrics.values())):>{w}.3f}" if got and got.metrics else f"{'-':>{w}}")
-        rows.append(f"{version:>7}  " + "  ".join(cells))
+        got = [by_version[version].get(name) for name in sets]
+        rows.append([version, *(f"{next(iter(g.metrics.values())):.3f}" if g and g.metrics else None for g in got)])
+    buf = io.StringIO()
+    style.table(["version", *sets], rows, right=["version", *sets], file=buf)
     metrics = sorted({f"{s.set}: {m}" for s in scores for m in s.metrics})
-    return "\n".join(rows + ["", "(" + "; ".join(metrics) + ")"])
+    return buf.getvalue() + "\n(" + "; ".join(metrics) + ")"
 
 
 async def _schedule(client, args: argparse.Namespace, settings: Settings) -> int:
@@ -135,7 +133,7 @@ async def _schedule(client, args: argparse.Namespace, settings: Settings) -> int
             return 0
         if args.every is not None:
             if args.every < 1:
-                print("openclaw-rl eval schedule: --every takes N >= 1 (--pause or --delete to stop)", file=sys.stderr)
+                style.error("eval schedule", "--every takes N >= 1 (--pause or --delete to stop)")
                 return 2
             await set_every_versions(client, settings, args.every)
         elif args.pause:
@@ -145,7 +143,9 @@ async def _schedule(client, args: argparse.Namespace, settings: Settings) -> int
         desc = await handle.describe()
     except RPCError as exc:
         if exc.status is RPCStatusCode.NOT_FOUND:
-            print(f"{schedule_id}: no such schedule (`up` creates it when eval.every_versions > 0)", file=sys.stderr)
+            style.error(
+                "eval schedule", f"{schedule_id}: no such schedule (`up` creates it when eval.every_versions > 0)"
+            )
             return 1
         raise
     (inp,) = await client.data_converter.decode(desc.schedule.action.args, [EvalInput])
