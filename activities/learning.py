@@ -44,8 +44,11 @@ from openclaw_rl.trained_log import records_lock
 from policy_client import PolicyClient
 from policy_client.chat import message_text, renderer_for
 from policy_client.chat_output import split_reasoning
+from policy_client.client import PolicyRequestError
+from policy_client.weight_sync import WeightSyncClient
 from rlmath.signals import AT_LEAST_ONE, Dispatch, dispatch, parse_boxed, parse_hint_vote, teacher_messages
 from store import keys
+from store.adapters import AdapterRef
 from store.client import Store
 from store.judgements import judged_turn_writes
 from store.samples import PersonalTurn, TrainingSample
@@ -251,13 +254,35 @@ class LearningActivities:
         req = await self._request(keys.chat_request(inp.turn_id))
         renderer = renderer_for(str(self.settings.tokenizer_path()))
         enhanced = renderer.render(teacher_messages(req.messages, inp.hint), req.tools)
+        adapter = await self._users_adapter(inp.user_id)
         # Scored at the sampling temperature, so teacher and rollout log-probs compare like with like.
         async with self._teacher_slots:
-            lps = await self._teacher_client().score(
-                enhanced + tokens.response_ids, len(enhanced), temperature=tokens.temperature or 1.0
-            )
+            lps = await self._score_as_teacher(enhanced + tokens.response_ids, len(enhanced), tokens, adapter)
         key = await self.store.turns.save_teacher_logprobs(inp.turn_id, lps)
         return TeacherResult(key=key, tokens=len(lps), mean_logprob=sum(lps) / len(lps))
+
+    async def _users_adapter(self, user_id: str | None) -> AdapterRef | None:
+        """With per-user adapters the teacher is the user's own policy (the paper: the same model re-scores its
+        answer under the hint); scored by the base instead, OPD would pull the adapter back towards the base.
+        A frozen teacher (`learning.teacher`) stays the base it is."""
+        if self.settings.training.adapters != "per_user" or not user_id or self.settings.learning.teacher is not None:
+            return None
+        return await self.store.adapters.current(tenant_of(user_id))
+
+    async def _score_as_teacher(
+        self, input_ids: list[int], start: int, tokens: TurnTokens, adapter: AdapterRef | None
+    ) -> list[float]:
+        client, temperature = self._teacher_client(), tokens.temperature or 1.0
+        lora = adapter.name if adapter is not None else None
+        try:
+            return await client.score(input_ids, start, temperature=temperature, lora_path=lora)
+        except PolicyRequestError as exc:
+            if adapter is None or "is not loaded" not in exc.reason:
+                raise
+            # A server that lost the adapter (a restart) loads it again from its folder, once, as generation does.
+            async with WeightSyncClient.from_settings(self.settings) as sync:
+                await sync.load_lora_adapter(adapter.name, adapter.path)
+            return await client.score(input_ids, start, temperature=temperature, lora_path=lora)
 
     def _teacher_client(self) -> PolicyClient:
         if self._teacher is None:

@@ -89,6 +89,8 @@ class VoteResult(BaseModel):
 class TeacherInput(BaseModel):
     turn_id: str
     hint: str
+    user_id: str | None = None
+    """Whose turn: with per-user adapters the teacher is that user's own policy (None: the shared policy)."""
 
 
 class TeacherResult(BaseModel):

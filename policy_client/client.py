@@ -232,15 +232,18 @@ class PolicyClient:
                 if not self._another_is_up(url):
                     await self._backoff(attempt, url, exc)
 
-    async def score(self, input_ids: list[int], start: int, *, temperature: float = 1.0) -> list[float]:
+    async def score(
+        self, input_ids: list[int], start: int, *, temperature: float = 1.0, lora_path: str | None = None
+    ) -> list[float]:
         """Log-probs of input_ids[start:] given everything before them (no generation).
 
-        Used for teacher log-probs: the response span scored under another context.
+        Used for teacher log-probs: the response span scored under another context. `lora_path`: score with that
+        loaded adapter (a user's own policy), as in `generate`.
         """
         if not 0 < start < len(input_ids):
             raise ValueError(f"start must be inside the prompt (1..{len(input_ids) - 1}), got {start}")
         sampling = SamplingParams(max_new_tokens=0, temperature=temperature)
-        body = _generate_body(input_ids, sampling, True) | {"logprob_start_len": start}
+        body = _generate_body(input_ids, sampling, True, lora_path=lora_path) | {"logprob_start_len": start}
         raw, _ = await self._call("POST", "/generate", body)
         entries = GenerateResponse.model_validate(raw).meta_info.input_token_logprobs or []
         values = [float(e[0]) for e in entries if e[0] is not None]

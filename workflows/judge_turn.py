@@ -73,7 +73,7 @@ class JudgeTurnWorkflow:
                 teacher = await waiting_out_store_outages(
                     lambda: execute(
                         TEACHER_LOGPROBS,
-                        TeacherInput(turn_id=inp.turn_id, hint=hint),
+                        TeacherInput(turn_id=inp.turn_id, hint=hint, user_id=inp.user_id),
                         task_queue=plan.policy_task_queue,
                         start_to_close=timedelta(seconds=plan.vote_timeout_s),
                     )

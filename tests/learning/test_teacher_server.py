@@ -124,3 +124,50 @@ async def test_judge_votes_wait_for_the_judges_own_budget():
                 assert elapsed >= at_least, elapsed  # one vote at a time: three delays in a row
             if below is not None:
                 assert elapsed < below, elapsed  # all three together
+
+
+async def test_with_per_user_adapters_the_teacher_is_the_users_own_adapter(tmp_path, tiny_model, valkey_url):
+    """OPD's teacher is the same model under the hint: with per-user adapters, the user's adapter (scored by the base
+    instead, OPD would pull every adapter back towards the base). The engine has not loaded it (a restart): the
+    activity loads it from its folder first. A user with no adapter yet is scored by the base."""
+    from contracts.chat import tenant_of
+    from store.adapters import AdapterRef
+    from tests.engine.test_lora_serving import write_adapter
+
+    folder = write_adapter(tiny_model, tmp_path / "adapters" / "u-ines-v3", seed=5)
+    proc, url = start_engine(tiny_model, tmp_path)  # its data dir holds the adapter: a folder it may load from
+    settings = Settings(
+        data_dir=tmp_path,
+        redis={"url": valkey_url},
+        policy={"server_urls": [url], "tokenizer_path": str(tiny_model)},
+        training={"adapters": "per_user", "lora": {"enabled": True, "rank": 4}},
+    )
+    store = Store.connect(StoreAddress(valkey_url, 3600))
+    acts = LearningActivities(settings)
+    try:
+        await store.adapters.publish(tenant_of("ines"), AdapterRef(name="u-ines-v3", path=str(folder), version=3))
+        for user in ("ines", "omar"):
+            await store.turns.save(
+                TurnTokens(
+                    turn_id=f"turn-{user}", prompt_ids=[1, 2, 3], response_ids=RESPONSE_IDS,
+                    response_logprobs=[-1.0] * len(RESPONSE_IDS), weight_version="3", finish_reason="stop",
+                    response_text="Paris", temperature=1.0,
+                ),
+            )  # fmt: skip
+            await store.requests.save(f"turn-{user}", StoredChatRequest(messages=MESSAGES))
+        stored = {}
+        for user in ("ines", "omar"):
+            result = await acts.teacher_logprobs(TeacherInput(turn_id=f"turn-{user}", hint=HINT, user_id=user))
+            stored[user] = await store.turns.teacher_logprobs(result.key)
+        enhanced = renderer_for(str(tiny_model)).render(teacher_messages(MESSAGES, HINT), None)
+        async with PolicyClient([url]) as policy:
+            adapter = await policy.score(enhanced + RESPONSE_IDS, len(enhanced), lora_path="u-ines-v3")
+            base = await policy.score(enhanced + RESPONSE_IDS, len(enhanced))
+    finally:
+        await acts.aclose()
+        await store.aclose()
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert stored["ines"] == pytest.approx(adapter, abs=1e-5)
+    assert stored["omar"] == pytest.approx(base, abs=1e-5)
+    assert max(abs(a - b) for a, b in zip(adapter, base)) > 1e-3  # the adapter does change the scores
