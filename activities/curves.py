@@ -1,4 +1,5 @@
-"""Training's curves: each train step's line (activities.step_log) as scalars, by policy version.
+"""Training's curves: each train step's line (activities.step_log) as scalars, by policy version, and each
+version's latency until every server serves it (`train/version_latency_s`, written at publication).
 
 Event files go to `<data dir>/tensorboard/<run>/` always (offline; `tensorboard --logdir <data dir>/tensorboard`
 shows them; `openclaw-rl train curves` says where). With `curves.wandb.enabled` the same points also go to a

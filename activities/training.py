@@ -354,6 +354,8 @@ class TrainingActivities:
             servers=len(published.servers),
             seconds=round(published.seconds, 3),
         )
+        # Version latency: from the step's end until every server serves it (a curve beside the step's own).
+        await asyncio.to_thread(self.curves.write_scalars, {"train/version_latency_s": published.seconds}, inp.version)
         return published
 
     @activity.defn(name=PUBLISH_WEIGHTS.name)

@@ -179,7 +179,13 @@ def test_sixteen_samples_make_a_step_and_the_engine_serves_it(loop_stack):
     steps = read_steps(stack.data_dir / "records")  # the curves' source: the step's line, its samples by stream
     assert steps and steps[0].version == 1 and steps[0].metrics.loss == pytest.approx(s["recent_losses"][0])
     assert steps[0].sources["personal"].samples >= 16 and steps[0].sources["personal"].tokens > 0
-    assert list((stack.data_dir / "tensorboard" / "train").glob("events.out.tfevents.*"))  # and the curves
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    curves = EventAccumulator(str(stack.data_dir / "tensorboard" / "train"))
+    curves.Reload()  # and the curves: the step's points, the version's latency until served, by version
+    tags = set(curves.Tags()["scalars"])
+    assert {"train/loss", "train/samples", "personal/reward_mean", "train/version_latency_s"} <= tags, tags
+    assert [e.step for e in curves.Scalars("train/loss")][0] == 1
     assert f"policy v{s['version']}" in ui_details(
         stack
     )  # what the Temporal UI shows as the workflow's current details
