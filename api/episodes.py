@@ -59,6 +59,7 @@ from contracts.episodes import SettingName, episode_workflow_id
 from contracts.errors import ErrorType
 from control.episodes import start_client_group
 from envs.registry import UnknownSetting
+from openclaw_rl import tracing
 from openclaw_rl.settings import GENERAL_AGENT_STREAMS
 from store import keys
 from store.errors import StoreError
@@ -251,6 +252,8 @@ async def _update(
     call's result (Temporal deduplicates updates by id within a run) instead of running again."""
     client = await request.app.state.gateway.client()
     handle = client.get_workflow_handle(_workflow_id(episode_id))
+    if traceparent := tracing.traceparent():  # what the call runs joins this request's trace
+        arg = arg.model_copy(update={"traceparent": traceparent})
     failure: str | None = None
     try:
         return await handle.execute_update(name, arg, result_type=result_type, id=update_id or uuid.uuid4().hex)

@@ -39,6 +39,9 @@ def client_episode_id(group_id: str, index: int) -> str:
 class ClientCall(BaseModel):
     caller: str
     """The user whose key made the call: only the episode's owner may drive it."""
+    traceparent: str | None = None
+    """The API request's trace (W3C), when tracing is on: what the call runs joins it (an update carries no
+    OpenTelemetry context into workflow code)."""
 
 
 class ClientStepInput(ClientCall):

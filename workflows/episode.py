@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
         ENV_EXEC,
         ENV_FINAL_ANSWER,
         ENV_TOOL,
+        ClientCall,
         ClientEpisodeView,
         ClientExecInput,
         ClientExecResult,
@@ -73,6 +74,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from contracts.errors import ErrorType
     from contracts.summary import clip
+    from openclaw_rl import tracing
     from openclaw_rl.search_attributes import OUTCOME, POLICY_VERSION, SETTING, TASK_ID
     from store import keys
     from workflows.activity_calls import execute
@@ -148,45 +150,46 @@ class EpisodeWorkflow:
             for t in range(max_steps):
                 self._details(inp, f"step {t + 1}/{max_steps}: policy")
                 step_id = keys.episode_step_id(wf_id, attempt, t)
-                try:
-                    out: AgentStepOutput = await execute(
-                        AGENT_STEP,
-                        AgentStepInput(
-                            attempt_key=key,
-                            step=t,
-                            step_id=step_id,
-                            temperature=cfg.temperature,
-                            max_tokens=cfg.max_tokens,
-                        ),
-                        task_queue=cfg.policy_task_queue,
+                with self._step_trace("EpisodeStep", step_id, t):  # each step a trace of its own
+                    try:
+                        out: AgentStepOutput = await execute(
+                            AGENT_STEP,
+                            AgentStepInput(
+                                attempt_key=key,
+                                step=t,
+                                step_id=step_id,
+                                temperature=cfg.temperature,
+                                max_tokens=cfg.max_tokens,
+                            ),
+                            task_queue=cfg.policy_task_queue,
+                        )
+                    except ActivityError as exc:
+                        if _error_type(exc) == ErrorType.PROMPT_TOO_LONG:
+                            end = "context_full"
+                            break
+                        raise _cause_as_application_error(exc, f"the policy failed at step {t}") from exc
+                    rec = StepRecord(
+                        index=t,
+                        step_id=step_id,
+                        action=out.action,
+                        tool_calls=out.tool_calls,
+                        parse_error=out.parse_error,
+                        weight_version=out.weight_version,
+                        prompt_tokens=out.prompt_tokens,
+                        completion_tokens=out.completion_tokens,
                     )
-                except ActivityError as exc:
-                    if _error_type(exc) == ErrorType.PROMPT_TOO_LONG:
-                        end = "context_full"
+                    self.steps.append(rec)
+                    self._note_policy_version(out.weight_version)
+                    self._details(inp, f"step {t + 1}/{max_steps}: environment")
+                    res: EnvStepResult = await self._on_env(
+                        ENV_STEP, EnvStepInput(attempt_key=key, step=t), opened, cfg.step_timeout_s
+                    )
+                    rec.observation, rec.done_reason = res.observation, res.done_reason
+                    if cfg.prm_votes:  # judging never holds up the next step
+                        votes.append(asyncio.ensure_future(self._vote(inp, key, rec)))
+                    if res.done:
+                        end = res.done_reason or "answered"
                         break
-                    raise _cause_as_application_error(exc, f"the policy failed at step {t}") from exc
-                rec = StepRecord(
-                    index=t,
-                    step_id=step_id,
-                    action=out.action,
-                    tool_calls=out.tool_calls,
-                    parse_error=out.parse_error,
-                    weight_version=out.weight_version,
-                    prompt_tokens=out.prompt_tokens,
-                    completion_tokens=out.completion_tokens,
-                )
-                self.steps.append(rec)
-                self._note_policy_version(out.weight_version)
-                self._details(inp, f"step {t + 1}/{max_steps}: environment")
-                res: EnvStepResult = await self._on_env(
-                    ENV_STEP, EnvStepInput(attempt_key=key, step=t), opened, cfg.step_timeout_s
-                )
-                rec.observation, rec.done_reason = res.observation, res.done_reason
-                if cfg.prm_votes:  # judging never holds up the next step
-                    votes.append(asyncio.ensure_future(self._vote(inp, key, rec)))
-                if res.done:
-                    end = res.done_reason or "answered"
-                    break
             self._details(inp, "checking the outcome")
             result: Outcome = await self._on_env(ENV_OUTCOME, EnvRef(attempt_key=key), opened, cfg.step_timeout_s)
         except EnvLost:
@@ -316,12 +319,12 @@ class EpisodeWorkflow:
         )
 
     @contextlib.asynccontextmanager
-    async def _client_call(self, caller: str, *, after_end: bool = False):
+    async def _client_call(self, call: ClientCall, name: str, *, after_end: bool = False):
         """One call of the episode's client, after the ones before it: refused when it cannot run (another user's
         key, after the end or a failure); the idle clock starts again when it ends; failures become the
-        ApplicationErrors the API maps to statuses."""
+        ApplicationErrors the API maps to statuses. What it runs joins the trace of the API request that made it."""
         client = self._inp.client
-        if client is None or caller != client.owner:  # an agent-driven episode takes no client calls
+        if client is None or call.caller != client.owner:  # an agent-driven episode takes no client calls
             raise ApplicationError("no such episode for this key", type=ErrorType.EPISODE_NOT_YOURS)
         await workflow.wait_condition(lambda: self._ready or self._failed is not None)
         async with self._client_lock:
@@ -333,7 +336,8 @@ class EpisodeWorkflow:
                 )
             self._client_calls += 1
             try:
-                yield
+                with self._step_trace(f"EpisodeCall:{name}", f"c{self._client_calls}", parent=call.traceparent):
+                    yield
             except EnvLost as exc:  # the env worker holding the task is gone: a client's steps cannot be replayed
                 self._env_lost = True
                 self._failed = f"its environment was lost ({exc})"
@@ -348,7 +352,7 @@ class EpisodeWorkflow:
     @workflow.update(name=CLIENT_STEP_UPDATE)
     async def client_step(self, call: ClientStepInput) -> ClientStepOutput:
         inp = self._inp
-        async with self._client_call(call.caller):
+        async with self._client_call(call, "step"):
             t = len(self.steps)
             limit = (self._opened.max_steps if self._opened else None) or inp.config.max_steps
             if t >= limit:
@@ -402,7 +406,7 @@ class EpisodeWorkflow:
 
     @workflow.update(name=CLIENT_TOOL_UPDATE)
     async def client_tool(self, call: ClientToolInput) -> ClientToolResult:
-        async with self._client_call(call.caller):
+        async with self._client_call(call, "tool"):
             result: ClientToolResult = await self._on_env(
                 ENV_TOOL,
                 # the call's id is its number in this history: a retried activity answers, it does not run again
@@ -417,7 +421,7 @@ class EpisodeWorkflow:
 
     @workflow.update(name=CLIENT_EXEC_UPDATE)
     async def client_exec(self, call: ClientExecInput) -> ClientExecResult:
-        async with self._client_call(call.caller):
+        async with self._client_call(call, "exec"):
             result: ClientExecResult = await self._on_env(
                 ENV_EXEC,
                 EnvExecInput(attempt_key=self._key, call_id=f"c{self._client_calls}", command=call.command),
@@ -432,7 +436,7 @@ class EpisodeWorkflow:
     @workflow.update(name=CLIENT_FINISH_UPDATE)
     async def client_finish(self, call: ClientFinishInput) -> ClientFinished:
         inp = self._inp
-        async with self._client_call(call.caller, after_end=True):
+        async with self._client_call(call, "outcome", after_end=True):
             assert inp.client is not None  # _client_call refuses agent-driven episodes
             if self._finished is not None:  # posted again: the same answer, or a conflict
                 if call.outcome is not None and call.outcome != self._posted:
@@ -501,6 +505,24 @@ class EpisodeWorkflow:
             max_steps=(self._opened.max_steps if self._opened else None) or inp.config.max_steps,
             failed=self._failed,
             finished=self._finished,
+        )
+
+    def _step_trace(
+        self, name: str, seed: str, step: int | None = None, parent: str | None = None
+    ) -> contextlib.AbstractContextManager[None]:
+        """What a step (or a client's call) starts, as a trace of its own linked to the episode's; ids from the run
+        id and `seed`, so a replay derives the same ones (openclaw_rl.tracing.step_trace)."""
+        info = workflow.info()
+        attributes: dict[str, str | int] = {"temporalWorkflowID": info.workflow_id}
+        if step is not None:
+            attributes["episode.step"] = step
+        return tracing.step_trace(
+            name,
+            f"{info.run_id}/{seed}",
+            clock=workflow.time_ns,
+            replaying=workflow.unsafe.is_replaying,
+            parent=parent,
+            attributes=attributes,
         )
 
     def _details(self, inp: EpisodeInput, what: str) -> None:

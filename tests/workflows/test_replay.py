@@ -14,10 +14,12 @@ from pathlib import Path
 import pytest
 from temporalio import workflow
 from temporalio.client import WorkflowHistory
+from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from contracts.training import StepSummary, TrainingInput
+from openclaw_rl import tracing
 from tests.workflows.record_histories import HISTORIES, TrainingWorkflowBeforePatch
 from workflows.episode import EpisodeWorkflow
 from workflows.judge_turn import JudgeTurnWorkflow
@@ -151,6 +153,17 @@ def test_every_scenario_is_recorded():
 @pytest.mark.parametrize("name", sorted(p.name for p in HISTORIES.glob("*.json")))
 async def test_history_replays_on_current_code(name: str):
     result = await replayer().replay_workflow(load(HISTORIES / name), raise_on_replay_failure=False)
+    assert result.replay_failure is None, f"{name}: {result.replay_failure!r}"
+
+
+@pytest.mark.parametrize("name", ["episode_steps.json", "episode_env_lost.json"])
+async def test_episode_history_replays_with_tracing_on(name: str, monkeypatch: pytest.MonkeyPatch):
+    """Each step under a trace context of its own (derived from the run id, never drawn): the same commands."""
+    monkeypatch.setattr(tracing, "_enabled", True)
+    traced = Replayer(
+        workflows=[EpisodeWorkflow], data_converter=pydantic_data_converter, interceptors=[TracingInterceptor()]
+    )
+    result = await traced.replay_workflow(load(HISTORIES / name), raise_on_replay_failure=False)
     assert result.replay_failure is None, f"{name}: {result.replay_failure!r}"
 
 
