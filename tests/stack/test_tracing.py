@@ -1,20 +1,31 @@
 """OpenTelemetry: one chat turn is one trace with spans from the API, the workflow worker, the pools and the
-engine, exported over OTLP/HTTP by the standard OTEL_* variables to a receiver in this test."""
+engine, and each episode step one trace (policy worker, engine, env worker) linked to the episode's, exported over
+OTLP/HTTP by the standard OTEL_* variables to a receiver in this test."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
+import uuid
 from collections import defaultdict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from temporalio.client import Client
+from temporalio.contrib.opentelemetry import TracingInterceptor
+from temporalio.contrib.pydantic import pydantic_data_converter
 
+from contracts.episodes import EpisodeConfig, EpisodeInput, EpisodeResult
 from tests.api.conftest import chat_stack_env, create_key
 from tests.helpers import RunningStack
 
@@ -28,6 +39,7 @@ class Receiver:
 
     def __init__(self):
         self.spans: dict[str, list[tuple[str, str]]] = defaultdict(list)  # trace id -> [(service, span name)]
+        self.links: dict[str, set[str]] = defaultdict(set)  # trace id -> the trace ids its spans link to
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -42,6 +54,7 @@ class Receiver:
                         for ss in rs.scope_spans:
                             for span in ss.spans:
                                 receiver.spans[span.trace_id.hex()].append((service, span.name))
+                                receiver.links[span.trace_id.hex()].update(link.trace_id.hex() for link in span.links)
                 out = ExportTraceServiceResponse().SerializeToString()
                 self.send_response(200)
                 self.send_header("content-type", "application/x-protobuf")
@@ -74,6 +87,8 @@ def traced_stack(tiny_model, tmp_path_factory, receiver):
         tiny_model,
         OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url,
         OTEL_BSP_SCHEDULE_DELAY="200",  # ms: spans leave each process within a fraction of a second
+        OPENCLAW_RL_ENVS__TOOLCALL__MAX_STEPS="2",
+        OPENCLAW_RL_ENVS__TOOLCALL__MAX_TOKENS="24",
     )
     stack = RunningStack(env).start()
     yield stack
@@ -101,3 +116,59 @@ def test_one_chat_turn_is_one_trace_across_processes(traced_stack, receiver):
     assert any("chat/completions" in n for n in names)
     # Other requests are other traces: the turn's trace holds only what served it.
     assert all(TRACE_ID != t or len(spans) < 500 for t, spans in receiver.spans.items())
+
+
+async def test_each_episode_step_is_a_trace_of_its_own_linked_to_the_episodes(traced_stack, receiver):
+    # The test starts the episode under a span of its own, as a traced caller (the API, a parent workflow) would.
+    provider = TracerProvider(resource=Resource.create({"service.name": "test-driver"}))
+    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"{receiver.url}/v1/traces")))
+    tracer = provider.get_tracer("test")
+    client = await Client.connect(
+        traced_stack.temporal,
+        data_converter=pydantic_data_converter,
+        interceptors=[TracingInterceptor(tracer=tracer)],
+    )
+    # A multi-turn BFCL task: a step without a tool call opens the next turn, so the tiny model's noise takes both.
+    inp = EpisodeInput(
+        setting="toolcall",
+        task_id="bfcl/multi_turn_base_2",
+        config=EpisodeConfig(max_steps=2, max_tokens=24, prm_votes=1),
+    )
+    with tracer.start_as_current_span("start the episode") as span:
+        episode_trace = f"{span.get_span_context().trace_id:032x}"
+        handle = await client.start_workflow(
+            "EpisodeWorkflow",
+            inp,
+            id=f"episode/traced-{uuid.uuid4().hex[:8]}",
+            task_queue="openclaw-rl-workflow",
+            result_type=EpisodeResult,
+        )
+    result = await asyncio.wait_for(handle.result(), 240)
+    provider.shutdown()
+    assert len(result.steps) >= 2, result
+
+    wanted = {"openclaw-rl-worker-policy", "openclaw-rl-engine", "openclaw-rl-worker-env"}
+
+    def step_traces() -> list[str]:
+        return [t for t, linked in receiver.links.items() if episode_trace in linked and t != episode_trace]
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (
+        len(step_traces()) >= len(result.steps) and all(wanted <= receiver.services(t) for t in step_traces())
+    ):
+        await asyncio.sleep(0.5)
+    steps = step_traces()
+    for t in steps:
+        print("step trace", t, sorted(receiver.services(t)), sorted({n for _, n in receiver.spans[t]}))
+    print(
+        "episode trace", sorted(receiver.services(episode_trace)), sorted({n for _, n in receiver.spans[episode_trace]})
+    )
+    assert len(steps) == len(set(steps)) == len(result.steps), (steps, result.steps)
+    for t in steps:
+        assert wanted <= receiver.services(t), (t, receiver.spans[t])
+        assert sum(name == "EpisodeStep" for _, name in receiver.spans[t]) == 1  # the step's root
+    # The episode's own trace keeps the workflow and its environment's opening and closing, not the steps' spans.
+    episode = receiver.spans[episode_trace]
+    assert any(name == "RunWorkflow:EpisodeWorkflow" for _, name in episode), episode
+    assert not any(name.endswith(":agent_step") or name.endswith(":env_step") for _, name in episode), episode
+    assert "openclaw-rl-engine" not in receiver.services(episode_trace)
