@@ -17,6 +17,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.episode_data import vote_window
 from activities.store_errors import store_outage_is_retryable
+from contracts.chat import tenant_of
 from contracts.episodes import (
     PUBLISH_STEP_SAMPLES,
     STEP_VOTE,
@@ -33,6 +34,7 @@ from judges import Judge, JudgeCallError, make_judge
 from judges.base import StepJudgeContext, StepView
 from openclaw_rl.settings import Settings
 from rlmath.signals import parse_boxed
+from store import keys
 from store.client import Store
 from store.episodes import EpisodeStepData, advantage_write
 from store.samples import EpisodeStep, TrainingSample
@@ -86,6 +88,9 @@ class StepLearningActivities:
     @store_outage_is_retryable
     async def publish_step_samples(self, inp: PublishStepsInput) -> PublishStepsResult:
         published = duplicates = missing = 0
+        # A client-driven group's user forgotten meanwhile (their tombstone) gets nothing written back
+        # (control.user_data); the check is atomic with each publication.
+        guard = keys.forgotten(tenant_of(inp.owner)) if inp.owner else None
         for ref in inp.steps:
             tokens = await self.store.turns.load(ref.step_id)
             if tokens is None or not tokens.response_ids:
@@ -97,6 +102,7 @@ class StepLearningActivities:
                 inp.setting,
                 sample,
                 also=[advantage_write(ref.episode_id, ref.step, ref.reward, ref.advantage)],
+                guard=guard,
             )
             published += int(wrote)
             duplicates += int(not wrote)

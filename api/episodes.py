@@ -17,6 +17,7 @@ are standardised together when the last one ends.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import time
 import uuid
@@ -85,6 +86,9 @@ _STATUS = {
     ErrorType.REQUEST_MISSING: (503, "request_lost"),
     ErrorType.ENV_LOST: (409, "episode_conflict"),
 }
+_NO_STEP = frozenset({404, 409, 410})
+"""Statuses of a model call no step ran with (the episode is gone, not the caller's, or over); a 503 may still have
+run (its retry, with the same Idempotency-Key, gets that step), so its request is kept."""
 _RPC_STATUS = {
     RPCStatusCode.RESOURCE_EXHAUSTED: (429, "too many calls in flight on this episode; retry shortly"),
     RPCStatusCode.UNAVAILABLE: (503, "Temporal could not be reached; retry shortly"),
@@ -169,6 +173,7 @@ async def open_episodes(request: Request, caller: Caller = Depends(authenticate)
         )
     except (UnknownSetting, ValueError) as exc:
         raise ApiError(400, str(exc), code="unknown_setting") from None
+    await app.state.store.users.note_group(caller.user_id, group_id)  # what export and forget find it by
     await _wait_started(client, ids)
     base = str(request.base_url).rstrip("/")
     episodes = [
@@ -293,20 +298,32 @@ async def episode_chat(request: Request, episode_id: str, caller: Caller = Depen
     body = await read_json(request, app.state.settings.api.max_request_bytes)
     chat = validate_chat(body)
     key = idempotency.key_from(request.headers)  # checked before anything runs
+    _workflow_id(episode_id)  # a well-formed id before it names a key
+    store = app.state.store
+    if await store.users.is_forgotten(caller.user_id):  # a call that outlived its key: keep nothing of it
+        raise ApiError(410, "this user was forgotten; the call was not run", code="user_forgotten")
     turn_id = uuid.uuid4().hex
+    # Named by the episode (so by its group): a forget finds its requests with the rest of the group's keys.
+    request_id = f"{episode_id}.{turn_id}"
     stored = StoredChatRequest(messages=[m.for_template() for m in chat.messages], tools=chat.template_tools())
     try:
-        request_key = await app.state.store.requests.save(turn_id, stored)
+        request_key = await store.requests.save(request_id, stored)
     except StoreError as exc:
         raise ApiError(503, f"the request could not be kept: {exc}", code="store_unavailable") from None
-    out: ClientStepOutput = await _update(
-        request,
-        episode_id,
-        CLIENT_STEP_UPDATE,
-        ClientStepInput(caller=caller.user_id, request_key=request_key, sampling=chat_sampling(chat)),
-        ClientStepOutput,
-        update_id=_step_update_id(caller, episode_id, key) if key else None,
-    )
+    try:
+        out: ClientStepOutput = await _update(
+            request,
+            episode_id,
+            CLIENT_STEP_UPDATE,
+            ClientStepInput(caller=caller.user_id, request_key=request_key, sampling=chat_sampling(chat)),
+            ClientStepOutput,
+            update_id=_step_update_id(caller, episode_id, key) if key else None,
+        )
+    except ApiError as exc:
+        if exc.status in _NO_STEP:  # no step took it: nothing reads it (nor would a forget find it later)
+            with contextlib.suppress(StoreError):
+                await store.requests.delete(request_id)
+        raise
     cid, created, model = f"chatcmpl-{turn_id}", int(time.time()), chat.model or app.state.settings.api.model_name
     if chat.stream:
         return StreamingResponse(_one_chunk_stream(cid, created, model, out.output), media_type="text/event-stream")

@@ -216,6 +216,8 @@ class PublishStepsInput(BaseModel):
     group_id: str
     judge_name: str
     steps: list[StepSampleRef]
+    owner: str | None = None
+    """A client-driven group's user: nothing is published once they are forgotten (their tombstone)."""
 
 
 class PublishStepsResult(BaseModel):

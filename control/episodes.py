@@ -8,6 +8,7 @@ import uuid
 from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from contracts.client_episodes import FREE_FORM_SETTING
 from contracts.episodes import (
@@ -20,6 +21,7 @@ from contracts.episodes import (
     episode_workflow_id,
 )
 from envs.registry import setting_config
+from openclaw_rl.search_attributes import USER_ID
 from openclaw_rl.settings import Pool, Settings
 from workflows.episode import EpisodeWorkflow
 from workflows.rollout import RolloutWorkflow
@@ -137,6 +139,8 @@ async def start_client_group(
         ),
         id=f"group/{group_id}",
         task_queue=_queue(settings),
+        # Findable by its user (control.user_data: export and forget), as their sessions are.
+        search_attributes=TypedSearchAttributes([SearchAttributePair(USER_ID, owner)]),
         static_summary=f"driven by {owner}: {name} {task_id or 'free-form'} x{samples}",
     )
     return group_id, [episode_workflow_id(group_id, k) for k in range(samples)]

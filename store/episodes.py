@@ -106,6 +106,29 @@ class EpisodeData(Records):
         found = self._fields(attempt_key, {n: v for n, v in zip(names, values) if v is not None})
         return self._opening(attempt_key, opening), [self._step(attempt_key, t, found) for t in indexes]
 
+    async def recorded(
+        self, attempt_key: str
+    ) -> tuple[EpisodeOpening | None, dict[int, tuple[StepAction | None, StepObservation | None]]]:
+        """Whatever is still kept of the attempt, opened: its opening and, per step index, its action and
+        observation (None where gone). A user's export reads it (control.user_data)."""
+        async with self._r.pipeline(transaction=False) as pipe:
+            pipe.get(keys.episode_opening(attempt_key))
+            pipe.hgetall(keys.episode_steps(attempt_key))
+            raw_opening, fields = await pipe.execute()
+        opening = None if raw_opening is None else self._opening(attempt_key, raw_opening)
+        steps: dict[int, tuple[StepAction | None, StepObservation | None]] = {}
+        for name, raw in self._fields(attempt_key, {text(k): v for k, v in fields.items()}).items():
+            kind, _, index = name.partition(":")
+            if raw is None or not index.isdigit():
+                continue
+            act, obs = steps.get(int(index), (None, None))
+            if kind == "a":
+                act = StepAction.model_validate_json(raw)
+            elif kind == "o":
+                obs = StepObservation.model_validate_json(raw)
+            steps[int(index)] = (act, obs)
+        return opening, dict(sorted(steps.items()))
+
     async def observations(self, attempt_key: str, indexes: list[int]) -> dict[int, Observation]:
         """The observations still kept of the steps named (`episodes show` reads their screenshots)."""
         if not indexes:

@@ -157,6 +157,13 @@ def user_turns(tenant: str) -> str:
     return f"{PREFIX}:user:{tenant}:turns"
 
 
+def user_groups(tenant: str) -> str:
+    """Set: the ids of the client-driven task groups a user opened (`/v1/episodes`), written when one starts; with
+    the groups' search attribute in Temporal, what export and forget find the user's episodes by. Expires with the
+    episode data."""
+    return f"{PREFIX}:user:{tenant}:groups"
+
+
 def no_train(turn_id: str) -> str:
     """Set when a turn's request came from an opted-out user or key: it is served, never judged into a sample."""
     return f"{PREFIX}:notrain:{turn_id}"

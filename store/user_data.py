@@ -2,6 +2,8 @@
 
 - `oc:user:<pseudonym>:turns`: the ids of the user's chat turns, written with each turn's request; a turn id names
   every per-turn key (request, token data, stream, teacher log-probs, judgement, idempotency record);
+- `oc:user:<pseudonym>:groups`: the ids of the client-driven task groups the user opened (`/v1/episodes`); every
+  key of a group's episodes holds its id in its name (`group_patterns`);
 - `oc:notrain:<turn id>`: a turn an opted-out user or key sent (served, never made a sample);
 - `oc:optout:users` / `oc:optout:keys`: who opted out of training;
 - `oc:forgotten:<pseudonym>`: a forgotten user's tombstone (when, nothing else).
@@ -49,6 +51,13 @@ def user_patterns(user_id: str) -> list[str]:
         keys.session_effective(session + "*"),
         keys.sample_published(session + "*"),
     ]
+
+
+def group_patterns(group_id: str) -> list[str]:
+    """Keys of a client-driven group's episodes: they all hold the group id in their names (episode data
+    `oc:ep:episode/<group>/...`, step token data `oc:turn:episode/<group>/...`, publication markers, and the
+    requests of its model calls, `oc:request:<group>.<index>.<id>`). Group ids are `client-<hex>`: no wildcard."""
+    return [f"{keys.PREFIX}:*{group_id}/*", f"{keys.PREFIX}:*{group_id}.*"]
 
 
 # XDEL only marks a stream entry deleted: its bytes stay in the stream's node (and in every snapshot of it) until
@@ -123,6 +132,17 @@ class UserRecords(Records):
             if not train:
                 p.set(keys.no_train(turn_id), "1", ex=self._ttl_s)
             await p.execute()
+
+    async def note_group(self, user_id: str, group_id: str) -> None:
+        """`group_id` is a client-driven task group the user opened."""
+        index = keys.user_groups(tenant_of(user_id))
+        async with self._r.pipeline(transaction=True) as p:
+            p.sadd(index, group_id)
+            p.expire(index, self._ttl_s)
+            await p.execute()
+
+    async def group_ids(self, user_id: str) -> list[str]:
+        return sorted(text(g) for g in await self._r.smembers(keys.user_groups(tenant_of(user_id))))
 
     async def turn_ids(self, user_id: str) -> list[str]:
         return sorted(text(t) for t in await self._r.smembers(keys.user_turns(tenant_of(user_id))))
@@ -200,6 +220,18 @@ class UserRecords(Records):
             batch = [k async for k in self._r.scan_iter(match=pattern, count=1000)]
             for i in range(0, len(batch), 500):
                 deleted += int(await self._r.delete(*batch[i : i + 500]))
+        return deleted
+
+    async def forget_groups(self, user_id: str, group_ids: Iterable[str]) -> int:
+        """Delete every key of the groups' episodes (`group_patterns`) and the user's group index; returns how
+        many keys went."""
+        deleted = 0
+        for group_id in group_ids:
+            for pattern in group_patterns(group_id):
+                batch = [k async for k in self._r.scan_iter(match=pattern, count=1000)]
+                for i in range(0, len(batch), 500):
+                    deleted += int(await self._r.delete(*batch[i : i + 500]))
+        deleted += int(await self._r.delete(keys.user_groups(tenant_of(user_id))))
         return deleted
 
     async def forget_opt_outs(self, user_id: str, key_ids: list[str]) -> None:

@@ -74,6 +74,7 @@ class TaskGroupWorkflow:
                     group_id=inp.group_id,
                     judge_name=inp.config.judge_name,
                     steps=refs,
+                    owner=inp.client.owner if inp.client else None,
                 ),
                 task_queue=inp.config.judge_task_queue,
             )
