@@ -4,9 +4,12 @@ CLI (`openclaw-rl users ...`, operators). docs/user-data.md says what is kept wh
 
 Where a user's data is found:
 - Temporal: their session workflows (search attribute `OpenclawUser`) and the judge workflows of those sessions
-  (workflow ids `judge/session/<user>/...`): their histories hold turn summaries, so forget deletes them;
-- the store: per-turn keys through the user's turn index (store.user_data), keys whose names hold the user id,
-  their entries in the record and sample streams, their API keys and opt-outs;
+  (workflow ids `judge/session/<user>/...`): their histories hold turn summaries, so forget deletes them; the
+  client-driven task groups they opened (`/v1/episodes`: `OpenclawUser` too, and the store's index of them) and
+  those groups' episodes (`episode/<group>/<k>`), whose histories hold their calls;
+- the store: per-turn keys through the user's turn index (store.user_data), keys whose names hold the user id or
+  one of their groups' ids (episode data, step token data, model-call requests), their entries in the record and
+  sample streams (a step sample's provenance names its group), their API keys and opt-outs;
 - files: the judged-turn mirrors records/policy-<version>/<source>.jsonl (lines dropped) and records/trained.jsonl
   (their sample ids redacted);
 - per-user adapters: through `UserAdapters` (none yet: `NoAdapters`).
@@ -29,16 +32,18 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from contracts.chat import StoredChatRequest, TurnType
+from contracts.client_episodes import client_episode_id
+from contracts.episodes import TASK_GROUP_WORKFLOW
 from contracts.learning import JudgementRecord
 from control.api_keys import USER_ID as USER_ID_FORMAT
 from control.audit import SessionInfo, SessionNotFound, list_sessions, session_turns
-from openclaw_rl.search_attributes import USER_ID
+from openclaw_rl.search_attributes import OUTCOME, SETTING, TASK_ID, USER_ID
 from openclaw_rl.settings import Settings
 from openclaw_rl.trained_log import TRAINED_LOG, forget_samples, records_lock, rewrite_atomically
 from store import keys as store_keys
 from store.api_keys import KeyRecord
 from store.client import Store
-from store.samples import PersonalTurn
+from store.samples import EpisodeStep, PersonalTurn
 
 WORKFLOW_DELETE_WAIT_S = 90.0
 """How long a forget waits for Temporal to delete the user's workflows (it deletes a closed one asynchronously: about
@@ -120,8 +125,38 @@ class ExportedSample(BaseModel):
     loss_mask: int | None = None
     tokens: int | None = None
     reason: str | None = None
+    episode_id: str | None = None
+    """A step sample of one of their client-driven episodes: its episode (workflow id) and step."""
+    step: int | None = None
     trained_into: list[int] = Field(default_factory=list)
     """Policy versions records/trained.jsonl says it was trained into (empty: not trained yet)."""
+
+
+class ExportedStep(BaseModel):
+    index: int
+    action: dict | None = None
+    """The assistant message the policy answered with (content, tool calls), as kept (None once expired)."""
+    observation: list[dict] | None = None
+    """The messages the next call added after it (tool results, the user's reply), as kept."""
+    parse_error: str | None = None
+
+
+class ExportedEpisode(BaseModel):
+    """A client-driven episode the user opened (`/v1/episodes`)."""
+
+    id: str
+    """The client's name for it (`<group>.<index>`)."""
+    workflow_id: str
+    group_id: str
+    setting: str | None = None
+    task_id: str | None = None
+    status: str
+    started_at: datetime | None = None
+    closed_at: datetime | None = None
+    outcome: float | None = None
+    opening: list[dict] | None = None
+    """The first call's messages (the harness's own system prompt and the task), as kept."""
+    steps: list[ExportedStep] = Field(default_factory=list)
 
 
 class UserExport(BaseModel):
@@ -135,7 +170,10 @@ class UserExport(BaseModel):
     sessions: list[SessionInfo]
     turns: list[ExportedTurn]
     samples: list[ExportedSample]
-    """Waiting in a sample stream, or named by records/trained.jsonl as trained."""
+    """Waiting in a sample stream, or named by records/trained.jsonl as trained (their turns' and their client
+    episodes' steps')."""
+    episodes: list[ExportedEpisode] = Field(default_factory=list)
+    """Their client-driven episodes."""
     adapter_versions: list[AdapterVersion]
     """Per-user adapters (none until per-user adapters exist)."""
 
@@ -147,7 +185,8 @@ class ForgetReport(BaseModel):
     forgotten_at: datetime
     api_keys: int = 0
     workflows: int = 0
-    """Session and judge workflow executions deleted from Temporal (running ones terminated first)."""
+    """Session, judge, client task group and client episode workflow executions deleted from Temporal (running ones
+    terminated first)."""
     store_keys: int = 0
     """Per-turn keys, prefix links, archived turn logs, flags and markers deleted."""
     samples: int = 0
@@ -184,6 +223,12 @@ def _quote(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+def _group_of_sample(sample_id: str) -> str | None:
+    """`episode/<group>/<index>#<step>` -> the group (None for a sample of a chat turn)."""
+    parts = sample_id.split("/", 2)
+    return parts[1] if len(parts) == 3 and parts[0] == "episode" else None
+
+
 def _user_of_sample(sample_id: str) -> str | None:
     """`session/<user>/<session>@<run>#<turn>` -> the user (None for a sample of an episode)."""
     parts = sample_id.split("/", 2)
@@ -201,11 +246,23 @@ class UserData:
     async def _keys(self, user_id: str) -> list[KeyRecord]:
         return sorted((k for k in await self.store.api_keys.all() if k.user_id == user_id), key=lambda k: k.created_at)
 
-    async def _workflows(self, user_id: str) -> list[tuple[str, str]]:
-        """(workflow id, run id) of every run of the user's session and judge workflows, closed ones too."""
+    async def _groups(self, user_id: str) -> set[str]:
+        """The client-driven task groups the user opened: the store's index of them, and those Temporal knows by
+        their search attribute (the index may have expired; groups started before either have neither)."""
+        found = set(await self.store.users.group_ids(user_id))
+        q = f"WorkflowType = {_quote(TASK_GROUP_WORKFLOW)} AND {USER_ID.name} = {_quote(user_id)}"
+        async for wf in self.client.list_workflows(q):
+            found.add(wf.id.removeprefix("group/"))
+        return found
+
+    async def _workflows(self, user_id: str, groups: set[str] = frozenset()) -> list[tuple[str, str]]:
+        """(workflow id, run id) of every run of the user's session and judge workflows, and of their client groups
+        and those groups' episodes (groups first: their episodes end with them), closed ones too."""
         queries = [
             f"WorkflowType = 'SessionWorkflow' AND {USER_ID.name} = {_quote(user_id)}",
             f"WorkflowId STARTS_WITH {_quote(f'judge/session/{user_id}/')}",
+            *(f"WorkflowId = {_quote(f'group/{g}')}" for g in sorted(groups)),
+            *(f"WorkflowId STARTS_WITH {_quote(f'episode/{g}/')}" for g in sorted(groups)),
         ]
         out: list[tuple[str, str]] = []
         for q in queries:
@@ -218,7 +275,7 @@ class UserData:
             return False
         if await self._keys(user_id) or await self.store.users.turn_ids(user_id):
             return True
-        return bool(await self._workflows(user_id))
+        return bool(await self._groups(user_id) or await self._workflows(user_id))
 
     # ---- see ----------------------------------------------------------------------------------------------------
     async def export(self, user_id: str) -> UserExport:
@@ -227,6 +284,7 @@ class UserData:
             raise UserNotFound(user_id)
         keys = await self._keys(user_id)
         out_keys = set(await self.store.users.keys_opted_out([k.key_id for k in keys]))
+        groups = await self._groups(user_id)
         sessions = await list_sessions(self.client, user_id, limit=10_000)
         turns: list[ExportedTurn] = []
         seen: set[str] = set()
@@ -251,7 +309,8 @@ class UserData:
             ],
             sessions=sessions,
             turns=turns,
-            samples=await self._samples(user_id),
+            samples=await self._samples(user_id, groups),
+            episodes=await self._episodes(groups),
             adapter_versions=await self.adapters.versions(user_id),
         )
 
@@ -293,12 +352,59 @@ class UserData:
             (t.judgement,) = await self.store.judgements.of_turns([t.turn_id])
         return t
 
-    async def _samples(self, user_id: str) -> list[ExportedSample]:
+    async def _episodes(self, groups: set[str]) -> list[ExportedEpisode]:
+        """The client episodes of `groups` Temporal still has, with what the store keeps of their steps."""
+        out: list[ExportedEpisode] = []
+        for group in sorted(groups):
+            async for wf in self.client.list_workflows(f"WorkflowId STARTS_WITH {_quote(f'episode/{group}/')}"):
+                index = wf.id.rsplit("/", 1)[-1]
+                attrs = wf.typed_search_attributes
+                opening, steps = await self.store.episodes.recorded(store_keys.episode_attempt(wf.id, 1))
+                out.append(
+                    ExportedEpisode(
+                        id=client_episode_id(group, int(index)) if index.isdigit() else wf.id,
+                        workflow_id=wf.id,
+                        group_id=group,
+                        setting=attrs.get(SETTING),
+                        task_id=attrs.get(TASK_ID),
+                        status=wf.status.name.lower() if wf.status else "unknown",
+                        started_at=wf.start_time,
+                        closed_at=wf.close_time,
+                        outcome=attrs.get(OUTCOME),
+                        opening=opening.messages if opening else None,
+                        steps=[
+                            ExportedStep(
+                                index=t,
+                                action=act.message if act else None,
+                                observation=obs.messages if obs else None,
+                                parse_error=act.action.parse_error if act else None,
+                            )
+                            for t, (act, obs) in steps.items()
+                        ],
+                    )
+                )
+        return sorted(out, key=lambda e: (e.started_at or datetime.min.replace(tzinfo=timezone.utc), e.id))
+
+    async def _samples(self, user_id: str, groups: set[str]) -> list[ExportedSample]:
         out: list[ExportedSample] = []
         for source in await self.store.samples.sources():
             for entry_id, s in await self.store.samples.entries(source):
                 p = s.provenance
-                if isinstance(p, PersonalTurn) and p.user_id == user_id:
+                if isinstance(p, EpisodeStep) and p.group_id in groups:
+                    out.append(
+                        ExportedSample(
+                            sample_id=s.sample_id,
+                            source=source,
+                            entry_id=entry_id,
+                            episode_id=p.episode_id,
+                            step=p.step,
+                            policy_version=s.policy_version,
+                            reward=s.reward,
+                            loss_mask=s.loss_mask,
+                            tokens=len(s.response_ids),
+                        )
+                    )
+                elif isinstance(p, PersonalTurn) and p.user_id == user_id:
                     out.append(
                         ExportedSample(
                             sample_id=s.sample_id,
@@ -317,7 +423,7 @@ class UserData:
         trained: dict[str, list[int]] = {}
         for line in _lines(self.settings.records_dir / TRAINED_LOG):
             for sid in line.get("sample_ids", []):
-                if _user_of_sample(sid) == user_id:
+                if _user_of_sample(sid) == user_id or _group_of_sample(sid) in groups:
                     trained.setdefault(sid, []).append(int(line.get("version", 0)))
         waiting = {s.sample_id: s for s in out}
         for sid, versions in trained.items():
@@ -364,14 +470,17 @@ class UserData:
         keys = await self._keys(user_id)
         report.api_keys = await self.store.api_keys.delete([k.key_id for k in keys])  # no new turn from here on
         await self.store.users.forget_opt_outs(user_id, [k.key_id for k in keys])
-        # Terminated and deleted: no session takes a turn, no judge publishes, and no history holds a summary.
+        # Found once, before anything goes: the sweeps below delete the store's index of them.
+        groups = await self._groups(user_id)
+        # Terminated and deleted: no session takes a turn, no judge or group publishes, no episode takes a call,
+        # and no history holds a summary.
         deleted: set[tuple[str, str]] = set()
-        report.workflows = await self._delete_workflows(user_id, deleted)
-        await self._sweep(user_id, report)
+        report.workflows = await self._delete_workflows(user_id, groups, deleted)
+        await self._sweep(user_id, groups, report)
         report.adapter_versions = await self.adapters.forget(user_id)
         # Work that was under way when the workflows went (an activity finishing its write) is swept up again.
-        report.workflows += await self._delete_workflows(user_id, deleted, wait_s=WORKFLOW_DELETE_WAIT_S)
-        await self._sweep(user_id, report)
+        report.workflows += await self._delete_workflows(user_id, groups, deleted, wait_s=WORKFLOW_DELETE_WAIT_S)
+        await self._sweep(user_id, groups, report)
         report.append_only_file_rewritten = await self.store.users.rewrite_aof()
         report.temporal_log_truncated = await asyncio.to_thread(self._truncate_temporal_wal)
         return report
@@ -393,15 +502,19 @@ class UserData:
         except sqlite3.Error:
             return False
 
-    async def _sweep(self, user_id: str, report: ForgetReport) -> None:
+    async def _sweep(self, user_id: str, groups: set[str], report: ForgetReport) -> None:
         report.store_keys += await self.store.users.forget_turns(user_id)
         report.store_keys += await self.store.users.forget_named(user_id)
+        report.store_keys += await self.store.users.forget_groups(user_id, groups)
         report.records += await self.store.users.forget_records(user_id)
         sample_ids: set[str] = set()
         for source in await self.store.samples.sources():
             mine = []
             for entry_id, s in await self.store.samples.entries(source):
-                if isinstance(s.provenance, PersonalTurn) and s.provenance.user_id == user_id:
+                p = s.provenance
+                if (isinstance(p, PersonalTurn) and p.user_id == user_id) or (
+                    isinstance(p, EpisodeStep) and p.group_id in groups
+                ):
                     mine.append(entry_id)
                     sample_ids.add(s.sample_id)
             if mine:
@@ -409,12 +522,13 @@ class UserData:
                 report.samples += deleted
                 report.samples_claimed += claimed
                 await self.store.users.compact_stream(store_keys.sample_stream(source))
-        lines, trained = await asyncio.to_thread(self._forget_files, user_id, sample_ids)
+        lines, trained = await asyncio.to_thread(self._forget_files, user_id, groups, sample_ids)
         report.record_lines += lines
         report.trained_lines += trained
 
-    def _forget_files(self, user_id: str, sample_ids: set[str]) -> tuple[int, int]:
-        """records/: the user's judged-turn lines dropped, their sample ids in trained.jsonl redacted."""
+    def _forget_files(self, user_id: str, groups: set[str], sample_ids: set[str]) -> tuple[int, int]:
+        """records/: the user's judged-turn lines dropped, their sample ids (their turns', their client groups'
+        steps') in trained.jsonl redacted. Episode steps write no judged-turn lines."""
         root = self.settings.records_dir
         if not root.is_dir():
             return 0, 0
@@ -435,18 +549,20 @@ class UserData:
                     dropped += gone
             for line in _lines(root / TRAINED_LOG):
                 for sid in line.get("sample_ids", []) + line.get("stale_ids", []):
-                    if _user_of_sample(sid) == user_id:
+                    if _user_of_sample(sid) == user_id or _group_of_sample(sid) in groups:
                         sample_ids.add(sid)
             trained = forget_samples(root, sample_ids)
         return dropped, trained
 
-    async def _delete_workflows(self, user_id: str, done: set[tuple[str, str]], wait_s: float = 0.0) -> int:
-        """Delete (Temporal terminates a running one first) every run of the user's session and judge workflows not
+    async def _delete_workflows(
+        self, user_id: str, groups: set[str], done: set[tuple[str, str]], wait_s: float = 0.0
+    ) -> int:
+        """Delete (Temporal terminates a running one first) every run of the user's workflows (`_workflows`) not
         in `done`; returns how many. Deletion is asynchronous in Temporal and its list lags behind: a run the list
         still shows but Temporal no longer has counts as gone. `wait_s`: then wait up to that long until every run
         deleted is gone."""
         deleted = 0
-        for wf_id, run_id in await self._workflows(user_id):
+        for wf_id, run_id in await self._workflows(user_id, groups):
             if (wf_id, run_id) in done or not await self._exists(wf_id, run_id):
                 continue
             done.add((wf_id, run_id))
