@@ -249,6 +249,9 @@ class TaskGroupResult(BaseModel):
     published: int
     dropped_steps: int
     """Steps in constant (group, step) buckets: no signal, no sample."""
+    weight_versions: list[str] = Field(default_factory=list)
+    """The weight versions its episodes' steps were generated with, sorted (an evaluation checks they are the
+    version it scores)."""
 
 
 class RolloutPart(BaseModel):

@@ -89,6 +89,7 @@ class TaskGroupWorkflow:
             failed=inp.samples - len(results),
             published=published,
             dropped_steps=sum(len(x) for x in rewards) - len(refs),
+            weight_versions=sorted({s.weight_version for r in results for s in r.steps if s.weight_version}),
         )
 
     async def _episode(self, inp: TaskGroupInput, k: int) -> EpisodeResult | None:
