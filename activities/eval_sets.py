@@ -49,7 +49,8 @@ def load_set(name: str, settings: Settings) -> EvalSet:
         cases = [EvalCase([m.model_dump() for m in it.messages], lambda a, it=it: float(it.matches(a))) for it in items]
         return EvalSet(name, "accuracy", cases)
     raise EvalSetError(
-        f"unknown evaluation set {name!r}: personalization-student, personalization-teacher or user-<name>"
+        f"unknown evaluation set {name!r}: personalization-student, personalization-teacher, user-<name> or "
+        "episodes-<setting>"
     )
 
 

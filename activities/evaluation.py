@@ -1,5 +1,5 @@
-"""The evaluation activities (policy pool): which version and sets to evaluate, one set's answers and scores, and
-recording them (store and curves).
+"""The evaluation activities (policy pool): which version and sets to evaluate, one set's answers and scores, an
+episode set's held-out task ids, and recording scores (store and curves).
 
 Answers come through the same rollout core as chat turns (render with the model's chat template, generate from
 the policy servers token-in/token-out), so an evaluated version answers exactly as it serves users; nothing of an
@@ -16,6 +16,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.eval_curves import write_eval_points
+from activities.eval_episode_sets import first_held_out
 from activities.eval_sets import EvalCase, load_set
 from activities.eval_user_sets import EvalSetError
 from activities.heartbeat import heartbeating
@@ -23,9 +24,12 @@ from activities.rollout import Rollout
 from contracts.chat import ChatSampling
 from contracts.errors import ErrorType
 from contracts.evaluation import (
+    EVAL_EPISODE_TASKS,
     EVAL_PLAN,
     EVALUATE_SET,
     RECORD_SCORES,
+    EpisodeTasks,
+    EpisodeTasksInput,
     EvalPlan,
     EvaluateSetInput,
     PlanInput,
@@ -103,6 +107,14 @@ class EvalActivities:
                 return self.rollout.decode(gen.ids), gen.weight_version
 
         return await asyncio.gather(*(one(c) for c in cases))
+
+    @activity.defn(name=EVAL_EPISODE_TASKS.name)
+    async def eval_episode_tasks(self, inp: EpisodeTasksInput) -> EpisodeTasks:
+        try:
+            ids = await asyncio.to_thread(first_held_out, inp.setting, inp.count, self.settings)
+        except EvalSetError as exc:
+            raise ApplicationError(str(exc), type=ErrorType.EVAL_SET_INVALID, non_retryable=True) from exc
+        return EpisodeTasks(task_ids=ids)
 
     @activity.defn(name=RECORD_SCORES.name)
     async def record_eval_scores(self, scores: SetScores) -> RecordResult:

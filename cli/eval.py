@@ -13,7 +13,8 @@ from openclaw_rl.settings import Settings
 
 DESCRIPTION = (
     "Evaluation of policy versions on held-out sets: the personalization benchmark's held-out problems (rule "
-    "scorer) and your own JSONL sets (eval.user_sets). A Temporal Schedule evaluates every eval.every_versions-th "
+    "scorer), your own JSONL sets (eval.user_sets) and general-agent settings' held-out tasks run as episodes "
+    "(eval.episodes). A Temporal Schedule evaluates every eval.every_versions-th "
     "version; scores go to the store, TensorBoard (<data dir>/tensorboard/eval) and the Web UI's search attributes."
 )
 
@@ -32,7 +33,8 @@ def add_parser(sub: argparse._SubParsersAction, func) -> None:
         dest="sets",
         action="append",
         metavar="NAME",
-        help="personalization-student, personalization-teacher or user-<name>; repeatable (default: eval's sets)",
+        help="personalization-student, personalization-teacher, user-<name> or episodes-<setting>; repeatable "
+        "(default: eval's sets)",
     )
     run.add_argument("--version", type=int, help="a version the servers serve now (default: the latest published)")
     run.add_argument("--json", action="store_true", help="the result as JSON")
@@ -65,6 +67,9 @@ async def _run(client, args: argparse.Namespace, settings: Settings) -> int:
 
     try:
         result = await run_evaluation(client, settings, sets=args.sets, version=args.version)
+    except LookupError as exc:  # an episode set of a setting no environment provides
+        style.error("eval run", str(exc))
+        return 1
     except WorkflowFailureError as exc:
         cause = exc.cause
         while cause is not None and not isinstance(cause, ApplicationError):  # the activity's own error says why

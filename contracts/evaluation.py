@@ -1,8 +1,9 @@
 """The EvaluationWorkflow: its input and result, and the policy pool's evaluation activities.
 
 A set is named `personalization-student`, `personalization-teacher` (the personalization benchmark's held-out
-problems) or `user-<name>` (a user's own JSONL set, `eval.user_sets`). Scores are kept per (version, set) in the
-store; the workflow carries names and numbers only.
+problems), `user-<name>` (a user's own JSONL set, `eval.user_sets`) or `episodes-<setting>` (a general-agent
+setting's held-out tasks, run as episodes that publish no samples). Scores are kept per (version, set) in the
+store; the workflow carries names, task ids and numbers only.
 """
 
 from __future__ import annotations
@@ -12,11 +13,13 @@ from datetime import timedelta
 from pydantic import BaseModel, Field
 
 from contracts.activity import ActivityDef, Retry
+from contracts.episodes import EpisodeConfig
 from contracts.errors import ErrorType
 
 EVALUATION_WORKFLOW = "EvaluationWorkflow"
 PERSONALIZATION_PREFIX = "personalization-"
 USER_PREFIX = "user-"
+EPISODES_PREFIX = "episodes-"
 
 
 def eval_schedule_id(policy: str) -> str:
@@ -33,6 +36,14 @@ class EvalConfig(BaseModel):
     policy_task_queue: str
     """Where the evaluation activities run (they generate through the policy client)."""
     generate_timeout_s: float = 900.0
+    episodes: dict[str, EpisodeConfig] = Field(default_factory=dict)
+    """How the episodes of each `episodes-<setting>` set run, by setting (workflow code reads no settings)."""
+    episode_tasks: int = Field(8, ge=1)
+    """Held-out tasks per episode set (the first ones of its split)."""
+    episode_samples: int = Field(1, ge=1, le=64)
+    """Episodes per held-out task."""
+    episode_parallel: int = Field(8, ge=1)
+    """Episodes running at once (whole tasks' groups; at least one group)."""
 
 
 class EvalInput(BaseModel):
@@ -62,15 +73,26 @@ class EvaluateSetInput(BaseModel):
     version: int
 
 
+class EpisodeTasksInput(BaseModel):
+    setting: str
+    count: int = Field(ge=1)
+
+
+class EpisodeTasks(BaseModel):
+    task_ids: list[str]
+    """The setting's first `count` held-out task ids."""
+
+
 class SetScores(BaseModel):
     """One set's scores on one version: what the store keeps and the curves show."""
 
     set: str
     version: int
     metrics: dict[str, float]
-    """`score` (personalization: the rule scorer's mean, 0-1) or `accuracy` (a user's set: the share matched)."""
+    """`score` (personalization: the rule scorer's mean, 0-1), `accuracy` (a user's set: the share matched) or
+    `success` (an episode set: the mean outcome of its episodes)."""
     count: int
-    """Items answered and scored."""
+    """Items answered and scored (an episode set: episodes finished)."""
     served_version: str | None = None
     """The weight version the policy server reported for the answers."""
     at: float = 0.0
@@ -107,6 +129,17 @@ EVALUATE_SET = ActivityDef(
         maximum_attempts=5,
         # A bad set file or a version the servers no longer serve: trying again gives the same answer.
         non_retryable=(ErrorType.INVALID_REQUEST, ErrorType.EVAL_SET_INVALID, ErrorType.EVAL_VERSION_MOVED),
+    ),
+)
+EVAL_EPISODE_TASKS = ActivityDef(
+    name="eval_episode_tasks",
+    input=EpisodeTasksInput,
+    output=EpisodeTasks,
+    start_to_close=timedelta(seconds=60),
+    retry=Retry(
+        maximum_interval=timedelta(seconds=10),
+        maximum_attempts=5,
+        non_retryable=(ErrorType.INVALID_REQUEST, ErrorType.EVAL_SET_INVALID),
     ),
 )
 RECORD_SCORES = ActivityDef(

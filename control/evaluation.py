@@ -24,7 +24,9 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
+from contracts.episodes import EpisodeConfig
 from contracts.evaluation import (
+    EPISODES_PREFIX,
     PERSONALIZATION_PREFIX,
     USER_PREFIX,
     EvalConfig,
@@ -32,6 +34,7 @@ from contracts.evaluation import (
     EvalResult,
     eval_schedule_id,
 )
+from control.episodes import episode_config
 from openclaw_rl.settings import Pool, Settings
 from workflows.evaluation import EvaluationWorkflow
 
@@ -40,18 +43,34 @@ log = structlog.get_logger(__name__)
 
 def configured_sets(settings: Settings) -> list[str]:
     """The sets `settings.eval` names, in the order they are evaluated."""
-    return [f"{PERSONALIZATION_PREFIX}{s}" for s in settings.eval.personalization] + [
-        f"{USER_PREFIX}{name}" for name in settings.eval.user_sets
-    ]
+    e = settings.eval
+    return (
+        [f"{PERSONALIZATION_PREFIX}{s}" for s in e.personalization]
+        + [f"{USER_PREFIX}{name}" for name in e.user_sets]
+        + [f"{EPISODES_PREFIX}{setting}" for setting in e.episodes]
+    )
 
 
 def eval_config(settings: Settings, sets: list[str] | None = None, every_versions: int | None = None) -> EvalConfig:
+    """UnknownSetting (a LookupError) for an episode set of a setting no environment provides."""
+    sets = sets if sets is not None else configured_sets(settings)
     return EvalConfig(
-        sets=sets if sets is not None else configured_sets(settings),
+        sets=sets,
         every_versions=settings.eval.every_versions if every_versions is None else every_versions,
         policy_task_queue=settings.temporal.task_queue(Pool.POLICY),
         generate_timeout_s=settings.session.generate_timeout_s,
+        episodes=episode_configs(settings, sets),
+        episode_tasks=settings.eval.episode_tasks,
+        episode_samples=settings.eval.episode_samples,
+        episode_parallel=settings.eval.concurrency,
     )
+
+
+def episode_configs(settings: Settings, sets: list[str]) -> dict[str, EpisodeConfig]:
+    """How each episode set's episodes run: its setting's own configuration (steps, temperature, tokens), with no
+    step votes: an evaluation scores outcomes, and votes would only load the judge."""
+    names = [s.removeprefix(EPISODES_PREFIX) for s in sets if s.startswith(EPISODES_PREFIX)]
+    return {setting: episode_config(settings, setting, prm_votes=0) for setting in names}
 
 
 def schedule_action(settings: Settings, every_versions: int | None = None) -> ScheduleActionStartWorkflow:

@@ -885,7 +885,17 @@ class EvalSettings(BaseModel):
     temperature: float = Field(0.0, ge=0, le=2)
     """Sampling temperature of the answers (0: greedy, the same answers for the same weights)."""
     concurrency: int = Field(8, ge=1, le=256)
-    """Answers generated at once (the engine batches them)."""
+    """Answers generated at once (the engine batches them), and episodes of an episode set running at once."""
+    episodes: list[str] = Field(default_factory=list)
+    """General-agent settings whose held-out tasks run as episodes (`episodes-<setting>`): `terminal` (the agents
+    benchmark's counting tasks, count-0600 on), `toolcall` (its math problems, math/2400 on) or any setting named in
+    `held_out_tasks`. Off by default: they hold sandboxes and the engine for whole episodes."""
+    episode_tasks: int = Field(8, ge=1, le=1000)
+    """Held-out tasks per episode set (the first ones of the setting's split)."""
+    episode_samples: int = Field(1, ge=1, le=64)
+    """Episodes per held-out task (at the setting's sampling temperature)."""
+    held_out_tasks: dict[str, list[str]] = Field(default_factory=dict)
+    """A setting's held-out task ids, in place of its built-in split (or for a setting without one)."""
 
     @field_validator("user_sets")
     @classmethod

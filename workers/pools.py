@@ -75,7 +75,7 @@ def components_for(pool: Pool, settings: Settings) -> PoolComponents:
         parts.closers += [generate.aclose, teacher.aclose, agent.aclose]
         # Evaluations generate through the policy client too, so they run beside chat turns' generation.
         evals = EvalActivities(settings)
-        parts.activities += [evals.eval_plan, evals.evaluate_set, evals.record_eval_scores]
+        parts.activities += [evals.eval_plan, evals.evaluate_set, evals.eval_episode_tasks, evals.record_eval_scores]
         parts.closers.append(evals.aclose)
     elif pool is Pool.JUDGE:
         import rlmath.advantages  # noqa: F401  (torch, for publish_sample: loaded at start, not on the first sample)
