@@ -172,3 +172,36 @@ async def test_each_episode_step_is_a_trace_of_its_own_linked_to_the_episodes(tr
     assert any(name == "RunWorkflow:EpisodeWorkflow" for _, name in episode), episode
     assert not any(name.endswith(":agent_step") or name.endswith(":env_step") for _, name in episode), episode
     assert "openclaw-rl-engine" not in receiver.services(episode_trace)
+
+
+def test_each_call_of_a_client_driven_episode_joins_its_api_requests_trace(traced_stack, receiver):
+    key = create_key(traced_stack, "traced-agent")
+    auth = {"Authorization": f"Bearer {key}"}
+    open_trace, step_trace = uuid.uuid4().hex, uuid.uuid4().hex
+    r = httpx.post(
+        f"{traced_stack.api}/v1/episodes",
+        json={"samples": 1},
+        headers={**auth, "traceparent": f"00-{open_trace}-00f067aa0ba902b7-01"},
+        timeout=60,
+    )
+    assert r.status_code == 200, r.text
+    episode = r.json()["episodes"][0]["id"]
+    r = httpx.post(
+        f"{traced_stack.api}/v1/episodes/{episode}/chat/completions",
+        json={"messages": [{"role": "user", "content": "A free-form step"}], "max_tokens": 8},
+        headers={**auth, "traceparent": f"00-{step_trace}-00f067aa0ba902b7-01"},
+        timeout=120,
+    )
+    assert r.status_code == 200, r.text
+    wanted = {"openclaw-rl-api", "openclaw-rl-worker-workflow", "openclaw-rl-worker-policy", "openclaw-rl-engine"}
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (
+        wanted <= receiver.services(step_trace) and open_trace in receiver.links[step_trace]
+    ):
+        time.sleep(0.5)
+    print("the step request's trace:", sorted({n for _, n in receiver.spans[step_trace]}))
+    assert wanted <= receiver.services(step_trace), receiver.spans[step_trace]
+    assert open_trace in receiver.links[step_trace]  # the step's root span links to the episode's trace
+    assert "openclaw-rl-engine" not in receiver.services(open_trace)
+    r = httpx.post(f"{traced_stack.api}/v1/episodes/{episode}/outcome", json={"outcome": 1.0}, headers=auth, timeout=60)
+    assert r.status_code == 200, r.text
