@@ -9,6 +9,13 @@ How a turn is followed: the API opens a server span per request (continuing the 
 sends one); Temporal's TracingInterceptor carries the context in workflow and activity headers, so the workflow
 worker's and every pool's spans join it; the policy client sends `traceparent` to the engine, which opens its own
 span. Temporal's own server is not instrumented.
+
+How an episode step is followed: not inside the episode's trace (fifty steps of it would be unreadable, and past
+backends' span limits) but as a trace of its own. EpisodeWorkflow runs each step under `step_trace`, which
+attaches a context derived from the run id and the step, so Temporal's activity spans, the policy client's
+engine call and the step's votes join the step's trace, and records its root span (`EpisodeStep`, linked to the
+episode's trace) when the step ends. A client-driven episode's call runs under the API request's trace instead:
+the API passes it in the update (`traceparent()`, as an update's headers do not reach workflow code).
 """
 
 from __future__ import annotations
