@@ -1,6 +1,7 @@
-"""Evaluation scores on the curves: TensorBoard scalars `eval/<set>/<metric>` by policy version, in event files
-under `<data dir>/tensorboard/eval/` (beside training's `train/`, so `tensorboard --logdir <data dir>/tensorboard`
-shows both). One function, so it can later go through activities.curves with training's points."""
+"""Evaluation scores on the curves: `eval/<set>/<metric>` by policy version, through training's curve writer
+(activities.curves) as its run "eval": TensorBoard event files under `<data dir>/tensorboard/eval/` (beside
+training's `train/`, so `tensorboard --logdir <data dir>/tensorboard` shows both), and a W&B offline run of its own
+with `curves.wandb.enabled`."""
 
 from __future__ import annotations
 
@@ -9,20 +10,13 @@ from pathlib import Path
 from activities.curves import curves_dir
 from contracts.evaluation import SetScores
 
+EVAL_RUN = "eval"
+
 
 def eval_curves_dir(data_dir: Path) -> Path:
-    return curves_dir(data_dir) / "eval"
+    return curves_dir(data_dir) / EVAL_RUN
 
 
-def write_eval_points(data_dir: Path, scores: SetScores) -> Path:
-    """Append the set's metrics at step = its version; returns the folder written to."""
-    from torch.utils.tensorboard import SummaryWriter  # torch only when an evaluation is recorded
-
-    folder = eval_curves_dir(data_dir)
-    writer = SummaryWriter(log_dir=str(folder))
-    try:
-        for metric, value in scores.metrics.items():
-            writer.add_scalar(f"eval/{scores.set}/{metric}", value, global_step=scores.version, walltime=scores.at)
-    finally:
-        writer.close()
-    return folder
+def eval_points(scores: SetScores) -> dict[str, float]:
+    """The set's metrics as curve tags."""
+    return {f"eval/{scores.set}/{metric}": value for metric, value in scores.metrics.items()}

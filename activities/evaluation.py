@@ -15,7 +15,8 @@ import structlog
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.eval_curves import write_eval_points
+from activities.curves import CurveWriter
+from activities.eval_curves import EVAL_RUN, eval_points
 from activities.eval_episode_sets import first_held_out
 from activities.eval_sets import EvalCase, load_set
 from activities.eval_user_sets import EvalSetError
@@ -49,6 +50,8 @@ class EvalActivities:
         self.store = Store.from_settings(settings)
         self.policy = PolicyClient.from_settings(settings)
         self._rollout: Rollout | None = None
+        # One writer per process: one event file and one W&B run for every evaluation this worker records.
+        self.curves = CurveWriter(settings.data_dir, run=EVAL_RUN, wandb=settings.curves.wandb)
 
     @property
     def rollout(self) -> Rollout:
@@ -120,14 +123,13 @@ class EvalActivities:
     async def record_eval_scores(self, scores: SetScores) -> RecordResult:
         recorded = await self.store.evals.record(scores)
         if recorded:  # only the attempt that kept the scores writes their points, so a retry adds none
-            try:
-                await asyncio.to_thread(write_eval_points, self.settings.data_dir, scores)
-            except Exception as exc:  # a curve's points, not the evaluation's record: the scores stand without them
-                log.warning("the evaluation's curve points were not written", error=f"{type(exc).__name__}: {exc}")
+            # A curve's points, not the evaluation's record: the writer warns on a backend's error, never raises.
+            await asyncio.to_thread(self.curves.write_scalars, eval_points(scores), scores.version, scores.at)
         else:
             log.info("scores kept already", set=scores.set, version=scores.version)
         return RecordResult(recorded=recorded)
 
     async def aclose(self) -> None:
+        await asyncio.to_thread(self.curves.close)
         await self.policy.aclose()
         await self.store.aclose()
