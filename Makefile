@@ -2,6 +2,9 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
+# Test files run two at a time (pytest-xdist; a file's tests stay together, with its module-scoped stack): most
+# stack tests wait on servers more than they compute, so two overlap well even on 2 cores (docs/index.md).
+TEST_WORKERS ?= 2
 
 .PHONY: install system-deps up test bench
 
@@ -40,7 +43,7 @@ up: install
 
 test: install
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 bench: install
 	$(PY) benchmarks/engine_throughput.py
