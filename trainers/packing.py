@@ -89,9 +89,12 @@ def packed_attention(
         return sdpa_attention_forward(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
         )
-    if len(document_lengths) > 1 and _varlen_usable(query):
+    if len(document_lengths) > 1 and _varlen_usable(_half(query)):
         try:
-            return _varlen(query, key, value, document_lengths, scaling), None
+            # Under autocast Qwen3's rotary leaves q and k in fp32; the flash kernel takes the autocast dtype only.
+            # SDPA under autocast computes in that dtype too, so this changes no precision, only the kernel.
+            q, k, v = _half(query), _half(key), _half(value)
+            return _varlen(q, k, v, document_lengths, scaling), None
         except (RuntimeError, TypeError, NotImplementedError) as exc:  # an older PyTorch's signature or kernel
             _VARLEN["ok"] = False
             log.warning("packed_attention.varlen_unavailable", error=str(exc)[:300])
@@ -107,6 +110,13 @@ def packed_attention(
 
 
 _VARLEN: dict[str, object] = {"ok": None, "fn": None}
+
+
+def _half(t: torch.Tensor) -> torch.Tensor:
+    """`t` in CUDA autocast's dtype when autocast is on and `t` is fp32; otherwise `t` itself."""
+    if t.device.type == "cuda" and t.dtype == torch.float32 and torch.is_autocast_enabled("cuda"):
+        return t.to(torch.get_autocast_dtype("cuda"))
+    return t
 
 
 def _varlen_usable(query: torch.Tensor) -> bool:
