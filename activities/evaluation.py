@@ -64,7 +64,18 @@ class EvalActivities:
     async def eval_plan(self, inp: PlanInput) -> EvalPlan:
         version = inp.version if inp.version is not None else await self.store.policy.served()
         done = await self.store.evals.evaluated(version)
-        return EvalPlan(version=version, sets=[s for s in inp.sets if s not in done])
+        not_evaluable = None
+        if self.settings.training.adapters == "per_user":
+            not_evaluable = (
+                "training.adapters = per_user: the served base never changes, each user's adapter does "
+                "(openclaw-rl bench two-users scores adapters)"
+            )
+        return EvalPlan(
+            version=version,
+            sets=[s for s in inp.sets if s not in done],
+            last_evaluated=await self.store.evals.last_version(),
+            not_evaluable=not_evaluable,
+        )
 
     @activity.defn(name=EVALUATE_SET.name)
     async def evaluate_set(self, inp: EvaluateSetInput) -> SetScores:

@@ -50,7 +50,7 @@ class EvalInput(BaseModel):
     config: EvalConfig
     version: int | None = None
     """A version to evaluate (`eval run --version`); None: the latest published one. Either way it must be served
-    when its answers are generated, and a multiple of `every_versions`."""
+    when its answers are generated (the schedule's cadence applies to scheduled runs only)."""
     skip_base: bool = True
     """The base model (version 0) is evaluated only when asked for by number: the schedule's first look at a fresh
     stack would otherwise evaluate it."""
@@ -66,6 +66,10 @@ class EvalPlan(BaseModel):
     """The version asked for, else the latest published one."""
     sets: list[str] = Field(default_factory=list)
     """The sets not yet evaluated on it."""
+    last_evaluated: int | None = None
+    """The newest version with any scores (None: none yet): the cadence counts from it."""
+    not_evaluable: str | None = None
+    """Why no set can evaluate what is served (per-user adapters: the served base never changes)."""
 
 
 class EvaluateSetInput(BaseModel):

@@ -871,9 +871,11 @@ class EvalSettings(BaseModel):
     """Evaluation of policy versions on held-out sets, on a Temporal Schedule (docs/evaluation.md)."""
 
     every_versions: int = Field(10, ge=0)
-    """Evaluate every Nth published policy version (N, 2N, ...). 0: off (`up` then deletes the schedule)."""
-    check_every_s: float = Field(60.0, ge=1)
-    """How often the schedule looks for a version to evaluate."""
+    """Evaluate the newest published version each time versions cross a multiple of N (N, 2N, ... or the first
+    version past it). 0: off (`up` then deletes the schedule)."""
+    check_every_s: float = Field(300.0, ge=1)
+    """How often the schedule looks for a version to evaluate (a version crossed between two checks is evaluated at
+    the next)."""
     personalization: list[Literal["student", "teacher"]] = Field(default_factory=lambda: ["student"])
     """The personalization benchmark's held-out problems to evaluate, by setting, with its rule scorer."""
     personalization_problems: int = Field(36, ge=1, le=100)

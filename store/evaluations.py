@@ -30,6 +30,11 @@ class EvalScoreRecords(Records):
             f.decode().removeprefix(prefix) for f in await self._r.hkeys(EVAL_SCORES) if f.decode().startswith(prefix)
         }
 
+    async def last_version(self) -> int | None:
+        """The newest version with any scores."""
+        versions = [int(f.decode().split("/", 1)[0]) for f in await self._r.hkeys(EVAL_SCORES)]
+        return max(versions, default=None)
+
     async def all(self) -> list[SetScores]:
         """Every version's scores, by version then set."""
         raw = await self._r.hgetall(EVAL_SCORES)

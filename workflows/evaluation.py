@@ -1,11 +1,11 @@
 """EvaluationWorkflow: one evaluation of one policy version, started by the eval schedule or `openclaw-rl eval run`.
 
-It finds the version (the one asked for, else the latest published), skips it when it is not a multiple of
-`every_versions` or every set has scores for it already, then for each set still to do: answers and scores on the
-policy pool (an `episodes-<setting>` set: its held-out tasks as child task groups that publish nothing, scored by
-their outcomes), then the scores recorded (store, curves). It carries set names, task ids and numbers, never
-answers. The
-version and the sets evaluated are search attributes, so the Web UI finds a version's evaluations
+It finds the version (the one asked for, else the latest published), skips it when no multiple of `every_versions`
+was crossed since the last evaluated version (scheduled runs), training is per user, or every set has scores for it
+already, then for each set still to do: answers and scores on the policy pool (an `episodes-<setting>` set: its
+held-out tasks as child task groups that publish nothing, scored by their outcomes), then the scores recorded
+(store, curves). It carries set names, task ids and numbers, never answers. The version and the sets evaluated are
+search attributes, so the Web UI finds a version's evaluations
 (`WorkflowType = "EvaluationWorkflow" AND OpenclawPolicyVersion = 20`).
 """
 
@@ -69,7 +69,9 @@ class EvaluationWorkflow:
                     EVALUATE_SET,
                     EvaluateSetInput(set=name, version=version),
                     task_queue=queue,
-                    start_to_close=timedelta(seconds=cfg.generate_timeout_s),
+                    # The whole set's answers, not one generation's: never below the definition's bound (its
+                    # heartbeat finds a dead worker sooner).
+                    start_to_close=max(EVALUATE_SET.start_to_close, timedelta(seconds=cfg.generate_timeout_s)),
                 )
             except ActivityError as exc:
                 if _error_type(exc) == ErrorType.EVAL_VERSION_MOVED:  # the next scheduled run takes the newest
@@ -146,10 +148,16 @@ class EvaluationWorkflow:
 
 def _skip(inp: EvalInput, plan: EvalPlan) -> str | None:
     every = inp.config.every_versions
+    if plan.not_evaluable:
+        return plan.not_evaluable
     if plan.version == 0 and inp.version is None and inp.skip_base:
         return "no version published yet (the base model is evaluated only with --version 0)"
-    if every and plan.version % every:
-        return f"version {plan.version} is not a multiple of {every}"
+    # Scheduled: the newest version once it has crossed a multiple of N since the last evaluated one. Waiting for
+    # an exact multiple would miss it whenever versions come faster than the schedule's checks.
+    if every and inp.version is None and plan.version // every <= (plan.last_evaluated or 0) // every:
+        last = plan.last_evaluated
+        since = f"since version {last}" if last is not None else "yet"
+        return f"version {plan.version}: no multiple of {every} crossed {since}"
     if not plan.sets:
         return f"version {plan.version} was evaluated already"
     return None

@@ -3,8 +3,8 @@
 
 The eval schedule triggers an EvaluationWorkflow that scores version 4 on the personalization benchmark's held-out
 problems and a user's JSONL set; the scores are in the store (`eval list`), in TensorBoard event files and on the
-workflow's search attributes. The same version again, a version that is not a multiple of N, a version the engine
-does not serve and a set file with a bad line each change nothing.
+workflow's search attributes. The same version again, a version that crossed no multiple of N since the last
+evaluated one, a version the engine does not serve and a set file with a bad line each change nothing.
 """
 
 from __future__ import annotations
@@ -193,7 +193,7 @@ async def test_the_same_version_again_or_one_off_the_cadence_changes_nothing(rig
         id=f"eval-test-{uuid.uuid4().hex[:8]}",
         task_queue=settings.temporal.task_queue(Pool.WORKFLOW),
     )
-    assert off_cadence.skipped == f"version {SERVED + 1} is not a multiple of 2"
+    assert off_cadence.skipped == f"version {SERVED + 1}: no multiple of 2 crossed since version {SERVED}"
 
     # Version 6 is published but the engine still serves 4: its answers would not be version 6's.
     await store.policy.announce(SERVED + 2, "checkpoints/policy-6")
