@@ -13,8 +13,8 @@ from store.adapters import AdapterRecords
 from store.api_keys import ApiKeyRecords
 from store.chat_requests import ChatRequests
 from store.episodes import EpisodeData
-from store.evaluations import EvalScoreRecords
 from store.errors import Records
+from store.evaluations import EvalScoreRecords
 from store.idempotency import IdempotencyRecords
 from store.judgements import Judgements
 from store.policy import PolicyVersions
