@@ -174,6 +174,11 @@ async def open_episodes(request: Request, caller: Caller = Depends(authenticate)
     except (UnknownSetting, ValueError) as exc:
         raise ApiError(400, str(exc), code="unknown_setting") from None
     await app.state.store.users.note_group(caller.user_id, group_id)  # what export and forget find it by
+    if await app.state.store.users.is_forgotten(caller.user_id):
+        # Forgotten while this request ran (its key was valid when it came in): a forget that collected the user's
+        # groups before this one was noted would leave it behind, so the request removes what it made.
+        await _remove_group(client, app.state.store, caller.user_id, group_id, ids)
+        raise ApiError(410, "this user was forgotten; no episode was opened", code="user_forgotten")
     await _wait_started(client, ids)
     base = str(request.base_url).rstrip("/")
     episodes = [
@@ -192,6 +197,22 @@ async def open_episodes(request: Request, caller: Caller = Depends(authenticate)
         samples=req.samples,
     )
     return EpisodeGroupOpened(group_id=group_id, episodes=episodes)
+
+
+async def _remove_group(client, store, user_id: str, group_id: str, episode_ids: list[str]) -> None:
+    """A group opened for a user forgotten meanwhile: its workflows deleted (Temporal terminates them first), its
+    store keys and its index entry gone."""
+    from temporalio.api.common.v1 import WorkflowExecution
+    from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
+
+    for wf_id in (f"group/{group_id}", *episode_ids):
+        with contextlib.suppress(RPCError):  # not started yet, or gone already: nothing of it to keep
+            await client.workflow_service.delete_workflow_execution(
+                DeleteWorkflowExecutionRequest(
+                    namespace=client.namespace, workflow_execution=WorkflowExecution(workflow_id=wf_id)
+                )
+            )
+    await store.users.forget_groups(user_id, [group_id])
 
 
 async def _wait_started(client, workflow_ids: list[str]) -> None:

@@ -83,6 +83,7 @@ EPISODE_ERRORS: dict[int | str, dict[str, Any]] = {
     400: _error("A request that does not fit the episode (a bad setting, an outcome out of bounds, too long a prompt)"),
     404: _error("No such episode for this API key's user"),
     409: _error("The episode cannot take the call now (it ended, was abandoned, or has used its steps)"),
+    410: _error("The key's user was forgotten while the call ran: nothing of it is kept"),
     413: _error("The body is over api.max_request_bytes"),
     422: _error("A field of the wrong type or value (`param` names it)"),
     503: _error("Temporal, the store or the policy servers were unreachable"),

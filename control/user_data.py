@@ -478,7 +478,9 @@ class UserData:
         report.workflows = await self._delete_workflows(user_id, groups, deleted)
         await self._sweep(user_id, groups, report)
         report.adapter_versions = await self.adapters.forget(user_id)
-        # Work that was under way when the workflows went (an activity finishing its write) is swept up again.
+        # Work that was under way when the workflows went (an activity finishing its write, a group opened by a
+        # request that came in before the key went) is swept up again.
+        groups |= await self._groups(user_id)
         report.workflows += await self._delete_workflows(user_id, groups, deleted, wait_s=WORKFLOW_DELETE_WAIT_S)
         await self._sweep(user_id, groups, report)
         report.append_only_file_rewritten = await self.store.users.rewrite_aof()

@@ -150,3 +150,34 @@ def test_client_episodes_are_exported_and_forgotten_with_their_user(stack):
     again = users_cli(stack, "forget", user, "--yes")
     assert again.returncode == 0 and "already forgotten" in again.stdout, again.stdout + again.stderr
     assert store_hits(stack, needles) == []
+
+
+def test_a_group_opened_while_its_user_is_forgotten_is_removed_by_its_own_request(stack):
+    """The race a forget cannot close alone: a request authenticated before the key went opens a group after the
+    forget collected the user's groups. The request sees the tombstone and removes what it made (a 410)."""
+    from contracts.chat import tenant_of
+
+    user = f"late-{uuid.uuid4().hex[:6]}"
+    key = create_key(stack, user)
+    r = redis.Redis.from_url(stack.redis)
+    r.set(f"oc:forgotten:{tenant_of(user)}", f"{time.time():.3f}")  # the forget's first act; the key still works
+    resp = httpx.post(f"{stack.api}/v1/episodes", json={"samples": 1}, headers=auth(key), timeout=60)
+    assert resp.status_code == 410 and resp.json()["error"]["code"] == "user_forgotten", resp.text
+    assert not r.exists(f"oc:user:{tenant_of(user)}:groups")  # no index entry left for a later sweep to miss
+
+    async def groups_left() -> list[str]:
+        client = await Client.connect(stack.temporal)
+        query = f"WorkflowId STARTS_WITH 'group/' AND OpenclawUser = '{user}'"
+        return [wf.id async for wf in client.list_workflows(query) if await _exists(client, wf.id)]
+
+    assert asyncio.run(groups_left()) == []
+
+
+async def _exists(client: Client, wf_id: str) -> bool:
+    try:
+        await client.get_workflow_handle(wf_id).describe()
+        return True
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            return False
+        raise
