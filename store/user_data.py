@@ -18,14 +18,18 @@ import time
 from collections.abc import Iterable
 
 import redis.asyncio as aioredis
+import structlog
 from redis.exceptions import ResponseError
 
 from contracts.chat import tenant_of
+from openclaw_rl.encryption import DecryptError
 from store import keys
 from store.codec import text
 from store.errors import Records
 from store.judgements import record_json
 from store.sealing import Sealer
+
+log = structlog.get_logger(__name__)
 
 PER_TURN = (
     keys.chat_request,
@@ -240,17 +244,25 @@ class UserRecords(Records):
 
     async def forget_records(self, user_id: str) -> int:
         """Delete the user's entries from the judged-turn record streams; returns how many."""
-        deleted = 0
+        deleted, unreadable = 0, 0
         async for name in self._r.scan_iter(match=keys.record_stream("*", "*"), _type="stream"):
             stream = text(name)
-            mine = [
-                eid
-                for eid, fields in await self._r.xrange(name)
-                if b"record" in fields and json.loads(record_json(stream, fields, self._seal)).get("user_id") == user_id
-            ]
+            mine = []
+            for eid, fields in await self._r.xrange(name):
+                if b"record" not in fields:
+                    continue
+                try:
+                    owner = json.loads(record_json(stream, fields, self._seal)).get("user_id")
+                except DecryptError:  # sealed under a key no longer in the keyring: nobody can read it, nor tell whose
+                    unreadable += 1
+                    continue
+                if owner == user_id:
+                    mine.append(eid)
             if mine:
                 deleted += int(await self._r.xdel(name, *mine))
                 await self.compact_stream(stream)
+        if unreadable:
+            log.warning("records sealed under a retired key were left in place", records=unreadable)
         return deleted
 
     async def rewrite_aof(self, timeout_s: float = 60.0) -> bool:

@@ -297,3 +297,20 @@ def test_a_sealer_without_keys_passes_values_through():
     assert not s.enabled and s.seal("k", "v") == "v" and s.open("k", b"v") == b"v"
     with pytest.raises(ValueError):
         s.seal_fields("k", {"a": "b"})
+
+
+def test_forgetting_leaves_records_sealed_under_a_retired_key_and_takes_the_rest(port):
+    """A record sealed under a key since dropped from the keyring cannot be read, nor told whose it is: a forget
+    leaves it (nobody can open it) instead of failing, and still takes the user's readable records."""
+
+    async def main():
+        address = StoreAddress(f"redis://127.0.0.1:{port}/0", 3600)
+        old = Store.connect(address, keyring=KEYRING)
+        new = Store.connect(address, keyring=Keyring([("k2", bytes(range(1, 33)))]))
+        async with old, new:
+            await publish(old, 0)  # sealed under k1, which the next keyring no longer has
+            await publish(new, 1)
+            assert await new.users.forget_records("ann") == 1
+            assert len(redis.Redis(port=port).xrange(keys.record_stream("personal", "1"))) == 1  # the unreadable one
+
+    asyncio.run(main())
