@@ -133,7 +133,7 @@ class EvalActivities:
     @activity.defn(name=RECORD_SCORES.name)
     async def record_eval_scores(self, scores: SetScores) -> RecordResult:
         recorded = await self.store.evals.record(scores)
-        if recorded:  # only the attempt that kept the scores writes their points, so a retry adds none
+        if recorded:  # these scores are the ones kept (a retry writes its points again: the same values, harmless)
             # A curve's points, not the evaluation's record: the writer warns on a backend's error, never raises.
             await asyncio.to_thread(self.curves.write_scalars, eval_points(scores), scores.version, scores.at)
         else:

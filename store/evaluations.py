@@ -20,8 +20,13 @@ class EvalScoreRecords(Records):
         self._r = redis
 
     async def record(self, scores: SetScores) -> bool:
-        """Keep `scores` unless this version's set has scores already; whether they were kept."""
-        return bool(await self._r.hsetnx(EVAL_SCORES, _field(scores.version, scores.set), scores.model_dump_json()))
+        """Keep `scores` unless this version's set has scores already; whether they are the ones kept (True too for
+        an activity retried after its first attempt kept them, so the retry still writes their curve points)."""
+        field = _field(scores.version, scores.set)
+        if await self._r.hsetnx(EVAL_SCORES, field, scores.model_dump_json()):
+            return True
+        kept = await self._r.hget(EVAL_SCORES, field)
+        return kept is not None and SetScores.model_validate_json(kept) == scores
 
     async def evaluated(self, version: int) -> set[str]:
         """The sets this version has scores for."""
