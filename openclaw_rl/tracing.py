@@ -87,6 +87,12 @@ def setup(process: str) -> bool:
     provider = TracerProvider(resource=Resource.create({"service.name": name}), id_generator=_ChosenIds())
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     trace.set_tracer_provider(provider)
+    if trace.get_tracer_provider() is not provider:  # another library set one first: OpenTelemetry keeps the first
+        log.warning(
+            "tracing: another tracer provider was set first; episode steps' root spans cannot take their ids, so "
+            "their spans lose their parent",
+            service=name,
+        )
     atexit.register(provider.shutdown)  # flush what is batched when the process ends
     _enabled = True
     log.info("tracing on", service=name)
