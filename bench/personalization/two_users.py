@@ -6,6 +6,8 @@ paragraph); the manager wants the opposite (bold numbered steps and an answer li
 of problem, in the same words, through the same endpoint, each with their own API key, at the same time. Per mode,
 a fresh `openclaw-rl up` with the combined method:
 - shared: today's default, every user's samples train one policy (full fine-tuning);
+- shared_lora: one shared LoRA adapter with the per-user adapters' rank and rate (the control: the same capacity
+  and step size, one policy);
 - per_user: `training.adapters = per_user`, each user's samples train their own LoRA adapter on the frozen base
   and each user's turns are served by their adapter (trainers/user_adapters.py).
 Once every policy that serves a user reached the last step, the users stop and training pauses; then each
@@ -36,7 +38,7 @@ from bench.progress import Progress
 from bench.stats import gain_text, mean_se, paired_gain, score_cell
 from contracts.chat import tenant_of
 
-MODES = ("per_user", "shared")
+MODES = ("per_user", "shared", "shared_lora")
 USERS = ("student", "manager")
 """Each user's preference, which is also their user id in the run."""
 
@@ -179,6 +181,7 @@ def score_per_user(stack: Stack, model: Path, version: int, tasks: list, cfg: Tw
         name, folder = f"eval-{user}-v{version}", adapter_folder(stack.data_dir, user, version)
         load_adapter(stack, name, folder)
         out[user] = scored(user, tasks, answers(stack, model, tasks, cfg, lora=name)) | {"adapter": str(folder)}
+        httpx.post(f"{stack.engine}/unload_lora_adapter", json={"lora_name": name}, timeout=60).raise_for_status()
     return out
 
 
@@ -189,7 +192,7 @@ def mode_env(mode: str, cfg: TwoUserConfig) -> dict[str, str]:
     if mode == "shared":
         return {}
     return {
-        "OPENCLAW_RL_TRAINING__ADAPTERS": "per_user",
+        "OPENCLAW_RL_TRAINING__ADAPTERS": "per_user" if mode == "per_user" else "shared",
         "OPENCLAW_RL_TRAINING__LORA__ENABLED": "true",
         "OPENCLAW_RL_TRAINING__LORA__RANK": str(cfg.lora_rank),
         "OPENCLAW_RL_TRAINING__LORA__ALPHA": str(2 * cfg.lora_rank),
@@ -267,7 +270,7 @@ def run_mode(mode: str, cfg: TwoUserConfig, model: Path, run_dir: Path, progress
         t1 = time.monotonic()
         for i, v in enumerate(versions):
             progress.update(f"{mode}: scoring version", i, len(versions), f"(v{v})", force=True)
-            if mode == "shared":
+            if mode != "per_user":
                 result["versions"][str(v)] = score_shared(stack, model, v, tasks, cfg, progress)
             else:
                 result["versions"][str(v)] = score_per_user(stack, model, v, tasks, cfg)
@@ -334,7 +337,7 @@ def run(cfg: TwoUserConfig, models_dir: Path, data_root: Path, progress: Progres
 
 def table(results: dict) -> str:
     steps = [int(s) for s in results["config"]["steps"]]
-    head = f"{'mode':<10} {'user':<9} {'base':>12}" + "".join(f" {f'{s} steps':>12}" for s in steps)
+    head = f"{'mode':<12} {'user':<9} {'base':>12}" + "".join(f" {f'{s} steps':>12}" for s in steps)
     cfg = results["config"]
     lines = [
         f"Two users with opposite tastes, seed {results['seed']}, {results['method']} method (scorer: "
@@ -347,7 +350,7 @@ def table(results: dict) -> str:
         for user in USERS:
             cells = {"versions": {v: e[user] for v, e in r.get("versions", {}).items()}}
             lines.append(
-                f"{mode:<10} {user:<9} {score_cell(cells, 0):>12}"
+                f"{mode:<12} {user:<9} {score_cell(cells, 0):>12}"
                 + "".join(f" {score_cell(cells, s):>12}" for s in steps)
             )
     for mode, r in results["modes"].items():
@@ -383,9 +386,9 @@ def plot(results: dict, path: Path) -> None:
             pts = sorted((int(v), e[user]["mean"], e[user]["se"]) for v, e in r.get("versions", {}).items())
             if pts:
                 xs, ys, es = zip(*pts)
-                solid = mode == "per_user"
-                ax.errorbar(xs, ys, yerr=es, marker="o" if solid else "s", capsize=3, ls="-" if solid else "--",
-                            color=colors[user], label=f"{user}, {mode}")  # fmt: skip
+                marker, ls = {"per_user": ("o", "-"), "shared": ("s", "--")}.get(mode, ("^", ":"))
+                ax.errorbar(xs, ys, yerr=es, marker=marker, capsize=3, ls=ls, color=colors[user],
+                            label=f"{user}, {mode}")  # fmt: skip
     ax.set_xlabel("training steps of the policy serving the user")
     ax.set_ylabel("personalization score (the user's own scorer)")
     ax.set_ylim(-0.02, 1.02)

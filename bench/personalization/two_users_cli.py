@@ -19,7 +19,13 @@ def add_parser(bsub: argparse._SubParsersAction) -> None:
         "paragraph and a manager who wants bold numbered steps, scores each user's held-out answers from the policy "
         "that serves them before training and after 8 and 16 steps, writes results.json and two_users.png.",
     )
-    p.add_argument("--mode", choices=["shared", "per_user", "both"], default="both")
+    p.add_argument(
+        "--mode",
+        choices=["shared", "shared_lora", "per_user", "both", "all"],
+        default="both",
+        help="both: per_user and shared (today's default); all: also shared_lora, one shared adapter with the "
+        "per-user adapters' rank and rate",
+    )
     p.add_argument("--seed", type=int, default=0, help="the users' seed (tasks and reactions)")
     p.add_argument("--steps", type=steps_arg, default=(8, 16), help="steps to report, comma-separated (8,16)")
     p.add_argument("--batch-size", type=int, default=16, help="training.batch_size: samples per step")
@@ -43,7 +49,7 @@ def bench_command(args: argparse.Namespace, settings) -> int:
     recipe = basemodel.QUICK if args.quick else basemodel.RECIPES[args.recipe]
     try:
         cfg = two_users.TwoUserConfig(
-            modes=two_users.MODES if args.mode == "both" else (args.mode,),
+            modes={"both": ("per_user", "shared"), "all": two_users.MODES}.get(args.mode, (args.mode,)),
             seed=args.seed, steps=args.steps, batch_size=args.batch_size, lr=args.lr, adapter_lr=args.adapter_lr,
             lora_rank=args.lora_rank, eval_problems=args.eval_problems, eval_samples=args.eval_samples,
             curve_every=args.curve_every, recipe=recipe, model=args.model, out_dir=args.out,
