@@ -443,11 +443,13 @@ async def test_after_a_loss_an_all_stale_batch_serves_the_durable_checkpoint_as_
         published = len(trainer.versions_published)
         await handle.signal(TrainingWorkflow.republish)  # nobody holds version 1 now: nothing to publish
         trainer.feed(b2)  # all stale
-        s = await until_status(handle, lambda s: s.version == 2, "the durable checkpoint as version 2")
+        await until_status(handle, lambda s: s.version == 2, "the durable checkpoint as version 2")
         assert trainer.steps[-1] == step(b2, version=1, durable=0, from_durable=True)
         # version 1 is never published again (nobody holds it); version 2 is (the signal may ask for it once more)
         assert set(map(str, trainer.versions_published[published:])) == {str(from_memory(2, durable=0))}
-        assert trainer.acked[-1].ids == b2.ids and s.samples_dropped_stale == 2
+        # The stale batch is acknowledged and counted once the new version is out: wait for both, not one query.
+        await eventually(lambda: bool(trainer.acked) and trainer.acked[-1].ids == b2.ids, what="b2 acknowledged")
+        await until_status(handle, lambda s: s.samples_dropped_stale == 2, "b2 counted as stale")
         steps = len(trainer.steps)
         trainer.feed(b1)  # trained again, from version 2, in memory
         await eventually(lambda: len(trainer.steps) > steps, what="the step after")
