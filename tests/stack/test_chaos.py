@@ -50,7 +50,7 @@ from tests.api.conftest import chat_stack_env, create_key
 from tests.helpers import RunningStack
 from tests.training.test_training_loop import status
 
-pytestmark = pytest.mark.timeout(480)
+pytestmark = pytest.mark.timeout(660)
 
 SESSIONS = 16
 USERS = 2
@@ -455,7 +455,9 @@ def test_kill_9_of_each_process_in_turn_under_load(chaos_stack):
     assert {p for p, _ in load.dead} <= {"engine"}, load.dead
 
     # ---- drained: judges and training caught up ----
-    _wait("judging and training to catch up", lambda: _drained(stack, paired), 150, every=2)
+    # A bound for the backlog to drain, not a speed target: with another test file beside this one on 2 cores
+    # (make test's two workers) the judges and the trainer take longer than alone.
+    _wait("judging and training to catch up", lambda: _drained(stack, paired), 300, every=2)
 
     records, jsonl = _published(stack)
     ids = [rec["sample_id"] for rec in records]
