@@ -2,9 +2,10 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-# Test files run two at a time (pytest-xdist; a file's tests stay together, with its module-scoped stack): most
-# stack tests wait on servers more than they compute, so two overlap well even on 2 cores (docs/index.md).
-TEST_WORKERS ?= 2
+# Test files one at a time, in this process (0: no pytest-xdist). TEST_WORKERS=2 runs two files at once, a file's
+# tests together with its module-scoped stack: 27-30 min instead of about 40 on 2 cores, but timing-bound tests meet
+# more load there, and several were found racy that way (docs/index.md).
+TEST_WORKERS ?= 0
 
 .PHONY: install system-deps up test bench
 

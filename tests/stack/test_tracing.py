@@ -105,7 +105,12 @@ def test_one_chat_turn_is_one_trace_across_processes(traced_stack, receiver):
     )
     assert r.status_code == 200, r.text
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and len(receiver.services(TRACE_ID)) < 4:
+
+    def complete() -> bool:  # each process exports its own batches: the API's request span may come last
+        names = [name for _, name in receiver.spans.get(TRACE_ID, [])]
+        return len(receiver.services(TRACE_ID)) >= 4 and any("chat/completions" in n for n in names)
+
+    while time.monotonic() < deadline and not complete():
         time.sleep(0.5)
     services = receiver.services(TRACE_ID)
     print("services in the turn's trace:", sorted(services), "spans:", len(receiver.spans[TRACE_ID]))
