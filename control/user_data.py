@@ -390,33 +390,24 @@ class UserData:
         for source in await self.store.samples.sources():
             for entry_id, s in await self.store.samples.entries(source):
                 p = s.provenance
+                common = dict(
+                    sample_id=s.sample_id,
+                    source=source,
+                    entry_id=entry_id,
+                    policy_version=s.policy_version,
+                    reward=s.reward,
+                    loss_mask=s.loss_mask,
+                    tokens=len(s.response_ids),
+                )
                 if isinstance(p, EpisodeStep) and p.group_id in groups:
-                    out.append(
-                        ExportedSample(
-                            sample_id=s.sample_id,
-                            source=source,
-                            entry_id=entry_id,
-                            episode_id=p.episode_id,
-                            step=p.step,
-                            policy_version=s.policy_version,
-                            reward=s.reward,
-                            loss_mask=s.loss_mask,
-                            tokens=len(s.response_ids),
-                        )
-                    )
+                    out.append(ExportedSample(**common, episode_id=p.episode_id, step=p.step))
                 elif isinstance(p, PersonalTurn) and p.user_id == user_id:
                     out.append(
                         ExportedSample(
-                            sample_id=s.sample_id,
-                            source=source,
-                            entry_id=entry_id,
+                            **common,
                             session_id=p.session_id,
                             turn_id=p.turn_id,
                             turn_index=p.turn_index,
-                            policy_version=s.policy_version,
-                            reward=s.reward,
-                            loss_mask=s.loss_mask,
-                            tokens=len(s.response_ids),
                             reason=p.reason,
                         )
                     )

@@ -242,9 +242,12 @@ def eval_tasks(setting: str, n: int) -> list:
     return eval_problems(EVAL_SEED, n) if setting == "student" else eval_grading_tasks(EVAL_SEED, n)
 
 
-def first_answers(stack: Stack, model: Path, setting: str, tasks: list, cfg: BenchConfig) -> list[list[str]]:
-    """`eval_samples` first answers per task from the engine as it serves now: one-message chats, rendered by the
-    policy's chat template exactly as the endpoint renders them."""
+def first_answers(
+    stack: Stack, model: Path, setting: str, tasks: list, cfg: BenchConfig, lora: str | None = None
+) -> list[list[str]]:
+    """`eval_samples` first answers per task from the engine as it serves now (through `lora`, an adapter loaded
+    under that name, when given): one-message chats, rendered by the policy's chat template exactly as the endpoint
+    renders them."""
     from policy_client.chat import renderer_for
 
     renderer = renderer_for(str(model))
@@ -258,7 +261,7 @@ def first_answers(stack: Stack, model: Path, setting: str, tasks: list, cfg: Ben
     out: list[str] = []
     with httpx.Client(timeout=900) as http:
         for i in range(0, len(flat), 16):
-            body = {
+            body: dict = {
                 "input_ids": flat[i : i + 16],
                 "sampling_params": {
                     "max_new_tokens": cfg.max_tokens,
@@ -266,6 +269,8 @@ def first_answers(stack: Stack, model: Path, setting: str, tasks: list, cfg: Ben
                     "stop_token_ids": stop_ids,
                 },
             }
+            if lora is not None:
+                body["lora_path"] = [lora] * len(body["input_ids"])
             r = http.post(f"{stack.engine}/generate", json=body)
             r.raise_for_status()
             out += [item["text"] for item in r.json()]

@@ -20,7 +20,6 @@ scores add to 1), so one policy cannot score high for both, whatever it learns.
 from __future__ import annotations
 
 import json
-import random
 import shutil
 import subprocess
 import threading
@@ -30,8 +29,17 @@ from pathlib import Path
 
 import httpx
 
-from bench.personalization import basemodel, styles
-from bench.personalization.runner import RESCORES, BenchConfig, Stack, Tally, eval_tasks, judging_stats, run_user
+from bench.personalization import basemodel
+from bench.personalization.runner import (
+    RESCORES,
+    BenchConfig,
+    Stack,
+    Tally,
+    eval_tasks,
+    first_answers,
+    judging_stats,
+    run_user,
+)
 from bench.personalization.scorer import RuleScorer
 from bench.personalization.users import SimulatedUser
 from bench.progress import Progress
@@ -92,37 +100,9 @@ class TwoUserConfig:
 
 
 def answers(stack: Stack, model: Path, tasks: list, cfg: TwoUserConfig, lora: str | None = None) -> list[list[str]]:
-    """`eval_samples` first answers per held-out problem from the engine as it serves now (through `lora`, an
-    adapter loaded under that name, when given), asked as both users ask: the same one-message chats."""
-    from policy_client.chat import renderer_for
-
-    renderer = renderer_for(str(model))
-    tok = renderer.tokenizer
-    stop_ids = [tok.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")]
-    prompts = [
-        renderer.render([{"role": "user", "content": styles.ask("student", t, random.Random(f"eval-ask:{i}"))}])
-        for i, t in enumerate(tasks)
-    ]
-    flat = [p for p in prompts for _ in range(cfg.eval_samples)]
-    out: list[str] = []
-    with httpx.Client(timeout=900) as http:
-        for i in range(0, len(flat), 16):
-            batch = flat[i : i + 16]
-            body: dict = {
-                "input_ids": batch,
-                "sampling_params": {
-                    "max_new_tokens": cfg.max_tokens,
-                    "temperature": cfg.temperature,
-                    "stop_token_ids": stop_ids,
-                },
-            }
-            if lora is not None:
-                body["lora_path"] = [lora] * len(batch)
-            r = http.post(f"{stack.engine}/generate", json=body)
-            r.raise_for_status()
-            out += [item["text"] for item in r.json()]
-    k = cfg.eval_samples
-    return [out[i * k : (i + 1) * k] for i in range(len(tasks))]
+    """First answers per held-out problem, asked as both users ask (the personalization benchmark's one-message
+    chats), through `lora` when given."""
+    return first_answers(stack, model, "student", tasks, cfg, lora=lora)  # type: ignore[arg-type]: the same fields
 
 
 def scored(user: str, tasks: list, per_task: list[list[str]]) -> dict:
