@@ -87,17 +87,21 @@ def write(settings: Settings, snapshot: Snapshot, version: int, since: int, step
 
 
 def confirm_checkpoint(settings: Settings, inp: ConfirmInput) -> None:
-    """The checkpoint's batches recorded as trained (once), then the checkpoint marked confirmed, then older ones
-    pruned to the count and budget. The caller acknowledges the batches' entries after this."""
+    """The checkpoint marked confirmed, then its batches recorded as trained (once), then older ones pruned to the
+    count and budget. The caller acknowledges the batches' entries after this.
+
+    Marked first: a trainer killed in between leaves a confirmed checkpoint whose batches the workflow finds and
+    confirms again (recorded then); recorded first, it would leave them recorded under a version nobody resumes
+    from, and recorded a second time when trained again."""
     folder = Path(inp.checkpoint.path)
+    if folder.is_dir():
+        confirm(folder)
     record_durable(
         settings.records_dir,
         inp.checkpoint.version,
         inp.since,
         [b.model_dump(include={"version", "batch", "sample_ids", "stale_ids"}) for b in inp.batches],
     )
-    if folder.is_dir():
-        confirm(folder)
     cfg = settings.training.checkpoint
     budget = int(cfg.budget_gb * GB) if cfg.budget_gb is not None else None
     prune_versions(settings.checkpoints_dir, inp.checkpoint.version, cfg.keep, budget_bytes=budget)

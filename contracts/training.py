@@ -234,6 +234,9 @@ class TrainingState(BaseModel):
     """The trainer lost those versions: the next step starts again from the durable checkpoint."""
     lost: int = 0
     """Times the trainer's in-memory versions were lost (its process restarted between durable checkpoints)."""
+    uncounted: list[DurableBatch] = Field(default_factory=list)
+    """Batches taken off `samples_trained` by a loss, not trained again yet: a confirmation whose answer was lost
+    with its trainer may have reached the disk, and then they are held by that checkpoint (adopted, counted again)."""
     last_checkpoint: DurableCheckpoint | None = None
 
 

@@ -101,7 +101,7 @@ def is_confirmed(folder: Path) -> bool:
 
 
 def confirm(folder: Path) -> None:
-    """Mark a durable checkpoint confirmed (after its samples were recorded as trained)."""
+    """Mark a durable checkpoint confirmed: the training workflow holds its batches trained (recorded right after)."""
     marker = Path(folder) / CONFIRMED
     marker.write_text("")
     _fsync(marker)

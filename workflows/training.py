@@ -73,6 +73,10 @@ PUBLISH_FROM_MEMORY = "publish-from-memory-durable-checkpoints-on-a-cadence"
 STRICT_CADENCE = "checkpoint-cadence-waits-for-the-write-in-flight"
 """Patch marker: a checkpoint due while the previous one is still being written waits for it (every N versions
 really is every N), and a due checkpoint is taken when training is paused on request too."""
+ADOPT_CONFIRMED_AFTER_LOSS = "adopt-a-checkpoint-confirmed-by-a-lost-trainer"
+"""Patch marker: a trainer can die after its confirmation reached the disk (batches recorded as trained,
+entries acknowledged) and before Temporal heard of it. Going back to the durable checkpoint before it would drop
+those batches' training for good: the workflow asks the next trainer for the newest confirmed checkpoint first."""
 CLAIMS_PER_RUN = 500
 """Idle claims also add history; continue as new after this many."""
 KEEP_SAVED_IN_STATUS = 20
@@ -192,7 +196,9 @@ class TrainingWorkflow:
         self.state.lost += 1
         # Their samples are trained again (and counted then): only versions that survive count. Not those of a
         # checkpoint being confirmed: the confirmation goes on (skipped by claims); if it fails, they are taken off.
-        self.state.samples_trained -= sum(len(b.sample_ids) for b in self.state.undurable if b not in self._confirming)
+        gone = [b for b in self.state.undurable if b not in self._confirming]
+        self.state.samples_trained -= sum(len(b.sample_ids) for b in gone)
+        self._uncount(gone)
         self.state.undurable = []
         self.state.from_durable = True
         self.state.trainer_queue = None
@@ -200,6 +206,48 @@ class TrainingWorkflow:
             "the trainer lost its versions since the last durable checkpoint; training them again",
             extra={"durable_version": self.state.durable_version, "version": self.state.version, "why": why},
         )
+
+    def _uncount(self, batches: list[DurableBatch]) -> None:
+        if batches and workflow.patched(ADOPT_CONFIRMED_AFTER_LOSS):
+            self.state.uncounted += [b for b in batches if b not in self.state.uncounted]
+
+    async def _adopt_confirmed(self, claim: ClaimResult) -> ClaimResult | None:
+        """Before training again from the durable checkpoint after a loss: a newer one the lost trainer confirmed
+        (its answer lost with it) holds batches taken off the count; confirmed again (recorded once, acknowledged),
+        it is the one to go back to. Returns the claim without their entries (None: a loss again, or nothing left)."""
+        s = self.state
+        try:
+            point: ResumePoint = await self._on_trainer(FIND_RESUME_POINT, ResumeInput(policy=self.policy))
+        except ActivityError as exc:
+            if _lost(exc):
+                self._trainer_lost(f"looking for a confirmed checkpoint: {exc.cause or exc}")
+                return None
+            raise
+        held = [b for b in s.uncounted if s.durable_version < b.version <= point.version]
+        if point.checkpoint and held and point.version <= s.version:
+            cp = DurableCheckpoint(version=point.version, path=point.checkpoint, bytes=0, snapshot_s=0.0, write_s=0.0)
+            try:
+                await self._on_trainer(
+                    CONFIRM_CHECKPOINT, ConfirmInput(checkpoint=cp, since=s.durable_version, batches=held)
+                )
+            except ActivityError as exc:
+                if _lost(exc):
+                    self._trainer_lost(f"confirming the checkpoint found: {exc.cause or exc}")
+                    return None
+                raise
+            workflow.logger.warning(
+                "a durable checkpoint confirmed by the lost trainer holds its batches: training goes on from it",
+                extra={"version": point.version, "was": s.durable_version},
+            )
+            s.samples_trained += sum(len(b.sample_ids) for b in held)
+            s.durable_version, s.durable_checkpoint = point.version, point.checkpoint
+        s.uncounted = []  # the rest are in no confirmed checkpoint: trained again, and counted then
+        taken = {(src, i) for b in held for src, entries in b.ids.items() for i in entries}
+        ids = {src: [i for i in entries if (src, i) not in taken] for src, entries in claim.ids.items()}
+        ids = {src: entries for src, entries in ids.items() if entries}
+        if not ids:
+            return None
+        return claim.model_copy(update={"ids": ids})
 
     def _undurable_ids(self) -> dict[str, list[str]]:
         ids: dict[str, list[str]] = {}
@@ -216,6 +264,11 @@ class TrainingWorkflow:
             # Back to the durable checkpoint after a loss while one is being confirmed: wait for it, or this step
             # would start from the one before and drop the batches the confirmation records as trained.
             await self._checkpointing
+        if self.state.from_durable and self.state.uncounted:
+            adopted = await self._adopt_confirmed(claim)
+            if adopted is None:
+                return
+            claim = adopted
         try:
             summary: StepSummary = await self._on_trainer(
                 TRAIN_STEP,
@@ -337,6 +390,7 @@ class TrainingWorkflow:
             confirming, self._confirming = self._confirming, []
             if epoch != self.state.lost:
                 self.state.samples_trained -= sum(len(b.sample_ids) for b in confirming)
+                self._uncount(confirming)
             self._checkpoint_failed(exc, epoch)
             return
         finally:
