@@ -6,9 +6,25 @@ from pathlib import Path
 
 import pytest
 
+from openclaw_rl import ports
 from tests.helpers import CLI, REPO, free_port, wait_http
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def _own_port_slice() -> None:
+    """Under pytest-xdist each worker starts services on its own slice of ports: two workers drawing from one
+    range collide (a port drawn by one is free until its service binds, seconds later, so the other draws it too)."""
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if not worker.startswith("gw") or count < 2 or os.environ.get(ports.RANGE_ENV):
+        return
+    low, top = ports.LOWEST, ports._ephemeral_start()
+    width = (top - low) // count
+    first = low + int(worker[2:]) * width
+    os.environ[ports.RANGE_ENV] = f"{first}-{first + width - 1}"
+
+
+_own_port_slice()
 
 
 @pytest.fixture(scope="session")

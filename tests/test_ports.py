@@ -30,7 +30,7 @@ def test_a_taken_or_handed_out_port_is_skipped(monkeypatch):
     with socket.socket() as held:
         held.bind(("127.0.0.1", taken))
         draws = iter([handed_out, taken, free])
-        monkeypatch.setattr(ports.random, "randrange", lambda lo, hi: next(draws))
+        monkeypatch.setattr(ports._random, "randrange", lambda lo, hi: next(draws))
         assert ports.free_port() == free
     assert ports._handed_out == {handed_out, free}
 
@@ -40,3 +40,31 @@ def test_no_room_below_the_range_falls_back_to_the_kernel(monkeypatch):
     port = ports.free_port()
     with socket.socket() as s:
         s.bind(("127.0.0.1", port))
+
+
+def test_a_range_in_the_environment_bounds_the_picks(monkeypatch):
+    monkeypatch.setenv(ports.RANGE_ENV, "20000-20099")
+    picked = [ports.free_port() for _ in range(20)]
+    assert all(20000 <= p <= 20099 for p in picked) and len(set(picked)) == 20
+
+
+def test_picks_do_not_draw_on_the_global_generator(monkeypatch):
+    """Code that seeds the global generator alike in two processes (a benchmark, a property test) must not make
+    them draw the same ports."""
+    import random
+
+    def seeded_alike(*_):
+        raise AssertionError("free_port drew from the global random generator")
+
+    monkeypatch.setattr(random, "randrange", seeded_alike)
+    assert ports.LOWEST <= ports.free_port() < ports._ephemeral_start()
+
+
+def test_a_malformed_range_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv(ports.RANGE_ENV, "lots")
+    try:
+        ports.free_port()
+    except ValueError as exc:
+        assert "OPENCLAW_PORTS='lots'" in str(exc) and "<low>-<high>" in str(exc)
+    else:
+        raise AssertionError("a malformed range was accepted")

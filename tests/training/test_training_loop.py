@@ -32,12 +32,16 @@ FIXED = {
 
 
 def free_port_run(n: int) -> int:
-    """The first of `n` consecutive free loopback ports (the pools' metrics endpoints)."""
+    """The first of `n` consecutive free loopback ports (the pools' metrics endpoints), from this test process's
+    range (its own slice under two test workers, below the ephemeral range)."""
     import random
     import socket
 
+    from openclaw_rl import ports
+
+    low, top = ports._range()
     for _ in range(200):
-        base = random.randint(20_000, 60_000)
+        base = random.Random().randrange(low, top - n)
         try:
             socks = []
             for p in range(base, base + n):
