@@ -2,10 +2,9 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-# Test files one at a time, in this process (0: no pytest-xdist). TEST_WORKERS=2 runs two files at once, a file's
-# tests together with its module-scoped stack: 27-30 min instead of about 40 on 2 cores, but timing-bound tests meet
-# more load there, and several were found racy that way (docs/index.md).
-TEST_WORKERS ?= 0
+# Two test files at once (pytest-xdist), a file's tests together with its module-scoped stack: about 31 min on
+# 2 cores instead of about 40 one at a time (TEST_WORKERS=0: in this process, no xdist). docs/index.md.
+TEST_WORKERS ?= 2
 
 .PHONY: install system-deps up test bench
 
