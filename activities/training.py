@@ -434,8 +434,9 @@ class TrainingActivities:
 
     @activity.defn(name=CONFIRM_CHECKPOINT.name)
     async def confirm_checkpoint(self, inp: ConfirmInput) -> int:
-        """The checkpoint's batches are recorded as trained and it is marked confirmed, then their entries are
-        acknowledged and deleted (a retry repeats none of it twice)."""
+        """The checkpoint is marked confirmed and its batches recorded as trained, then their entries are
+        acknowledged and deleted (a retry, or the workflow confirming it again after this trainer was lost,
+        repeats none of it twice)."""
         await asyncio.to_thread(durable_checkpoints.confirm_checkpoint, self.settings, inp)
         acked = 0
         for batch in inp.batches:

@@ -368,8 +368,9 @@ FINISH_CHECKPOINT = ActivityDef(
 CONFIRM_CHECKPOINT = ActivityDef(
     "confirm_checkpoint", ConfirmInput, int, start_to_close=timedelta(seconds=120), retry=_KEEP_TRYING
 )
-"""Record the checkpoint's batches as trained (records/trained.jsonl), mark it confirmed, acknowledge the batches;
-returns how many entries were acknowledged."""
+"""Mark the checkpoint confirmed, record its batches as trained (records/trained.jsonl, once), acknowledge the
+batches; returns how many entries were acknowledged. Run again after a loss for a checkpoint the lost trainer had
+confirmed (TrainingWorkflow._adopt_confirmed)."""
 FIND_RESUME_POINT = ActivityDef("find_resume_point", ResumeInput, ResumePoint, start_to_close=timedelta(seconds=60))
 """The newest complete checkpoint on the trainer's disk."""
 """Returns how many entries were acknowledged."""

@@ -224,7 +224,9 @@ class TrainingWorkflow:
                 return None
             raise
         held = [b for b in s.uncounted if s.durable_version < b.version <= point.version]
-        if point.checkpoint and held and point.version <= s.version:
+        if not point.checkpoint or point.version > s.version:
+            held = []  # not a checkpoint of this chain (or none): nothing adopted, nothing taken out of the claim
+        if held:
             cp = DurableCheckpoint(version=point.version, path=point.checkpoint, bytes=0, snapshot_s=0.0, write_s=0.0)
             try:
                 await self._on_trainer(
@@ -241,6 +243,7 @@ class TrainingWorkflow:
             )
             s.samples_trained += sum(len(b.sample_ids) for b in held)
             s.durable_version, s.durable_checkpoint = point.version, point.checkpoint
+            s.checkpoint_clock = workflow.now()
         s.uncounted = []  # the rest are in no confirmed checkpoint: trained again, and counted then
         taken = {(src, i) for b in held for src, entries in b.ids.items() for i in entries}
         ids = {src: [i for i in entries if (src, i) not in taken] for src, entries in claim.ids.items()}
@@ -304,6 +307,9 @@ class TrainingWorkflow:
             self.state.samples_dropped_stale += summary.dropped_stale
             return
         self.state.from_durable = False
+        # A step that went on in the trainer's memory after all (a loss seen meanwhile by a checkpoint's call): the
+        # batches the loss took off are claimed, trained and counted again, not adopted later.
+        self.state.uncounted = []
         if not await self._publish_held("new version", summary.version):
             # The publication may have reached some servers before the trainer went (cut off, then its queue went
             # silent): they serve this number now and would skip the version trained again under it. Spend it.

@@ -205,3 +205,17 @@ async def test_the_engine_gives_its_memory_back_during_a_step_and_takes_it_again
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_a_durable_line_longer_than_the_tail_window_is_found_again(tmp_path):
+    """A checkpoint confirmed again (a retry, or after its trainer was lost) writes no second line, however long its
+    line: batch 64 over 20 versions names about 1,300 sample ids."""
+    from openclaw_rl import trained_log
+
+    ids = [f"session/user-{i:04d}/chat-{i}@01a21663-66c0-7a64-b361-bd04ac6846d6#{i % 7}" for i in range(1300)]
+    batches = [{"version": v, "batch": f"d{v}", "sample_ids": ids[(v - 1) * 65 : v * 65]} for v in range(1, 21)]
+    trained_log.record_durable(tmp_path, 20, 0, batches)
+    path = tmp_path / trained_log.TRAINED_LOG
+    assert path.stat().st_size > trained_log._TAIL_BYTES
+    trained_log.record_durable(tmp_path, 20, 0, batches)
+    assert len(path.read_text().splitlines()) == 1

@@ -614,29 +614,41 @@ async def test_a_checkpoint_confirmed_by_a_trainer_lost_before_it_answered_is_go
         assert trainer.steps[2] == step(batch("3-0"), version=2, durable=2, from_durable=True)
         s = await until_status(handle, lambda s: s.version == 3, "version 3")
         assert (s.durable_version, s.samples_trained) == (2, 5)  # b1, b2 and 3-0, each once
-        assert trainer.claims[-1].skip == skip_of(batch("3-0"))
+        await eventually(lambda: len(trainer.claims) == 4, what="the claim after the step")
+        assert trainer.claims[3].skip == skip_of(batch("3-0"))
         trainer.feed(b3)  # 3-1 is trained on the version from version 2 too
         await eventually(lambda: len(trainer.steps) == 4, what="the next step")
         assert trainer.steps[3] == step(b3, version=3, durable=2)
         await handle.terminate("test over")
 
 
-async def test_after_a_loss_an_unconfirmed_checkpoint_is_not_gone_back_to(env: WorkflowEnvironment):
+@pytest.mark.parametrize("on_disk", [2, 9], ids=["the-durable-one", "not-of-this-chain"])
+async def test_after_a_loss_only_a_newer_confirmed_checkpoint_of_this_chain_is_gone_back_to(
+    env: WorkflowEnvironment, on_disk: int
+):
+    """Version 3 is lost with its trainer. The disk's newest confirmed checkpoint is the workflow's own durable one
+    (2), or one newer than any version this workflow made (9: another chain's): neither is adopted, version 3's
+    batch is trained again from version 2 and stays in the claim."""
     q = new_queue()
     trainer = TrainerActivities()
-    trainer.inject("finish_checkpoint", ErrorType.TRAINER_LOST)
     async with trainer_workers(env, q, trainer):
         handle = await start_training(env, q, checkpoint_every_versions=2)
-        b1, b2 = batch("1-0", "1-1"), batch("2-0", "2-1")
-        trainer.feed(b1)
-        trainer.feed(b2)
-        await until_status(handle, lambda s: s.trainer_lost == 1, "the loss")
-        trainer.feed(b1)
-        await eventually(lambda: len(trainer.steps) == 3, what="the step after the loss")
-        assert trainer.count("find_resume_point") >= 2 and len(trainer.confirmed) == 0
-        assert trainer.steps[2] == step(b1, version=2, durable=0, from_durable=True)  # from the base again
-        s = await until_status(handle, lambda s: s.version == 3, "version 3")
-        assert (s.durable_version, s.samples_trained) == (0, 2)
+        b1, b2, b3, b4 = batch("1-0", "1-1"), batch("2-0", "2-1"), batch("3-0", "3-1"), batch("4-0", "4-1")
+        for b in (b1, b2, b3):
+            trainer.feed(b)
+        await until_status(handle, lambda s: (s.version, s.durable_version) == (3, 2), "version 3 beside durable 2")
+        trainer.resume_version = on_disk
+        trainer.inject("train_step", ErrorType.TRAINER_LOST)
+        trainer.feed(b4)
+        s = await until_status(handle, lambda s: s.trainer_lost == 1, "the loss")
+        assert s.samples_trained == 4  # b3 taken off
+        trainer.feed(batch("3-0", "3-1"))
+        await eventually(lambda: len(trainer.steps) == 5, what="the step after the loss")
+        assert trainer.steps[4] == step(b3, version=3, durable=2, from_durable=True)
+        # Nothing adopted: the next confirmation is version 4's own (due 2 versions after 2), holding b3 trained again.
+        s = await until_status(handle, lambda s: s.durable_version == 4, "the checkpoint of version 4")
+        assert trainer.confirmed_versions() == [2, 4] and trainer.confirmed[1].batches == [durable(b3, 4)]
+        assert s.samples_trained == 6
         await handle.terminate("test over")
 
 
