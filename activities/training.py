@@ -278,6 +278,9 @@ class TrainingActivities:
             try:
                 yield
             finally:
+                # The step's activations and gradients sit in this process's CUDA cache: hand them back to the
+                # driver first, or the engine's resume finds the GPU full (a 4B model beside its engine).
+                await asyncio.to_thread(_empty_cuda_cache)
                 await client.resume_memory(tags)
 
     async def _optimize(self, trainer: PolicyTrainer, samples: list[TrainingSample], version: int) -> StepMetrics:
@@ -535,3 +538,10 @@ def _disk_full(exc: BaseException) -> bool:
             return True
         seen = seen.__cause__ or seen.__context__
     return False
+
+
+def _empty_cuda_cache() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()

@@ -72,6 +72,16 @@ def served_dtype(settings: Settings, trainer: PolicyTrainer) -> torch.dtype:
     return resolve_wire_dtype(settings.training.weight_sync.wire_dtype, trainer.bf16_on_cuda) or torch.float32
 
 
+def _release(parts) -> None:
+    """Free the hand-off buffers; on CUDA also the IPC bookkeeping of the servers' mapped handles, so a GPU does not
+    keep the memory of every version ever sent (torch frees a shared block only once its receivers let go)."""
+    cuda = any(b.kind == "cuda_ipc" for b in parts.buckets)
+    parts.close()
+    if cuda:
+        torch.cuda.ipc_collect()
+        torch.cuda.empty_cache()
+
+
 class WeightPublisher:
     def __init__(self, settings: Settings, held: HeldTrainer, step_lock: asyncio.Lock):
         self.settings = settings
@@ -161,16 +171,24 @@ class WeightPublisher:
             named = distinct(hf_state_dict(trainer))
             return pack(buckets(named, bucket_bytes, dtype), dtype, trainer.device)
 
-        parts = await asyncio.to_thread(packed)
+        parts = None
         try:
+            parts = await asyncio.to_thread(packed)
             req = UpdateWeightsFromTensorRequest(buckets=parts.buckets, weight_version=str(version))
             async with WeightSyncClient.from_settings(self.settings) as client:
                 await asyncio.gather(*(client.update_weights_from_tensor(url, req) for url in urls))
-        except (WeightSyncError, OSError) as exc:
-            log.warning("handing the weights over failed; publishing through disk", version=version, error=str(exc))
+        except Exception as exc:  # noqa: BLE001 - any failure here (a GPU out of memory while packing, a refusal,
+            # a server gone) leaves the disk route, which needs none of it; retrying the memory route would only
+            # meet the same failure again, without end.
+            log.warning(
+                "handing the weights over failed; publishing through disk",
+                version=version,
+                error=f"{type(exc).__name__}: {exc}"[:500],
+            )
             return 0
         finally:
-            await asyncio.to_thread(parts.close)
+            if parts is not None:
+                await asyncio.to_thread(_release, parts)
         log.info("weights handed over", version=version, servers=len(urls), mib=round(parts.nbytes / MIB, 1))
         return parts.nbytes
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
 import sys
@@ -123,6 +124,42 @@ async def streaming(url: str, tokens: int, pairs: int = 1) -> list[tuple[float, 
     return out
 
 
+async def long_prefix(url: str, prefix_tokens: int, rows: int, tokens: int) -> dict:
+    """Decode tokens/s of `rows` requests at once that share a `prefix_tokens`-token prefix (an OpenClaw prompt is
+    ~11K tokens), each with its own short question, the prefix already cached (a session's next turn): the
+    difference between answers of `tokens` + 1 tokens and of 1 token, so prefill is not counted."""
+    prefix = [1000 + (i * 7919) % 30000 for i in range(prefix_tokens)]
+
+    def bodies(n: int, salt: int) -> list[dict]:
+        return [
+            {
+                "input_ids": prefix + [500 + salt, 600 + i, 700 + i],
+                "sampling_params": {"max_new_tokens": n, "temperature": 1.0, "ignore_eos": True},
+            }
+            for i in range(rows)
+        ]
+
+    async with httpx.AsyncClient(base_url=url, timeout=1200) as http:
+        await timed_generate(http, bodies(1, 0)[0])  # the prefix into the cache
+        started = time.perf_counter()
+        await asyncio.gather(*(timed_generate(http, b) for b in bodies(1, 1)))
+        first = time.perf_counter() - started
+        started = time.perf_counter()
+        answers = await asyncio.gather(*(timed_generate(http, b) for b in bodies(tokens + 1, 2)))
+        whole = time.perf_counter() - started
+    cached = [a["meta_info"]["cached_tokens"] for _, a in answers]
+    decode_s = max(whole - first, 1e-9)
+    return {
+        "prefix_tokens": prefix_tokens,
+        "rows": rows,
+        "tokens": tokens,
+        "first_token_s": first,
+        "whole_s": whole,
+        "decode_tokens_per_s": rows * tokens / decode_s,
+        "cached_share": sum(cached) / (rows * (prefix_tokens + 3)),
+    }
+
+
 async def burst(url: str, concurrency: int, tokens: int) -> tuple[int, float]:
     body = {
         "sampling_params": {"max_new_tokens": tokens, "temperature": 1.0, "ignore_eos": True},
@@ -162,6 +199,13 @@ def main() -> None:
     ap.add_argument("--serving", action="store_true", help="also the prefix-cache, session and streaming figures")
     ap.add_argument("--turns-per-session", type=int, default=4, help="turns of each session (--serving)")
     ap.add_argument("--stream-tokens", type=int, default=2000, help="answer length of the streaming case (--serving)")
+    ap.add_argument(
+        "--long-prefix",
+        type=int,
+        default=0,
+        help="also decode tokens/s of 16 requests sharing a prefix of this many tokens (11000: OpenClaw's prompts)",
+    )
+    ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="engine-bench-"))
     model = bench_model(args.model, args.shape, work)
@@ -169,6 +213,7 @@ def main() -> None:
     proc, url = start_engine(model, work, args.engine_log, timeout_s=300)
     try:
         rates = asyncio.run(measure(url, args.tokens, args.rounds, levels))
+        shared = asyncio.run(long_prefix(url, args.long_prefix, 16, args.tokens)) if args.long_prefix else None
         info = httpx.get(f"{url}/get_server_info", timeout=30).json()
         if args.serving:
             prefix = {chars: asyncio.run(shared_prefix(url, chars, 16, args.rounds)) for chars in (2000, 40000)}
@@ -187,6 +232,16 @@ def main() -> None:
     for c, r in rates.items():
         print(f"{c:>12} {r:>10.1f} {r / rates[base]:>5.2f}x")
     print(f"batching speed-up at {top} concurrent requests: {rates[top] / rates[base]:.2f}x")
+    if shared:
+        print(
+            f"16 requests sharing a {shared['prefix_tokens']}-token cached prefix: {shared['decode_tokens_per_s']:.0f} "
+            f"decode tokens/s ({shared['cached_share'] * 100:.0f}% of prompts cached; first token "
+            f"{shared['first_token_s'] * 1000:.0f} ms)"
+        )
+    if args.json:
+        args.json.write_text(
+            json.dumps({"device": info.get("device"), "dtype": info.get("dtype"), "rates": rates, "shared": shared})
+        )
     if not args.serving:
         return
     print(f"\n16 simultaneous requests sharing a prefix, 16 greedy tokens each (p50 latency, median of {args.rounds}):")

@@ -52,6 +52,10 @@ class LoopFigures:
     """How versions reached the servers (memory, distributed, disk), where the publication says."""
     failed: dict[str, int] = field(default_factory=dict)
     """Activity attempts that failed or timed out, by activity."""
+    trained_ids: list[str] = field(default_factory=list)
+    """The samples each completed train step trained, in order (a sample twice here was trained twice)."""
+    stale_dropped: int = 0
+    """Samples the completed steps dropped as too stale."""
 
 
 async def training_activities(client: Client) -> list[ActivityRun]:
@@ -96,6 +100,9 @@ def loop_figures(runs: list[ActivityRun]) -> LoopFigures:
             if a.closed is not None:
                 out.failed[a.name] = out.failed.get(a.name, 0) + 1
             continue
+        if a.name == "train_step" and a.result:
+            out.trained_ids += a.result.get("sample_ids") or []
+            out.stale_dropped += int(a.result.get("dropped_stale") or 0)
         if a.name == "train_step" and a.result and a.result.get("trained"):
             metrics = a.result.get("metrics") or {}
             compute = metrics.get("step_s")

@@ -94,6 +94,8 @@ class Soak:
         self.engine: list[float] = []
         self.pairs: list[float] = []  # endpoint minus engine time of the same prompt, per probed turn
         self.gave_up = 0
+        self.unloaded_tps: float | None = None  # --burst before the load, and during it
+        self.loaded_tps: list[float] = []
         self.probes: set[asyncio.Task] = set()
 
     async def turn(self, sid: str, history: list[dict], stream: bool) -> tuple[float, dict] | None:
@@ -167,6 +169,37 @@ class Soak:
             self.engine.append(took)
             self.pairs.append(endpoint_s - took)
 
+    async def burst(self) -> float | None:
+        """Engine tokens/s of --burst requests at once straight at the engine (--burst-tokens each, the system
+        bucket: no tenant share applies), whatever else it serves meanwhile; None when one failed."""
+
+        async def one(i: int) -> int:
+            body = {
+                "input_ids": list(range(1000 + i, 1040 + i)),
+                "sampling_params": {"max_new_tokens": self.args.burst_tokens, "temperature": 0.8, "ignore_eos": True},
+            }
+            r = await self.http.post(f"{self.stack.engine}/generate", json=body)
+            r.raise_for_status()
+            return int(r.json()["meta_info"]["completion_tokens"])
+
+        t = time.perf_counter()
+        try:
+            tokens = await asyncio.gather(*(one(i) for i in range(self.args.burst)))
+        except (httpx.HTTPError, KeyError, ValueError):
+            return None
+        return sum(tokens) / (time.perf_counter() - t)
+
+    async def bursts_under_load(self, until: float) -> None:
+        """A burst at a third and at two thirds of the load (training steps run by then)."""
+        span = until - time.monotonic()
+        for at in (span / 3, span / 3):
+            await asyncio.sleep(at)
+            if time.monotonic() >= until:
+                return
+            got = await self.burst()
+            if got is not None:
+                self.loaded_tps.append(got)
+
     async def session_loop(self, slot: int, until: float) -> None:
         n = 0
         while time.monotonic() < until:
@@ -197,8 +230,13 @@ class Soak:
                 question = f"{FEEDBACK[(slot + t) % 2]} Next, question {t + 1}."
 
     async def run(self) -> None:
+        if self.args.burst:
+            self.unloaded_tps = await self.burst()
         until = time.monotonic() + self.args.minutes * 60
-        await asyncio.gather(*(self.session_loop(s, until) for s in range(self.args.sessions)))
+        tasks = [self.session_loop(s, until) for s in range(self.args.sessions)]
+        if self.args.burst:
+            tasks.append(self.bursts_under_load(until))
+        await asyncio.gather(*tasks)
         if self.probes:
             await asyncio.gather(*self.probes)
         await self.http.aclose()
@@ -248,6 +286,17 @@ def seconds(values: list[float | None]) -> str:
     return "-" if m is None else f"median {m:.2f} s (min {min(known):.2f}, max {max(known):.2f})"
 
 
+def overrides(pairs: list[str]) -> dict[str, str]:
+    """`--set training.batch_size=8` as the stack's environment variable OPENCLAW_RL_TRAINING__BATCH_SIZE=8."""
+    env = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise SystemExit(f"--set {pair!r}: expected KEY=VALUE, e.g. training.engine_memory_during_step=all")
+        env["OPENCLAW_RL_" + key.strip().upper().replace(".", "__")] = value
+    return env
+
+
 def mib(n: int) -> str:
     return f"{n / 2**20:.1f} MiB"
 
@@ -263,15 +312,31 @@ def main() -> None:
     ap.add_argument("--drain-s", type=float, default=180.0, help="longest wait for judging to catch up afterwards")
     ap.add_argument("--model", type=Path, help="a local Hugging Face checkpoint to serve and train")
     ap.add_argument("--shape", choices=sorted(SHAPES), help="a random model of a Qwen3 shape (default: the tiny one)")
+    ap.add_argument(
+        "--burst", type=int, default=0, help="engine tokens/s of this many requests at once, before and during the load"
+    )
+    ap.add_argument("--burst-tokens", type=int, default=64, help="tokens each burst request generates")
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a setting of the stack, dotted (training.engine_memory_during_step=all); repeatable",
+    )
+    ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="soak-"))
     model = bench_model(args.model, args.shape, work)
-    env = stack_env(work / "data", model_path=model) | {
-        "OPENCLAW_RL_TRAINING__AUTO_START": "true",
-        "OPENCLAW_RL_TRAINING__BATCH_SIZE": str(args.batch_size),
-        "OPENCLAW_RL_TRAINING__WAIT_S": "5",
-        "OPENCLAW_RL_TEMPORAL__HEADLESS": "true",
-    }
+    env = (
+        stack_env(work / "data", model_path=model)
+        | {
+            "OPENCLAW_RL_TRAINING__AUTO_START": "true",
+            "OPENCLAW_RL_TRAINING__BATCH_SIZE": str(args.batch_size),
+            "OPENCLAW_RL_TRAINING__WAIT_S": "5",
+            "OPENCLAW_RL_TEMPORAL__HEADLESS": "true",
+        }
+        | overrides(args.set)
+    )
     stack = RunningStack(env).start()
     try:
         key = subprocess.run(
@@ -315,13 +380,14 @@ def main() -> None:
 
     ids = [x["sample_id"] for x in recs]
     published = [x for x in recs if x["result"]["published"]]
-    trained = [i for st in steps for i in st["sample_ids"]]
+    durable = [i for st in steps for i in st["sample_ids"]]  # recorded once a durable checkpoint holds them
+    trained = loop.trained_ids  # every completed train step's samples, from the training workflow's histories
     dup_records = sum(c - 1 for c in Counter(ids).values() if c > 1)
-    dup_trained = sum(c - 1 for c in Counter(trained).values() if c > 1)
+    dup_trained = sum(c - 1 for c in Counter(durable).values() if c > 1)  # what counts: the durable record
     not_published = len(set(trained) - {x["sample_id"] for x in published})
     added = [e - d for e, d in ((pct(soak.endpoint, q), pct(soak.engine, q)) for q in (0.5, 0.99))]
     print(
-        f"soak: {args.sessions} sessions x {args.minutes:g} min (load ran {load_s:.0f}s), tiny Qwen3, "
+        f"soak: {args.sessions} sessions x {args.minutes:g} min (load ran {load_s:.0f}s), model {model.name}, "
         f"{args.tokens} tokens/turn, {args.turns_per_session} turns/session, train batch {args.batch_size}, "
         f"cpu cores: {os.cpu_count()}, load average at start/end: {load_start:.1f}/{os.getloadavg()[0]:.1f}"
     )
@@ -338,7 +404,8 @@ def main() -> None:
     )
     print(
         f"training            {status.get('steps', 0) - start_status.get('steps', 0)} steps, "
-        f"{len(trained)} samples trained, {status.get('samples_dropped_stale', 0)} stale dropped, "
+        f"{len(trained)} samples trained ({len(durable)} of them under a durable checkpoint), "
+        f"{status.get('samples_dropped_stale', 0)} stale dropped, "
         f"policy v{status.get('version')}, backlog {status.get('backlog')}"
     )
     print(
@@ -379,6 +446,53 @@ def main() -> None:
     )
     if any(gpu.values()):
         print("gpu memory (MiB)    " + ", ".join(f"{k} {m}" for k, m in gpu.items() if m))
+    loaded = sorted(soak.loaded_tps)[len(soak.loaded_tps) // 2] if soak.loaded_tps else None
+    ratio = loaded / soak.unloaded_tps if loaded and soak.unloaded_tps else None
+    if args.burst:
+        print(
+            f"engine tokens/s     {args.burst} requests at once: unloaded {soak.unloaded_tps or 0:.0f}, under the soak "
+            f"{loaded or 0:.0f} (median of {len(soak.loaded_tps)}; {ratio or 0:.2f} of unloaded)"
+        )
+    if args.json:
+        figures = {
+            "model": model.name,
+            "sessions": args.sessions,
+            "minutes": args.minutes,
+            "batch_size": args.batch_size,
+            "settings": overrides(args.set),
+            "load_s": load_s,
+            "drain_s": drain_s,
+            "turns_served": soak.served,
+            "gave_up": soak.gave_up,
+            "errors_by_status": {str(k): v for k, v in soak.statuses.items()},
+            "samples_expected": soak.paired,
+            "samples_judged": len(recs),
+            "samples_published": len(published),
+            "duplicate_records": dup_records,
+            "trained_twice": dup_trained,
+            "trained_not_published": not_published,
+            "train_steps": status.get("steps", 0) - start_status.get("steps", 0),
+            "samples_trained": len(trained),
+            "samples_trained_durable": len(durable),
+            "stale_dropped": status.get("samples_dropped_stale", 0),
+            "policy_version": status.get("version"),
+            "judged_per_s": len(recs) / span,
+            "trained_per_s": len(trained) / span,
+            "endpoint_p50_s": pct(soak.endpoint, 0.5),
+            "endpoint_p99_s": pct(soak.endpoint, 0.99),
+            "versions": [vars(x) for x in v],
+            "served_after_compute_s": served,
+            "publish_s": loop.publish_s,
+            "handover_s": loop.handover_s,
+            "routes": loop.routes,
+            "trainer_wrote_bytes": written,
+            "failed_attempts": loop.failed,
+            "gpu_memory_mib": gpu,
+            "engine_tps_unloaded": soak.unloaded_tps,
+            "engine_tps_loaded": soak.loaded_tps,
+            "engine_tps_ratio": ratio,
+        }
+        args.json.write_text(json.dumps(figures, indent=2, default=str))
 
 
 if __name__ == "__main__":

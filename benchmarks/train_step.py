@@ -228,6 +228,9 @@ def main() -> None:
         pl = statistics.median(times["plain"])
         print(f"plain:   {tokens / pl:8.0f} tokens/s  ({pl * 1000:.0f} ms/step, {flops / pl / 1e12:.1f} TFLOP/s)")
         print(f"trainer vs plain loop: {pl / tr:.2f}x the tokens/s")
+    from trainers import packing
+
+    print(f"varlen attention: usable {packing._VARLEN['ok']}, calls that took it {packing.varlen_calls()}")
     if args.profile:
         profile_step(trainer, samples, args.profile)
 

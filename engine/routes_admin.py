@@ -1,10 +1,10 @@
 """Health, information, metrics and cache routes: /health (open without the key), /health_generate (a one-token
 probe), /get_model_info, /get_weight_version, /get_server_info, /metrics (Prometheus) and /flush_cache.
 
-/get_server_info's `memory`: bytes held by the weights (tied weights once; `weights_device`: where they are now),
-by old weights still finishing rows after a swap, by the running batches' KV and by the prefix cache; on CUDA
-torch.cuda.memory_allocated and memory_reserved; what is released now (/release_memory_occupation) and the bytes
-each released tag gave back."""
+/get_server_info's `cuda_graphs`: the decode graphs captured and replayed on the served model. Its `memory`: bytes
+held by the weights (tied weights once; `weights_device`: where they are now), by old weights still finishing rows
+after a swap, by the running batches' KV and by the prefix cache; on CUDA torch.cuda.memory_allocated and
+memory_reserved; what is released now (/release_memory_occupation) and the bytes each released tag gave back."""
 
 from __future__ import annotations
 
@@ -87,6 +87,7 @@ def add_admin_routes(app: FastAPI, scheduler: Scheduler, cfg: EngineSettings, we
             "dtype": str(next(lm.model.parameters()).dtype).removeprefix("torch."),
             "device_memory": device_memory(lm.device),
             "memory": scheduler.memory(),
+            "cuda_graphs": graph_stats(lm.model),
         }
 
     @app.get("/metrics")
@@ -98,6 +99,17 @@ def add_admin_routes(app: FastAPI, scheduler: Scheduler, cfg: EngineSettings, we
         # Empties the prefix cache (running requests keep the KV they hold); answered as SGLang does.
         scheduler.flush_cache()
         return PlainTextResponse("Cache flushed.")
+
+
+def graph_stats(model) -> dict | None:
+    """Graphs captured and replayed by the served model's CUDA-graph decoder (None: none made yet, or eager):
+    a check can tell the decode steps it timed or compared were replays."""
+    from engine.graph_decode import _DECODERS
+
+    dec = _DECODERS.get(model)
+    if dec is None or dec.broken:
+        return None
+    return {"captures": dec.captures, "replays": dec.replays, "pool_bytes": dec.pool_bytes()}
 
 
 def device_memory(device) -> dict | None:

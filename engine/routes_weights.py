@@ -316,7 +316,8 @@ def _add_memory_routes(app: FastAPI, scheduler: Scheduler, cfg: EngineSettings, 
 
 
 def _graphs_note(tags: list[str] | None) -> str:
-    return " cuda_graph: this engine captures no CUDA graphs; nothing to do." if tags and "cuda_graph" in tags else ""
+    # The decode graphs point into the KV pool: they go with kv_cache and are captured again on the next decode.
+    return " cuda_graph: the decode graphs go and come back with kv_cache." if tags and "cuda_graph" in tags else ""
 
 
 def _allowed(model_path: str, roots: Sequence[Path]) -> Path | None:

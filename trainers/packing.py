@@ -94,7 +94,9 @@ def packed_attention(
             # Under autocast Qwen3's rotary leaves q and k in fp32; the flash kernel takes the autocast dtype only.
             # SDPA under autocast computes in that dtype too, so this changes no precision, only the kernel.
             q, k, v = _half(query), _half(key), _half(value)
-            return _varlen(q, k, v, document_lengths, scaling), None
+            out = _varlen(q, k, v, document_lengths, scaling)
+            _VARLEN["taken"] = int(_VARLEN["taken"]) + 1  # a benchmark reports whether the kernel ran at all
+            return out, None
         except (RuntimeError, TypeError, NotImplementedError) as exc:  # an older PyTorch's signature or kernel
             _VARLEN["ok"] = False
             log.warning("packed_attention.varlen_unavailable", error=str(exc)[:300])
@@ -109,7 +111,14 @@ def packed_attention(
     return (outs[0] if len(outs) == 1 else torch.cat(outs, dim=1)), None
 
 
-_VARLEN: dict[str, object] = {"ok": None, "fn": None}
+_VARLEN: dict[str, object] = {"ok": None, "fn": None, "taken": 0}
+"""ok: the kernel passed its self-test (None: not tried yet); fn: torch's varlen_attn; taken: packed attention calls
+it served (per process)."""
+
+
+def varlen_calls() -> int:
+    """How many packed attention calls the variable-length kernel served in this process."""
+    return int(_VARLEN["taken"])
 
 
 def _half(t: torch.Tensor) -> torch.Tensor:
