@@ -202,6 +202,10 @@ class Check:
         self.verdict("fallback", route == "disk" and served == str(v), route=route, served=served, error=error)
 
     async def release(self, http: httpx.AsyncClient) -> None:
+        # Both answers must take the same path: a prompt whose prefix sits in the cache is prefilled in another
+        # split than one computed whole (the release empties the cache), and in bf16 that alone can flip a
+        # near-tied greedy token of a random model (seen on an H100, 2026-11-27).
+        await http.post("/flush_cache")
         before = await generate(http, PROMPT, self.args.tokens)
         graphs_before = (await http.get("/get_server_info")).json().get("cuda_graphs")
         t = time.perf_counter()

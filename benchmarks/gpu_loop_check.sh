@@ -33,8 +33,13 @@ soak() {  # soak LABEL MODEL MINUTES SESSIONS BATCH JSON [--set k=v ...]
   shift 6
   local box
   box=$("$PY" -c "print(int($minutes * 60 + $DRAIN_S + 150))")
+  # A random model never says EOS: an LLM judge on it writes to its token limit and never ends (seen on an H100,
+  # 2026-11-27: 0 judged in 105 s, the engine full of judge requests). The heuristic judge keeps the loop turning.
+  local sandbox=()
+  [ -n "${OPENCLAW_RL_ENVS__SANDBOX__MODE:-}" ] && sandbox=(--set "envs.sandbox.mode=$OPENCLAW_RL_ENVS__SANDBOX__MODE")
   step "$box" "$label" "$PY" benchmarks/soak.py --model "$m" --sessions "$sessions" --minutes "$minutes" \
-    --batch-size "$batch" --tokens 32 --burst "$sessions" --drain-s "$DRAIN_S" --json "$OUT/$json" "$@"
+    --batch-size "$batch" --tokens 32 --burst "$sessions" --drain-s "$DRAIN_S" --json "$OUT/$json" \
+    --set learning.judge.type=heuristic "${sandbox[@]}" "$@"
 }
 
 if [[ " $PARTS " == *" b "* ]]; then

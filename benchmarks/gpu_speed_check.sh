@@ -31,7 +31,8 @@ if [[ " $PARTS " == *" engine "* ]]; then
 fi
 if [[ " $PARTS " == *" prefix "* ]]; then
   step 150 "16 requests sharing a $prefix-token prefix" "$PY" benchmarks/engine_throughput.py --model "$m17" \
-    --levels 1,16 --rounds 1 --tokens 64 --long-prefix "$prefix" --json "$OUT/prefix.json"
+    --levels 1,16 --rounds 1 --tokens 64 --long-prefix "$prefix" --json "$OUT/prefix.json" \
+    --engine-log "$OUT/prefix-engine.log"
 fi
 if [[ " $PARTS " == *" gap "* ]]; then
   step 120 "log-prob gap, engine vs trainer" "$PY" benchmarks/engine_handoff_check.py --model "$m17" --checks gap \

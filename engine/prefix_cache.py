@@ -33,6 +33,30 @@ KV = list[tuple[torch.Tensor, torch.Tensor]]
 """Per layer (keys, values)."""
 
 
+AUTO_TOKENS = 65_536
+"""On CUDA, the default budget holds this many tokens of the served model's KV (engine.prefix_cache_mb None)."""
+AUTO_GPU_SHARE = 0.15
+AUTO_CPU_MB = 512
+
+
+def kv_bytes_per_token(config, dtype: torch.dtype) -> int:
+    """Keys and values of one token over every layer, for a Hugging Face decoder config."""
+    heads = config.num_attention_heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    return 2 * config.num_hidden_layers * kv_heads * head_dim * torch.empty((), dtype=dtype).element_size()
+
+
+def budget_bytes(configured_mb: float | None, config, dtype: torch.dtype, device: torch.device) -> int:
+    """`engine.prefix_cache_mb` in bytes; None picks one for the device (see the setting)."""
+    if configured_mb is not None:
+        return int(configured_mb * 1024 * 1024)
+    if device.type != "cuda":
+        return AUTO_CPU_MB * 1024 * 1024
+    total = torch.cuda.get_device_properties(device).total_memory
+    return int(min(kv_bytes_per_token(config, dtype) * AUTO_TOKENS, total * AUTO_GPU_SHARE))
+
+
 class _Node:
     __slots__ = ("id", "parent", "key", "kv", "children", "nbytes")
 

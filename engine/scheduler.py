@@ -67,6 +67,7 @@ import structlog
 import torch
 from pydantic import BaseModel
 
+from engine import prefix_cache
 from engine.decode import DecodeBatch
 from engine.graph_decode import GraphSettings
 from engine.prefix_cache import PrefixCache
@@ -127,7 +128,7 @@ class Scheduler:
         seed: int = 0,
         tenant_slot_share: float = 0.5,
         max_queued_per_tenant: int = 64,
-        prefix_cache_mb: float = 0,
+        prefix_cache_mb: float | None = 0,
         prefill_chunk_tokens: int = 0,
         one_thread_for_one_row: bool = False,
         graphs: GraphSettings | None = None,
@@ -152,7 +153,9 @@ class Scheduler:
         self._stop = threading.Event()
         self._generator = torch.Generator(device=model.device).manual_seed(seed)
         self._thread = threading.Thread(target=self._loop, name="engine", daemon=True)
-        self.prefix_cache = PrefixCache(int(prefix_cache_mb * 1024 * 1024))
+        dtype = next(model.model.parameters()).dtype
+        budget = prefix_cache.budget_bytes(prefix_cache_mb, model.model.config, dtype, model.device)
+        self.prefix_cache = PrefixCache(budget)
         self.prefill_chunk_tokens = prefill_chunk_tokens
         self.graphs = graphs  # CUDA-graph decode steps (engine.graph_decode); None: eager
         self.metrics = Registry()

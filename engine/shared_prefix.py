@@ -16,8 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import structlog
 import torch
 
+log = structlog.get_logger(__name__)
 FLASH_CPU = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
 """PyTorch's CPU flash-attention kernel (output and log-sum-exp, no score matrix held); None in builds without it."""
 
@@ -93,7 +95,10 @@ def shared_prefix_decode(
     # the shared prefix, read once for all rows: [kv_heads, b * groups, P]
     pk, pv = shared_prefix.prefix.layers[module.layer_idx]
     qs = q.permute(1, 0, 2, 3).reshape(kv_heads, b * groups, dim)
-    if FLASH_CPU is not None and qs.device.type == "cpu" and pk.dtype == qs.dtype == pv.dtype:
+    flash = _cuda_flash(qs, pk, pv, scale) if qs.device.type == "cuda" else None
+    if flash is not None:
+        o_sh, lse_sh = flash
+    elif FLASH_CPU is not None and qs.device.type == "cpu" and pk.dtype == qs.dtype == pv.dtype:
         # one pass over the prefix, never holding the [rows, prefix] scores: 2-3x faster at 8,000 tokens
         o, lse = FLASH_CPU(qs.unsqueeze(0), pk.unsqueeze(0), pv.unsqueeze(0), scale=scale)
         o_sh, lse_sh = o[0], lse[0]
@@ -109,3 +114,36 @@ def shared_prefix_decode(
     out = o_own * torch.exp(lse_own - lse).unsqueeze(-1) + o_sh * torch.exp(lse_sh - lse).unsqueeze(-1)
     # [b, kv_heads, groups, dim] -> [b, 1, heads, dim], as sdpa_attention_forward returns
     return out.reshape(b, heads, dim).unsqueeze(1).to(query.dtype)
+
+
+_CUDA_FLASH = {"ok": True}
+
+
+def _cuda_flash(
+    qs: torch.Tensor, pk: torch.Tensor, pv: torch.Tensor, scale: float
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The prefix part on CUDA through the flash kernel, in the prefix's own dtype: the fp32 path copies the whole
+    prefix's K and V to fp32 at every layer of every step (2.5 GB a step for an 11K-token prompt of a 1.7B model)
+    and holds the [rows, prefix] scores. (output [kv_heads, n, dim] fp32, log-sum-exp [kv_heads, n]); None when the
+    kernel is not there for these inputs (then, and from then on, the fp32 path)."""
+    if not _CUDA_FLASH["ok"] or pk.dtype not in (torch.bfloat16, torch.float16) or pv.dtype != pk.dtype:
+        return None
+    try:
+        out = torch.ops.aten._scaled_dot_product_flash_attention(
+            qs.to(pk.dtype).unsqueeze(0), pk.unsqueeze(0), pv.unsqueeze(0), scale=scale
+        )
+        o, lse = out[0][0].float(), out[1][0].float()
+        # once per process: the kernel's output and log-sum-exp, read as this file reads them, against fp32
+        if not _CUDA_FLASH.get("checked"):
+            s2 = torch.bmm(qs.float(), pk.float().transpose(1, 2)) * scale
+            if not (
+                torch.allclose(lse, torch.logsumexp(s2, dim=-1), atol=5e-2)
+                and torch.allclose(o, torch.bmm(torch.softmax(s2, dim=-1), pv.float()), atol=5e-2)
+            ):
+                raise RuntimeError("flash attention's output or log-sum-exp disagrees with the fp32 path")
+            _CUDA_FLASH["checked"] = True
+    except (RuntimeError, NotImplementedError, TypeError) as exc:
+        _CUDA_FLASH["ok"] = False  # an older GPU or build: the exact fp32 path serves from now on
+        log.warning("shared prefix: no flash kernel, the fp32 path serves", error=str(exc)[:300])
+        return None
+    return o, lse

@@ -149,9 +149,12 @@ class EngineSettings(BaseModel):
     max_queued_per_tenant: int = Field(64, ge=1)
     """Most requests one tenant may have waiting for a slot; more get HTTP 503 with Retry-After. The system bucket
     (requests without the tenant header: judges, teacher, training) is not bounded."""
-    prefix_cache_mb: float = Field(512.0, ge=0)
+    prefix_cache_mb: float | None = Field(None, ge=0)
     """Memory budget of the prefix cache (KV of token prefixes shared across requests and a session's turns,
-    evicted least recently used first); 0 disables it. Emptied on every weight update and by POST /flush_cache."""
+    evicted least recently used first); 0 disables it. Emptied on every weight update and by POST /flush_cache.
+    None: 512 on a CPU; on CUDA the KV of 65,536 tokens of the served model (7 GiB at Qwen3-1.7B's shape, five
+    11K-token OpenClaw prompts), at most 15% of the GPU. A fixed 512 held no OpenClaw prompt of a 1.7B model
+    (1.2 GB each), so every request prefilled it again."""
     prefill_chunk_tokens: int = Field(512, ge=0)
     """A prompt with more tokens than this left to prefill is prefilled this many at a time, between decode steps
     of the running requests, so it never stalls them for its whole prefill; 0 prefills every prompt at once."""

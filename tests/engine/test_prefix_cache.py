@@ -244,3 +244,21 @@ def test_a_remembered_lookup_follows_inserts_evictions_and_flushes():
     assert cache.match_len(ids, 3 * BLOCK_TOKENS, 0) == 3 * BLOCK_TOKENS  # another limit, another answer
     cache.clear()
     assert cache.match(ids, len(ids), 0) == (0, None)
+
+
+def test_the_default_budget_holds_openclaw_prompts_of_the_served_model_on_a_gpu(monkeypatch):
+    from types import SimpleNamespace
+
+    from engine import prefix_cache
+
+    qwen3_1_7b = SimpleNamespace(num_attention_heads=16, num_key_value_heads=8, head_dim=128, num_hidden_layers=28)
+    assert prefix_cache.kv_bytes_per_token(qwen3_1_7b, torch.bfloat16) == 112 * 1024
+    cpu, gpu = torch.device("cpu"), torch.device("cuda")
+    assert prefix_cache.budget_bytes(64, qwen3_1_7b, torch.bfloat16, gpu) == 64 * 2**20  # a set value is the value
+    assert prefix_cache.budget_bytes(None, qwen3_1_7b, torch.float32, cpu) == 512 * 2**20
+    card = SimpleNamespace(total_memory=80 * 2**30)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: card)
+    auto = prefix_cache.budget_bytes(None, qwen3_1_7b, torch.bfloat16, gpu)
+    assert auto == 7 * 2**30 and auto // (11_000 * 112 * 1024) == 5  # five 11K-token prompts fit
+    card.total_memory = 24 * 2**30  # a smaller card: at most 15% of it
+    assert prefix_cache.budget_bytes(None, qwen3_1_7b, torch.bfloat16, gpu) == int(24 * 2**30 * 0.15)
