@@ -436,12 +436,14 @@ class TrainingActivities:
     async def confirm_checkpoint(self, inp: ConfirmInput) -> int:
         """The checkpoint is marked confirmed and its batches recorded as trained, then their entries are
         acknowledged and deleted (a retry, or the workflow confirming it again after this trainer was lost,
-        repeats none of it twice)."""
-        await asyncio.to_thread(durable_checkpoints.confirm_checkpoint, self.settings, inp)
-        acked = 0
-        for batch in inp.batches:
-            for src, ids in batch.ids.items():
-                acked += await self.store.samples.acknowledge(src, ids)
+        repeats none of it twice). Heartbeating: it runs under the trainer calls' heartbeat timeout, and a slow
+        disk (fsyncs, a long records file) must not have it retried while this attempt still runs."""
+        async with heartbeating(HEARTBEAT_S):
+            await asyncio.to_thread(durable_checkpoints.confirm_checkpoint, self.settings, inp)
+            acked = 0
+            for batch in inp.batches:
+                for src, ids in batch.ids.items():
+                    acked += await self.store.samples.acknowledge(src, ids)
         return acked
 
     @activity.defn(name=EXPORT_CHECKPOINT.name)
@@ -486,8 +488,10 @@ class TrainingActivities:
     @activity.defn(name=FIND_RESUME_POINT.name)
     async def find_resume_point(self, inp: ResumeInput) -> ResumePoint:
         """The newest confirmed checkpoint (complete by construction: written whole, then renamed into place), and
-        this worker's own queue for the calls that need the trainer it holds."""
-        version = newest_version(self.settings.checkpoints_dir)
+        this worker's own queue for the calls that need the trainer it holds. Heartbeating: called under the heartbeat
+        timeout after a loss, and reading every checkpoint's version file on a slow disk takes a while."""
+        async with heartbeating(HEARTBEAT_S):
+            version = await asyncio.to_thread(newest_version, self.settings.checkpoints_dir)
         folder = version_dir(self.settings.checkpoints_dir, version)
         return ResumePoint(
             version=version, checkpoint=str(folder) if version else None, trainer_queue=self.worker_queue
