@@ -258,6 +258,42 @@ def test_one_version_confirmed_twice_at_once_with_a_slow_tail_read_writes_one_li
     assert lines[0]["version"] == 2 and len(lines[0]["sample_ids"]) == 4
 
 
+async def test_a_confirmation_without_its_checkpoint_fails_and_records_and_acknowledges_nothing(
+    tmp_path,
+    valkey,  # noqa: F811
+    tiny_model,
+):
+    """Before: the batches were recorded as trained and acknowledged with no checkpoint holding them (never trained
+    again after a restart). A checkpoint not on disk whole (no folder; a folder without its version file, as a
+    staging folder is before its rename; another version's) is refused, typed and non-retryable."""
+    settings = settings_for(tmp_path, valkey, tiny_model)
+    publish(valkey, 0, 4)
+    acts = TrainingActivities(settings)
+    claim, s1 = await _step(acts, version=0, durable=0)
+    _, cp = await _checkpoint(acts, version=1, since=0)
+    batches = [DurableBatch(version=1, ids=claim.ids, batch=s1.batch, sample_ids=s1.sample_ids)]
+    half = tmp_path / "policy-1-half"
+    half.mkdir()
+    (half / "model.safetensors").write_bytes(b"")
+    other = version_dir(settings.checkpoints_dir, 7)
+    other.mkdir()
+    (other / "openclaw-rl-version.json").write_text(json.dumps({"weight_version": "6", "durable": True}))
+    for path, why in ((tmp_path / "gone", "no such folder"), (half, "no version file"), (other, "holds version 6")):
+        wrong = ConfirmInput(checkpoint=cp.model_copy(update={"path": str(path)}), since=0, batches=batches)
+        with pytest.raises(ApplicationError, match=why) as refused:
+            await ActivityEnvironment().run(acts.confirm_checkpoint, wrong)
+        assert refused.value.type == ErrorType.CHECKPOINT_MISSING and refused.value.non_retryable
+        assert not (path / CONFIRMED).exists()
+    assert not (settings.records_dir / TRAINED_LOG).exists()  # nothing recorded as trained
+    # nothing acknowledged: the real checkpoint's confirmation still finds all four entries pending
+    assert (
+        await ActivityEnvironment().run(acts.confirm_checkpoint, ConfirmInput(checkpoint=cp, since=0, batches=batches))
+        == 4
+    )
+    assert is_confirmed(version_dir(settings.checkpoints_dir, 1))
+    await acts.aclose()
+
+
 async def test_a_slow_confirmation_heartbeats(tmp_path, valkey, tiny_model, monkeypatch):  # noqa: F811
     """It runs under the trainer calls' heartbeat timeout and is retried without limit: silent for longer than the
     timeout, it was retried while it still ran (and recorded its samples a second time)."""
