@@ -104,7 +104,7 @@ def confirm_checkpoint(settings: Settings, inp: ConfirmInput) -> None:
         settings.records_dir,
         inp.checkpoint.version,
         inp.since,
-        [b.model_dump(include={"version", "batch", "sample_ids", "stale_ids"}) for b in inp.batches],
+        [b.model_dump(include={"version", "batch", "sample_ids", "stale_ids", "missing"}) for b in inp.batches],
     )
     cfg = settings.training.checkpoint
     budget = int(cfg.budget_gb * GB) if cfg.budget_gb is not None else None

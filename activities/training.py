@@ -180,10 +180,11 @@ class TrainingActivities:
                 return await self._train_and_save(inp)
             return await self._train_in_memory(inp)
 
-    async def _batch(self, inp: TrainInput) -> tuple[list[TrainingSample], list[str]]:
-        """The batch's samples, and the ids of those too stale to learn from. Per-user adapters: staleness counts the
-        steps of the sample's user's adapter since it was generated (their turns are labelled with those)."""
-        samples, stale = [], []
+    async def _batch(self, inp: TrainInput) -> tuple[list[TrainingSample], list[str], dict[str, list[str]]]:
+        """The batch's samples, the ids of those too stale to learn from, and the entries gone from their stream (by
+        source). Per-user adapters: staleness counts the steps of the sample's user's adapter since it was generated
+        (their turns are labelled with those)."""
+        samples, stale, missing = [], [], {}
         bank = getattr(self.held.trainer, "bank", None)
         for src, ids in inp.ids.items():
             for eid in ids:
@@ -191,11 +192,12 @@ class TrainingActivities:
                 if s is None and await self.store.samples.was_forgotten(src, eid):
                     continue  # its user was forgotten while the batch was claimed: never trained (control.user_data)
                 if s is None:
-                    raise ApplicationError(
-                        f"entry {eid} of the {src} sample stream is gone",
-                        type=ErrorType.SAMPLE_MISSING,
-                        non_retryable=True,
-                    )
+                    # Gone from the stream some other way (trimmed, deleted by hand, a store restored from an older
+                    # copy): one lost sample, not a reason to stop training. Dropped and reported; acknowledged with
+                    # the batch, so it is never claimed again.
+                    log.warning("sample entry gone from its stream: dropped", source=src, entry=eid)
+                    missing.setdefault(src, []).append(eid)
+                    continue
                 v = int(s.policy_version) if (s.policy_version or "").isdigit() else inp.version
                 behind = inp.version - v if bank is None else bank.staleness(s, v)
                 if behind > inp.max_staleness:
@@ -204,7 +206,7 @@ class TrainingActivities:
                 samples.append(s)
         if stale:
             log.info("stale samples dropped", count=len(stale), version=inp.version, max_staleness=inp.max_staleness)
-        return samples, stale
+        return samples, stale, missing
 
     async def _train_in_memory(self, inp: TrainInput) -> StepSummary:
         digest = batch_digest(inp.ids)
@@ -216,7 +218,7 @@ class TrainingActivities:
         reload = inp.from_durable or (self.held.version is None and inp.version == inp.durable_version)
         if not reload and self.held.holding(inp.version) is None:
             raise TrainerLost(inp.version, self.held.version)
-        samples, stale = await self._batch(inp)
+        samples, stale, missing = await self._batch(inp)
         if not samples:  # nothing left to learn from: no step; the batch is still acknowledged
             version = inp.version
             if inp.from_durable:  # but the durable checkpoint is taken again, as a new version the servers get
@@ -229,6 +231,7 @@ class TrainingActivities:
                 trained=0,
                 dropped_stale=len(stale),
                 stale_ids=stale,
+                missing=missing,
                 in_memory=version != inp.version,
             )
         try:
@@ -253,6 +256,7 @@ class TrainingActivities:
             metrics=metrics,
             sample_ids=[s.sample_id for s in samples],
             stale_ids=stale,
+            missing=missing,
             in_memory=True,
             memory=trainer.memory(),
         )
@@ -300,10 +304,16 @@ class TrainingActivities:
             # this batch was already trained and saved by an attempt that died afterwards
             await asyncio.to_thread(_record, self.settings, done, inp.version)
             return done
-        samples, stale = await self._batch(inp)
+        samples, stale, missing = await self._batch(inp)
         if not samples:
             return StepSummary(
-                version=inp.version, checkpoint="", batch=digest, trained=0, dropped_stale=len(stale), stale_ids=stale
+                version=inp.version,
+                checkpoint="",
+                batch=digest,
+                trained=0,
+                dropped_stale=len(stale),
+                stale_ids=stale,
+                missing=missing,
             )
         try:
             trainer = await asyncio.to_thread(self.held.at_checkpoint, inp.version)
@@ -317,6 +327,7 @@ class TrainingActivities:
                 metrics=metrics,
                 sample_ids=[s.sample_id for s in samples],
                 stale_ids=stale,
+                missing=missing,
             )
             try:
                 await asyncio.to_thread(trainer.save, target, str(summary.version), {"summary": summary.model_dump()})
@@ -506,7 +517,13 @@ class TrainingActivities:
 
 def _record(settings: Settings, summary: StepSummary, from_version: int) -> None:
     record_step(
-        settings.records_dir, summary.version, from_version, summary.batch, summary.sample_ids, summary.stale_ids
+        settings.records_dir,
+        summary.version,
+        from_version,
+        summary.batch,
+        summary.sample_ids,
+        summary.stale_ids,
+        summary.missing,
     )
 
 

@@ -7,6 +7,8 @@ Two kinds of line:
   last confirmed checkpoint are trained again, and only the line of the checkpoint that holds them names them, so a
   sample never appears in two durable lines.
 - a step's (runs that wrote a checkpoint at every step): one line per saved step.
+Either names, under `"missing"`, the batches' entries that were gone from their stream when the step read them
+(dropped, never trained). A line is written once per version (checked and appended under the exclusive lock).
 
 Sample ids name their session, and so their user: once a user is forgotten (control.user_data) their ids are
 written as `forgotten:<digest>` instead, in the lines already there and in any line still to come (a step that had
@@ -137,6 +139,16 @@ def _already(path: Path, version: int, key: str, value: Any) -> bool:
     return False
 
 
+def _missing(parts: list[dict[str, list[str]]]) -> dict[str, Any]:
+    """`"missing": {source: [entry id, ...]}`, the batches' entries that were gone from their stream (dropped, never
+    trained), on lines that have any: stream entry ids name no user, so a forget has nothing to redact there."""
+    merged: dict[str, list[str]] = {}
+    for part in parts:
+        for src, ids in part.items():
+            merged.setdefault(src, []).extend(ids)
+    return {"missing": merged} if merged else {}
+
+
 def _append_once(path: Path, record: dict[str, Any], key: str) -> bool:
     """Append `record` unless a line for its version with the same `key` is already there; False if it was.
 
@@ -158,7 +170,13 @@ def _append_once(path: Path, record: dict[str, Any], key: str) -> bool:
 
 
 def record_step(
-    records_dir: Path, version: int, from_version: int, batch: str, sample_ids: list[str], stale_ids: list[str]
+    records_dir: Path,
+    version: int,
+    from_version: int,
+    batch: str,
+    sample_ids: list[str],
+    stale_ids: list[str],
+    missing: dict[str, list[str]] | None = None,
 ) -> None:
     """A saved step's line, once (a retried step whose checkpoint was already saved finds its line)."""
     record = {
@@ -167,6 +185,7 @@ def record_step(
         "batch": batch,
         "sample_ids": sample_ids,
         "stale_ids": stale_ids,
+        **_missing([missing or {}]),
         "at": round(time.time(), 3),
     }
     _append_once(Path(records_dir) / TRAINED_LOG, record, "batch")
@@ -179,7 +198,7 @@ def record_durable(
     batches: list[dict[str, Any]],
 ) -> None:
     """A confirmed durable checkpoint's line, once: `batches` are the trained batches it holds, each with its
-    `version`, `batch` digest, `sample_ids` and `stale_ids`."""
+    `version`, `batch` digest, `sample_ids`, `stale_ids` and `missing` entries."""
     digests = [b["batch"] for b in batches]
     record = {
         "version": version,
@@ -189,6 +208,7 @@ def record_durable(
         "batches": digests,
         "sample_ids": [i for b in batches for i in b["sample_ids"]],
         "stale_ids": [i for b in batches for i in b.get("stale_ids", [])],
+        **_missing([b.get("missing") or {} for b in batches]),
         "at": round(time.time(), 3),
     }
     _append_once(Path(records_dir) / TRAINED_LOG, record, "batches")

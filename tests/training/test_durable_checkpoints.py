@@ -324,3 +324,40 @@ async def test_a_slow_confirmation_heartbeats(tmp_path, valkey, tiny_model, monk
     assert await env.run(acts.confirm_checkpoint, ConfirmInput(checkpoint=cp, since=0, batches=batches)) == 4
     assert len(beats) >= 3, beats
     await acts.aclose()
+
+
+async def test_an_entry_gone_from_its_stream_is_dropped_and_recorded_and_the_step_trains_the_rest(
+    tmp_path,
+    valkey,  # noqa: F811
+    tiny_model,
+):
+    """Before: the step failed with SAMPLE_MISSING (non-retryable) and the training workflow with it. An entry
+    deleted after it was claimed (trimmed, deleted by hand) is dropped and reported; the durable checkpoint's line
+    names it as missing, and its confirmation acknowledges it with the rest of the batch."""
+    import redis
+
+    from store import keys
+    from store.samples import TRAINER_GROUP
+
+    settings = settings_for(tmp_path, valkey, tiny_model)
+    publish(valkey, 0, 4)
+    acts = TrainingActivities(settings)
+    env = ActivityEnvironment()
+    claim = await env.run(
+        acts.claim_batch, ClaimInput(consumer="t", batch_size=4, source_weights={"personal": 1.0}, wait_s=1.0)
+    )
+    gone = claim.ids["personal"][1]
+    r = redis.Redis(port=valkey)
+    assert r.xdel(keys.sample_stream("personal"), gone) == 1  # still pending for the trainer's group
+    summary = await env.run(acts.train_step, TrainInput(ids=claim.ids, version=0, max_staleness=8, durable_version=0))
+    assert (summary.version, summary.trained, summary.missing) == (1, 3, {"personal": [gone]})
+    assert len(summary.sample_ids) == 3
+    _, cp = await _checkpoint(acts, version=1, since=0)
+    batch = DurableBatch(
+        version=1, ids=claim.ids, batch=summary.batch, sample_ids=summary.sample_ids, missing=summary.missing
+    )
+    assert await env.run(acts.confirm_checkpoint, ConfirmInput(checkpoint=cp, since=0, batches=[batch])) == 4
+    (line,) = [json.loads(x) for x in (settings.records_dir / TRAINED_LOG).read_text().splitlines()]
+    assert line["missing"] == {"personal": [gone]} and sorted(line["sample_ids"]) == sorted(summary.sample_ids)
+    assert r.xpending(keys.sample_stream("personal"), TRAINER_GROUP)["pending"] == 0  # never claimed again
+    await acts.aclose()
