@@ -243,6 +243,33 @@ async def test_a_non_finite_update_drops_its_batch(env: WorkflowEnvironment):
         await handle.terminate("test over")
 
 
+async def test_a_confirmation_that_finds_no_checkpoint_pauses_training_and_a_later_one_holds_the_batches(
+    env: WorkflowEnvironment,
+):
+    """The trainer refuses to confirm a checkpoint that is not on disk whole (CHECKPOINT_MISSING, nothing recorded or
+    acknowledged): training pauses with the reason, the batches stay counted and waiting (the trainer still holds
+    their versions); after `resume` the next durable checkpoint holds them."""
+    q = new_queue()
+    trainer = TrainerActivities()
+    trainer.inject("confirm_checkpoint", ErrorType.CHECKPOINT_MISSING)
+    async with trainer_workers(env, q, trainer):
+        handle = await start_training(env, q, checkpoint_every_versions=2)
+        b1, b2 = batch("1-0", "1-1"), batch("2-0", "2-1")
+        trainer.feed(b1)
+        trainer.feed(b2)
+        s = await until_status(handle, lambda s: s.paused, "training to pause itself")
+        assert s.pause_reason and (s.durable_version, s.versions_since_durable, s.samples_trained) == (0, 2, 4)
+        assert trainer.acked == [] and len(trainer.confirmed) == 1
+
+        await handle.signal(TrainingWorkflow.resume)
+        trainer.feed(batch())  # the claim beside the checkpoint comes back empty: the checkpoint is due again
+        await eventually(lambda: len(trainer.confirmed) == 2, what="the next checkpoint to be confirmed")
+        assert trainer.confirmed[1].batches == [durable(b1, 1), durable(b2, 2)]
+        s = await until_status(handle, lambda s: s.durable_version == 2, "the checkpoint to be taken in")
+        assert (s.paused, s.samples_trained, s.versions_since_durable) == (False, 4, 0)
+        await handle.terminate("test over")
+
+
 async def test_a_missing_sample_is_dropped_and_counted_once_and_training_goes_on(env: WorkflowEnvironment):
     """An entry gone from its stream when its step reads it (trimmed, deleted): before, the step failed with
     SAMPLE_MISSING and the whole workflow with it. Now the step drops it and trains the rest; it is counted once
