@@ -25,6 +25,7 @@ from openclaw_rl.checkpoints import (
     folder_bytes,
     newest_version,
     prune_versions,
+    read_version_label,
     version_dir,
 )
 from openclaw_rl.settings import Settings
@@ -92,19 +93,40 @@ def confirm_checkpoint(settings: Settings, inp: ConfirmInput) -> None:
 
     Marked first: a trainer killed in between leaves a confirmed checkpoint whose batches the workflow finds and
     confirms again (recorded then); recorded first, it would leave them recorded under a version nobody resumes
-    from, and recorded a second time when trained again."""
+    from, and recorded a second time when trained again.
+
+    A checkpoint that is not on disk whole fails it with CHECKPOINT_MISSING before anything is marked, recorded or
+    acknowledged: its batches would count as trained with nothing holding them, and never be trained again."""
     folder = Path(inp.checkpoint.path)
-    if folder.is_dir():
-        confirm(folder)
+    _require_complete(folder, inp.checkpoint.version)
+    confirm(folder)
     record_durable(
         settings.records_dir,
         inp.checkpoint.version,
         inp.since,
-        [b.model_dump(include={"version", "batch", "sample_ids", "stale_ids"}) for b in inp.batches],
+        [b.model_dump(include={"version", "batch", "sample_ids", "stale_ids", "missing"}) for b in inp.batches],
     )
     cfg = settings.training.checkpoint
     budget = int(cfg.budget_gb * GB) if cfg.budget_gb is not None else None
     prune_versions(settings.checkpoints_dir, inp.checkpoint.version, cfg.keep, budget_bytes=budget)
+
+
+def _require_complete(folder: Path, version: int) -> None:
+    """The checkpoint of `version` is at `folder`, whole. A checkpoint is written in a staging folder and renamed into
+    place with its version file in it (openclaw_rl.checkpoints.atomic_dir), so a folder whose version file names
+    `version` is complete; no folder, no version file, or another version's, is none to confirm."""
+    label = read_version_label(folder)
+    if label == str(version):
+        return
+    why = (
+        "no such folder" if not folder.is_dir() else "no version file" if label is None else f"it holds version {label}"
+    )
+    raise ApplicationError(
+        f"the durable checkpoint of version {version} is not on disk whole at {folder} ({why}): its batches are not "
+        "recorded as trained. Training pauses; after `openclaw-rl train resume` the next durable checkpoint holds them",
+        type=ErrorType.CHECKPOINT_MISSING,
+        non_retryable=True,
+    )
 
 
 def _version_of(folder: Path) -> int:

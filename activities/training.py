@@ -180,10 +180,11 @@ class TrainingActivities:
                 return await self._train_and_save(inp)
             return await self._train_in_memory(inp)
 
-    async def _batch(self, inp: TrainInput) -> tuple[list[TrainingSample], list[str]]:
-        """The batch's samples, and the ids of those too stale to learn from. Per-user adapters: staleness counts the
-        steps of the sample's user's adapter since it was generated (their turns are labelled with those)."""
-        samples, stale = [], []
+    async def _batch(self, inp: TrainInput) -> tuple[list[TrainingSample], list[str], dict[str, list[str]]]:
+        """The batch's samples, the ids of those too stale to learn from, and the entries gone from their stream (by
+        source). Per-user adapters: staleness counts the steps of the sample's user's adapter since it was generated
+        (their turns are labelled with those)."""
+        samples, stale, missing = [], [], {}
         bank = getattr(self.held.trainer, "bank", None)
         for src, ids in inp.ids.items():
             for eid in ids:
@@ -191,11 +192,12 @@ class TrainingActivities:
                 if s is None and await self.store.samples.was_forgotten(src, eid):
                     continue  # its user was forgotten while the batch was claimed: never trained (control.user_data)
                 if s is None:
-                    raise ApplicationError(
-                        f"entry {eid} of the {src} sample stream is gone",
-                        type=ErrorType.SAMPLE_MISSING,
-                        non_retryable=True,
-                    )
+                    # Gone from the stream some other way (trimmed, deleted by hand, a store restored from an older
+                    # copy): one lost sample, not a reason to stop training. Dropped and reported; acknowledged with
+                    # the batch, so it is never claimed again.
+                    log.warning("sample entry gone from its stream: dropped", source=src, entry=eid)
+                    missing.setdefault(src, []).append(eid)
+                    continue
                 v = int(s.policy_version) if (s.policy_version or "").isdigit() else inp.version
                 behind = inp.version - v if bank is None else bank.staleness(s, v)
                 if behind > inp.max_staleness:
@@ -204,7 +206,7 @@ class TrainingActivities:
                 samples.append(s)
         if stale:
             log.info("stale samples dropped", count=len(stale), version=inp.version, max_staleness=inp.max_staleness)
-        return samples, stale
+        return samples, stale, missing
 
     async def _train_in_memory(self, inp: TrainInput) -> StepSummary:
         digest = batch_digest(inp.ids)
@@ -216,7 +218,7 @@ class TrainingActivities:
         reload = inp.from_durable or (self.held.version is None and inp.version == inp.durable_version)
         if not reload and self.held.holding(inp.version) is None:
             raise TrainerLost(inp.version, self.held.version)
-        samples, stale = await self._batch(inp)
+        samples, stale, missing = await self._batch(inp)
         if not samples:  # nothing left to learn from: no step; the batch is still acknowledged
             version = inp.version
             if inp.from_durable:  # but the durable checkpoint is taken again, as a new version the servers get
@@ -229,6 +231,7 @@ class TrainingActivities:
                 trained=0,
                 dropped_stale=len(stale),
                 stale_ids=stale,
+                missing=missing,
                 in_memory=version != inp.version,
             )
         try:
@@ -253,6 +256,7 @@ class TrainingActivities:
             metrics=metrics,
             sample_ids=[s.sample_id for s in samples],
             stale_ids=stale,
+            missing=missing,
             in_memory=True,
             memory=trainer.memory(),
         )
@@ -303,10 +307,16 @@ class TrainingActivities:
             # this batch was already trained and saved by an attempt that died afterwards
             await asyncio.to_thread(_record, self.settings, done, inp.version)
             return done
-        samples, stale = await self._batch(inp)
+        samples, stale, missing = await self._batch(inp)
         if not samples:
             return StepSummary(
-                version=inp.version, checkpoint="", batch=digest, trained=0, dropped_stale=len(stale), stale_ids=stale
+                version=inp.version,
+                checkpoint="",
+                batch=digest,
+                trained=0,
+                dropped_stale=len(stale),
+                stale_ids=stale,
+                missing=missing,
             )
         try:
             trainer = await asyncio.to_thread(self.held.at_checkpoint, inp.version)
@@ -320,6 +330,7 @@ class TrainingActivities:
                 metrics=metrics,
                 sample_ids=[s.sample_id for s in samples],
                 stale_ids=stale,
+                missing=missing,
             )
             try:
                 await asyncio.to_thread(trainer.save, target, str(summary.version), {"summary": summary.model_dump()})
@@ -439,12 +450,14 @@ class TrainingActivities:
     async def confirm_checkpoint(self, inp: ConfirmInput) -> int:
         """The checkpoint is marked confirmed and its batches recorded as trained, then their entries are
         acknowledged and deleted (a retry, or the workflow confirming it again after this trainer was lost,
-        repeats none of it twice)."""
-        await asyncio.to_thread(durable_checkpoints.confirm_checkpoint, self.settings, inp)
-        acked = 0
-        for batch in inp.batches:
-            for src, ids in batch.ids.items():
-                acked += await self.store.samples.acknowledge(src, ids)
+        repeats none of it twice). Heartbeating: it runs under the trainer calls' heartbeat timeout, and a slow
+        disk (fsyncs, a long records file) must not have it retried while this attempt still runs."""
+        async with heartbeating(HEARTBEAT_S):
+            await asyncio.to_thread(durable_checkpoints.confirm_checkpoint, self.settings, inp)
+            acked = 0
+            for batch in inp.batches:
+                for src, ids in batch.ids.items():
+                    acked += await self.store.samples.acknowledge(src, ids)
         return acked
 
     @activity.defn(name=EXPORT_CHECKPOINT.name)
@@ -489,8 +502,10 @@ class TrainingActivities:
     @activity.defn(name=FIND_RESUME_POINT.name)
     async def find_resume_point(self, inp: ResumeInput) -> ResumePoint:
         """The newest confirmed checkpoint (complete by construction: written whole, then renamed into place), and
-        this worker's own queue for the calls that need the trainer it holds."""
-        version = newest_version(self.settings.checkpoints_dir)
+        this worker's own queue for the calls that need the trainer it holds. Heartbeating: called under the heartbeat
+        timeout after a loss, and reading every checkpoint's version file on a slow disk takes a while."""
+        async with heartbeating(HEARTBEAT_S):
+            version = await asyncio.to_thread(newest_version, self.settings.checkpoints_dir)
         folder = version_dir(self.settings.checkpoints_dir, version)
         return ResumePoint(
             version=version, checkpoint=str(folder) if version else None, trainer_queue=self.worker_queue
@@ -505,7 +520,13 @@ class TrainingActivities:
 
 def _record(settings: Settings, summary: StepSummary, from_version: int) -> None:
     record_step(
-        settings.records_dir, summary.version, from_version, summary.batch, summary.sample_ids, summary.stale_ids
+        settings.records_dir,
+        summary.version,
+        from_version,
+        summary.batch,
+        summary.sample_ids,
+        summary.stale_ids,
+        summary.missing,
     )
 
 

@@ -231,9 +231,10 @@ async def train_command(args: argparse.Namespace, settings: Settings) -> int:
                 print(json.dumps(out, indent=2))
                 return 0
             state = "paused" if s.paused else "running"
+            missing = f", {s.samples_dropped_missing} gone from the streams" if s.samples_dropped_missing else ""
             print(
                 f"{wf_id}: {state}, policy version {s.version}, {s.steps} steps, "
-                f"{s.samples_trained} samples trained, {s.samples_dropped_stale} dropped as stale"
+                f"{s.samples_trained} samples trained, {s.samples_dropped_stale} dropped as stale{missing}"
             )
             print(
                 f"next batch: {_bar(s.waiting_samples, s.batch_size)} {s.waiting_samples}/{s.batch_size} samples; "

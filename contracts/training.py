@@ -91,6 +91,9 @@ class StepSummary(BaseModel):
     """The trained samples' ids (`<session>#<turn>`): the audit trail of exactly-once training."""
     stale_ids: list[str] = Field(default_factory=list)
     """Samples dropped because their policy version lagged more than `max_staleness` behind."""
+    missing: dict[str, list[str]] = Field(default_factory=dict)
+    """Entries of the batch gone from their sample stream when the step read them (source -> entry ids): dropped,
+    never trained, acknowledged with the batch (a forgotten user's are skipped and not listed)."""
     in_memory: bool = False
     """The version lives in the trainer's memory only (no checkpoint folder): it is published from there."""
     memory: dict[str, int] = Field(default_factory=dict)
@@ -135,6 +138,8 @@ class DurableBatch(BaseModel):
     batch: str
     sample_ids: list[str]
     stale_ids: list[str] = Field(default_factory=list)
+    missing: dict[str, list[str]] = Field(default_factory=dict)
+    """Its entries gone from their stream (StepSummary.missing): recorded as dropped with the checkpoint's line."""
 
 
 class SaveCheckpointInput(BaseModel):
@@ -210,6 +215,9 @@ class TrainingState(BaseModel):
     samples_dropped_stale: int = 0
     samples_dropped_bad: int = 0
     """Samples of batches whose update was not finite (NaN/Inf): acknowledged, never trained on."""
+    samples_dropped_missing: int = 0
+    """Entries gone from their stream when a step read them (StepSummary.missing): acknowledged, never trained on;
+    counted like trained samples (taken off with the versions a loss takes, counted when trained again)."""
     paused: bool = False
     pause_reason: str | None = None
     """Why training paused itself (a full disk); None when paused by request or running."""
@@ -270,6 +278,8 @@ class TrainingStatus(BaseModel):
     paused: bool
     batch_size: int
     samples_dropped_bad: int = 0
+    samples_dropped_missing: int = 0
+    """Entries gone from their stream before a step read them: dropped, never trained."""
     pause_reason: str | None = None
     waiting_samples: int
     """Claimed but not yet a full batch."""

@@ -7,6 +7,8 @@ Two kinds of line:
   last confirmed checkpoint are trained again, and only the line of the checkpoint that holds them names them, so a
   sample never appears in two durable lines.
 - a step's (runs that wrote a checkpoint at every step): one line per saved step.
+Either names, under `"missing"`, the batches' entries that were gone from their stream when the step read them
+(dropped, never trained). A line is written once per version (checked and appended under the exclusive lock).
 
 Sample ids name their session, and so their user: once a user is forgotten (control.user_data) their ids are
 written as `forgotten:<digest>` instead, in the lines already there and in any line still to come (a step that had
@@ -34,7 +36,8 @@ _TAIL_BYTES = 64 * 1024
 @contextlib.contextmanager
 def records_lock(records_dir: Path, exclusive: bool = False) -> Iterator[None]:
     """Appenders to the records/ files hold it shared, a forget rewriting them holds it exclusive: a line appended
-    while a file is rewritten would be lost with the old file."""
+    while a file is rewritten would be lost with the old file. A trained.jsonl line, written once, holds it exclusive
+    from its check to its append (`_append_once`)."""
     Path(records_dir).mkdir(parents=True, exist_ok=True)
     with open(Path(records_dir) / _LOCK, "a") as f:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
@@ -136,9 +139,26 @@ def _already(path: Path, version: int, key: str, value: Any) -> bool:
     return False
 
 
-def _append(path: Path, record: dict[str, Any]) -> None:
+def _missing(parts: list[dict[str, list[str]]]) -> dict[str, Any]:
+    """`"missing": {source: [entry id, ...]}`, the batches' entries that were gone from their stream (dropped, never
+    trained), on lines that have any: stream entry ids name no user, so a forget has nothing to redact there."""
+    merged: dict[str, list[str]] = {}
+    for part in parts:
+        for src, ids in part.items():
+            merged.setdefault(src, []).extend(ids)
+    return {"missing": merged} if merged else {}
+
+
+def _append_once(path: Path, record: dict[str, Any], key: str) -> bool:
+    """Append `record` unless a line for its version with the same `key` is already there; False if it was.
+
+    The check and the append hold the records lock exclusive: two writers of one line (a confirmation retried while
+    its first attempt still runs) would otherwise both find no line and both append it, so its samples would be
+    recorded twice. Exclusive also keeps out a forget rewriting the file (a shared lock would do for that alone)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with records_lock(path.parent):
+    with records_lock(path.parent, exclusive=True):
+        if _already(path, record["version"], key, record[key]):
+            return False
         forgotten = _forgotten(path.parent)
         if forgotten:
             record = {**record, **{k: _redact(record[k], forgotten) for k in ("sample_ids", "stale_ids")}}
@@ -146,24 +166,29 @@ def _append(path: Path, record: dict[str, Any]) -> None:
             f.write(json.dumps(record) + "\n")
             f.flush()
             os.fsync(f.fileno())
+    return True
 
 
 def record_step(
-    records_dir: Path, version: int, from_version: int, batch: str, sample_ids: list[str], stale_ids: list[str]
+    records_dir: Path,
+    version: int,
+    from_version: int,
+    batch: str,
+    sample_ids: list[str],
+    stale_ids: list[str],
+    missing: dict[str, list[str]] | None = None,
 ) -> None:
     """A saved step's line, once (a retried step whose checkpoint was already saved finds its line)."""
-    path = Path(records_dir) / TRAINED_LOG
-    if _already(path, version, "batch", batch):
-        return
     record = {
         "version": version,
         "from_version": from_version,
         "batch": batch,
         "sample_ids": sample_ids,
         "stale_ids": stale_ids,
+        **_missing([missing or {}]),
         "at": round(time.time(), 3),
     }
-    _append(path, record)
+    _append_once(Path(records_dir) / TRAINED_LOG, record, "batch")
 
 
 def record_durable(
@@ -173,11 +198,8 @@ def record_durable(
     batches: list[dict[str, Any]],
 ) -> None:
     """A confirmed durable checkpoint's line, once: `batches` are the trained batches it holds, each with its
-    `version`, `batch` digest, `sample_ids` and `stale_ids`."""
-    path = Path(records_dir) / TRAINED_LOG
+    `version`, `batch` digest, `sample_ids`, `stale_ids` and `missing` entries."""
     digests = [b["batch"] for b in batches]
-    if _already(path, version, "batches", digests):
-        return
     record = {
         "version": version,
         "from_version": from_version,
@@ -186,6 +208,7 @@ def record_durable(
         "batches": digests,
         "sample_ids": [i for b in batches for i in b["sample_ids"]],
         "stale_ids": [i for b in batches for i in b.get("stale_ids", [])],
+        **_missing([b.get("missing") or {} for b in batches]),
         "at": round(time.time(), 3),
     }
-    _append(path, record)
+    _append_once(Path(records_dir) / TRAINED_LOG, record, "batches")

@@ -197,7 +197,7 @@ class TrainingWorkflow:
         # Their samples are trained again (and counted then): only versions that survive count. Not those of a
         # checkpoint being confirmed: the confirmation goes on (skipped by claims); if it fails, they are taken off.
         gone = [b for b in self.state.undurable if b not in self._confirming]
-        self.state.samples_trained -= sum(len(b.sample_ids) for b in gone)
+        self._count(gone, -1)
         self._uncount(gone)
         self.state.undurable = []
         self.state.from_durable = True
@@ -206,6 +206,12 @@ class TrainingWorkflow:
             "the trainer lost its versions since the last durable checkpoint; training them again",
             extra={"durable_version": self.state.durable_version, "version": self.state.version, "why": why},
         )
+
+    def _count(self, batches: list[DurableBatch], sign: int) -> None:
+        """The batches' trained samples and missing entries counted (1) or taken off (-1): a loss takes its versions
+        off, their entries are claimed again (the missing ones too, still pending) and counted when trained again."""
+        self.state.samples_trained += sign * sum(len(b.sample_ids) for b in batches)
+        self.state.samples_dropped_missing += sign * sum(_entries(b.missing) for b in batches)
 
     def _uncount(self, batches: list[DurableBatch]) -> None:
         if batches and workflow.patched(ADOPT_CONFIRMED_AFTER_LOSS):
@@ -241,7 +247,7 @@ class TrainingWorkflow:
                 "a durable checkpoint confirmed by the lost trainer holds its batches: training goes on from it",
                 extra={"version": point.version, "was": s.durable_version},
             )
-            s.samples_trained += sum(len(b.sample_ids) for b in held)
+            self._count(held, 1)
             s.durable_version, s.durable_checkpoint = point.version, point.checkpoint
             s.checkpoint_clock = workflow.now()
         s.uncounted = []  # the rest are in no confirmed checkpoint: trained again, and counted then
@@ -305,6 +311,7 @@ class TrainingWorkflow:
             await execute(ACK_BATCH, AckInput(ids=claim.ids), task_queue=self.config.trainer_task_queue)
             self.waiting = 0
             self.state.samples_dropped_stale += summary.dropped_stale
+            self.state.samples_dropped_missing += _entries(summary.missing)
             return
         self.state.from_durable = False
         # A step that went on in the trainer's memory after all (a loss seen meanwhile by a checkpoint's call): the
@@ -323,6 +330,7 @@ class TrainingWorkflow:
                 batch=summary.batch,
                 sample_ids=summary.sample_ids,
                 stale_ids=summary.stale_ids,
+                missing=summary.missing,
             )
         )
         if self.state.checkpoint_clock is None:
@@ -395,7 +403,7 @@ class TrainingWorkflow:
             # (which left them counted), by the loss below otherwise (they are no longer confirming then).
             confirming, self._confirming = self._confirming, []
             if epoch != self.state.lost:
-                self.state.samples_trained -= sum(len(b.sample_ids) for b in confirming)
+                self._count(confirming, -1)
                 self._uncount(confirming)
             self._checkpoint_failed(exc, epoch)
             return
@@ -476,6 +484,7 @@ class TrainingWorkflow:
         await execute(ACK_BATCH, AckInput(ids=claim.ids), task_queue=q)
         self.waiting = 0
         self.state.samples_dropped_stale += summary.dropped_stale
+        self.state.samples_dropped_missing += _entries(summary.missing)
         if not summary.trained:  # the whole batch was stale: acknowledged and counted, no new version
             return
         self._advance(summary, checkpoint=summary.checkpoint)
@@ -486,6 +495,7 @@ class TrainingWorkflow:
         s.steps += 1
         s.samples_trained += summary.trained
         s.samples_dropped_stale += summary.dropped_stale if self._memory else 0
+        s.samples_dropped_missing += _entries(summary.missing) if self._memory else 0
         s.last = summary
         s.recent_losses = (s.recent_losses + [summary.metrics.loss if summary.metrics else 0.0])[-KEEP_LOSSES:]
         workflow.upsert_search_attributes([POLICY_VERSION.value_set(summary.version)])
@@ -555,6 +565,7 @@ class TrainingWorkflow:
             samples_trained=self.state.samples_trained,
             samples_dropped_stale=self.state.samples_dropped_stale,
             samples_dropped_bad=self.state.samples_dropped_bad,
+            samples_dropped_missing=self.state.samples_dropped_missing,
             paused=self.state.paused,
             pause_reason=self.state.pause_reason,
             batch_size=self.config.batch_size,
@@ -570,6 +581,10 @@ class TrainingWorkflow:
             last_checkpoint=self.state.last_checkpoint,
             trainer_memory=self.state.last.memory if self.state.last else {},
         )
+
+
+def _entries(ids: dict[str, list[str]]) -> int:
+    return sum(len(v) for v in ids.values())
 
 
 def _error_type(exc: ActivityError) -> str | None:

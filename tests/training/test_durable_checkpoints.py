@@ -219,3 +219,145 @@ def test_a_durable_line_longer_than_the_tail_window_is_found_again(tmp_path):
     assert path.stat().st_size > trained_log._TAIL_BYTES
     trained_log.record_durable(tmp_path, 20, 0, batches)
     assert len(path.read_text().splitlines()) == 1
+
+
+def test_one_version_confirmed_twice_at_once_with_a_slow_tail_read_writes_one_line(tmp_path, monkeypatch):
+    """A confirmation retried while its first attempt still runs (it outlived its heartbeat timeout): both attempts
+    look for the version's line, and the tail read is slow. Before: both found none and both appended (2 lines,
+    every sample id twice)."""
+    import threading
+    import time
+
+    from openclaw_rl import trained_log
+
+    last_lines = trained_log._last_lines
+
+    def slow_tail(path, count=8):
+        lines = last_lines(path, count)
+        time.sleep(0.3)  # a read that takes its time: both writers have read the tail before either appends
+        return lines
+
+    monkeypatch.setattr(trained_log, "_last_lines", slow_tail)
+    (tmp_path / trained_log.TRAINED_LOG).write_text("")  # a file to read: the tail is read, not skipped
+    batches = [
+        {"version": v, "batch": f"d{v}", "sample_ids": [f"session/u/s#{v}.{i}" for i in range(2)]} for v in (1, 2)
+    ]
+    start = threading.Barrier(2)
+
+    def confirm() -> None:
+        start.wait()
+        trained_log.record_durable(tmp_path, 2, 0, batches)
+
+    writers = [threading.Thread(target=confirm) for _ in range(2)]
+    for t in writers:
+        t.start()
+    for t in writers:
+        t.join(timeout=10)
+    lines = [json.loads(x) for x in (tmp_path / trained_log.TRAINED_LOG).read_text().splitlines()]
+    assert len(lines) == 1, lines
+    assert lines[0]["version"] == 2 and len(lines[0]["sample_ids"]) == 4
+
+
+async def test_a_confirmation_without_its_checkpoint_fails_and_records_and_acknowledges_nothing(
+    tmp_path,
+    valkey,  # noqa: F811
+    tiny_model,
+):
+    """Before: the batches were recorded as trained and acknowledged with no checkpoint holding them (never trained
+    again after a restart). A checkpoint not on disk whole (no folder; a folder without its version file, as a
+    staging folder is before its rename; another version's) is refused, typed and non-retryable."""
+    settings = settings_for(tmp_path, valkey, tiny_model)
+    publish(valkey, 0, 4)
+    acts = TrainingActivities(settings)
+    claim, s1 = await _step(acts, version=0, durable=0)
+    _, cp = await _checkpoint(acts, version=1, since=0)
+    batches = [DurableBatch(version=1, ids=claim.ids, batch=s1.batch, sample_ids=s1.sample_ids)]
+    half = tmp_path / "policy-1-half"
+    half.mkdir()
+    (half / "model.safetensors").write_bytes(b"")
+    other = version_dir(settings.checkpoints_dir, 7)
+    other.mkdir()
+    (other / "openclaw-rl-version.json").write_text(json.dumps({"weight_version": "6", "durable": True}))
+    for path, why in ((tmp_path / "gone", "no such folder"), (half, "no version file"), (other, "holds version 6")):
+        wrong = ConfirmInput(checkpoint=cp.model_copy(update={"path": str(path)}), since=0, batches=batches)
+        with pytest.raises(ApplicationError, match=why) as refused:
+            await ActivityEnvironment().run(acts.confirm_checkpoint, wrong)
+        assert refused.value.type == ErrorType.CHECKPOINT_MISSING and refused.value.non_retryable
+        assert not (path / CONFIRMED).exists()
+    assert not (settings.records_dir / TRAINED_LOG).exists()  # nothing recorded as trained
+    # nothing acknowledged: the real checkpoint's confirmation still finds all four entries pending
+    assert (
+        await ActivityEnvironment().run(acts.confirm_checkpoint, ConfirmInput(checkpoint=cp, since=0, batches=batches))
+        == 4
+    )
+    assert is_confirmed(version_dir(settings.checkpoints_dir, 1))
+    await acts.aclose()
+
+
+async def test_a_slow_confirmation_heartbeats(tmp_path, valkey, tiny_model, monkeypatch):  # noqa: F811
+    """It runs under the trainer calls' heartbeat timeout and is retried without limit: silent for longer than the
+    timeout, it was retried while it still ran (and recorded its samples a second time)."""
+    import time
+
+    from activities import training
+    from openclaw_rl import trained_log
+
+    settings = settings_for(tmp_path, valkey, tiny_model)
+    publish(valkey, 0, 4)
+    acts = TrainingActivities(settings)
+    claim, s1 = await _step(acts, version=0, durable=0)
+    _, cp = await _checkpoint(acts, version=1, since=0)
+    last_lines = trained_log._last_lines
+
+    def slow_tail(path, count=8):
+        time.sleep(1.0)  # a slow disk: many heartbeat periods
+        return last_lines(path, count)
+
+    monkeypatch.setattr(trained_log, "_last_lines", slow_tail)
+    monkeypatch.setattr(training, "HEARTBEAT_S", 0.1)
+    (settings.records_dir / TRAINED_LOG).parent.mkdir(parents=True, exist_ok=True)
+    (settings.records_dir / TRAINED_LOG).write_text("")
+    beats: list = []
+    env = ActivityEnvironment()
+    env.on_heartbeat = lambda *details: beats.append(details)
+    batches = [DurableBatch(version=1, ids=claim.ids, batch=s1.batch, sample_ids=s1.sample_ids)]
+    assert await env.run(acts.confirm_checkpoint, ConfirmInput(checkpoint=cp, since=0, batches=batches)) == 4
+    assert len(beats) >= 3, beats
+    await acts.aclose()
+
+
+async def test_an_entry_gone_from_its_stream_is_dropped_and_recorded_and_the_step_trains_the_rest(
+    tmp_path,
+    valkey,  # noqa: F811
+    tiny_model,
+):
+    """Before: the step failed with SAMPLE_MISSING (non-retryable) and the training workflow with it. An entry
+    deleted after it was claimed (trimmed, deleted by hand) is dropped and reported; the durable checkpoint's line
+    names it as missing, and its confirmation acknowledges it with the rest of the batch."""
+    import redis
+
+    from store import keys
+    from store.samples import TRAINER_GROUP
+
+    settings = settings_for(tmp_path, valkey, tiny_model)
+    publish(valkey, 0, 4)
+    acts = TrainingActivities(settings)
+    env = ActivityEnvironment()
+    claim = await env.run(
+        acts.claim_batch, ClaimInput(consumer="t", batch_size=4, source_weights={"personal": 1.0}, wait_s=1.0)
+    )
+    gone = claim.ids["personal"][1]
+    r = redis.Redis(port=valkey)
+    assert r.xdel(keys.sample_stream("personal"), gone) == 1  # still pending for the trainer's group
+    summary = await env.run(acts.train_step, TrainInput(ids=claim.ids, version=0, max_staleness=8, durable_version=0))
+    assert (summary.version, summary.trained, summary.missing) == (1, 3, {"personal": [gone]})
+    assert len(summary.sample_ids) == 3
+    _, cp = await _checkpoint(acts, version=1, since=0)
+    batch = DurableBatch(
+        version=1, ids=claim.ids, batch=summary.batch, sample_ids=summary.sample_ids, missing=summary.missing
+    )
+    assert await env.run(acts.confirm_checkpoint, ConfirmInput(checkpoint=cp, since=0, batches=[batch])) == 4
+    (line,) = [json.loads(x) for x in (settings.records_dir / TRAINED_LOG).read_text().splitlines()]
+    assert line["missing"] == {"personal": [gone]} and sorted(line["sample_ids"]) == sorted(summary.sample_ids)
+    assert r.xpending(keys.sample_stream("personal"), TRAINER_GROUP)["pending"] == 0  # never claimed again
+    await acts.aclose()

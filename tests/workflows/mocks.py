@@ -410,6 +410,8 @@ class TrainerActivities:
     def __init__(self, stale: set[str] | None = None):
         self.stale = stale or set()
         """Entry ids that train_step treats as too old to train on."""
+        self.missing: set[str] = set()
+        """Entry ids gone from their stream: train_step drops and reports them (StepSummary.missing)."""
         self.batches: asyncio.Queue[ClaimResult] = asyncio.Queue()
         self.calls: list[str] = []
         """Activity names in the order they ran."""
@@ -496,6 +498,9 @@ class TrainerActivities:
                 raise ApplicationError(
                     f"{self.fail_with[i]}: no space left / not finite", type=self.fail_with[i], non_retryable=True
                 )
+        gone = {src: [i for i in group if i in self.missing] for src, group in inp.ids.items()}
+        missing = {src: group for src, group in gone.items() if group}
+        ids = [i for i in ids if i not in self.missing]
         stale = [i for i in ids if i in self.stale]
         trained = len(ids) - len(stale)
         if not trained:
@@ -508,6 +513,7 @@ class TrainerActivities:
                 dropped_stale=len(stale),
                 metrics={},
                 stale_ids=stale,
+                missing=missing,
                 in_memory=reloaded,
             )
         version = inp.version + 1
@@ -521,6 +527,7 @@ class TrainerActivities:
             metrics=step_metrics(version, loss=0.5 / version),
             sample_ids=[i for i in ids if i not in self.stale],
             stale_ids=stale,
+            missing=missing,
             in_memory=in_memory,
         )
 

@@ -243,6 +243,73 @@ async def test_a_non_finite_update_drops_its_batch(env: WorkflowEnvironment):
         await handle.terminate("test over")
 
 
+async def test_a_confirmation_that_finds_no_checkpoint_pauses_training_and_a_later_one_holds_the_batches(
+    env: WorkflowEnvironment,
+):
+    """The trainer refuses to confirm a checkpoint that is not on disk whole (CHECKPOINT_MISSING, nothing recorded or
+    acknowledged): training pauses with the reason, the batches stay counted and waiting (the trainer still holds
+    their versions); after `resume` the next durable checkpoint holds them."""
+    q = new_queue()
+    trainer = TrainerActivities()
+    trainer.inject("confirm_checkpoint", ErrorType.CHECKPOINT_MISSING)
+    async with trainer_workers(env, q, trainer):
+        handle = await start_training(env, q, checkpoint_every_versions=2)
+        b1, b2 = batch("1-0", "1-1"), batch("2-0", "2-1")
+        trainer.feed(b1)
+        trainer.feed(b2)
+        s = await until_status(handle, lambda s: s.paused, "training to pause itself")
+        assert s.pause_reason and (s.durable_version, s.versions_since_durable, s.samples_trained) == (0, 2, 4)
+        assert trainer.acked == [] and len(trainer.confirmed) == 1
+
+        await handle.signal(TrainingWorkflow.resume)
+        trainer.feed(batch())  # the claim beside the checkpoint comes back empty: the checkpoint is due again
+        await eventually(lambda: len(trainer.confirmed) == 2, what="the next checkpoint to be confirmed")
+        assert trainer.confirmed[1].batches == [durable(b1, 1), durable(b2, 2)]
+        s = await until_status(handle, lambda s: s.durable_version == 2, "the checkpoint to be taken in")
+        assert (s.paused, s.samples_trained, s.versions_since_durable) == (False, 4, 0)
+        await handle.terminate("test over")
+
+
+async def test_a_missing_sample_is_dropped_and_counted_once_and_training_goes_on(env: WorkflowEnvironment):
+    """An entry gone from its stream when its step reads it (trimmed, deleted): before, the step failed with
+    SAMPLE_MISSING and the whole workflow with it. Now the step drops it and trains the rest; it is counted once
+    (taken off with a version a loss takes, counted again when that batch is trained again), goes to the durable
+    checkpoint's confirmation with its batch (recorded and acknowledged there), and a batch of nothing but missing
+    entries is acknowledged at once."""
+    q = new_queue()
+    trainer = TrainerActivities()
+    trainer.missing = {"1-1"}
+    async with trainer_workers(env, q, trainer):
+        handle = await start_training(env, q, checkpoint_every_versions=2)
+        b1, b2, b3 = batch("1-0", "1-1"), batch("2-0", "2-1"), batch("3-0", "3-1")
+        trainer.feed(b1)
+        s = await until_status(handle, lambda s: s.version == 1, "version 1, trained without the missing entry")
+        assert (s.samples_trained, s.samples_dropped_missing, s.paused) == (1, 1, False)
+        assert trainer.claims[-1].skip == skip_of(b1)  # waits for a durable checkpoint with its batch
+
+        trainer.inject("train_step", ErrorType.TRAINER_LOST)  # version 1 is gone, and its count with it
+        trainer.feed(b2)
+        s = await until_status(handle, lambda s: s.trainer_lost == 1, "the loss")
+        assert (s.samples_trained, s.samples_dropped_missing) == (0, 0)
+        trainer.feed(b1)  # pending again, the missing entry with it (Redis hands pending entries back first)
+        trainer.feed(b2)
+        s = await until_status(handle, lambda s: s.durable_version == 2 and s.version == 3, "b1 and b2 trained")
+        assert trainer.confirmed[0].batches == [
+            DurableBatch(version=2, ids=b1.ids, batch="digest", sample_ids=["1-0"], missing={"test": ["1-1"]})
+        ]
+        assert (s.samples_trained, s.samples_dropped_missing) == (3, 1)
+
+        trainer.missing |= {"3-0", "3-1"}  # nothing left to train: acknowledged at once, counted
+        trainer.feed(b3)
+        await eventually(lambda: len(trainer.acked) == 1, what="the all-missing batch to be acknowledged")
+        assert trainer.acked == [AckInput(ids=b3.ids)]
+        s = await until_status(handle, lambda s: s.samples_dropped_missing == 3, "the all-missing batch counted")
+        assert (s.version, s.samples_trained, s.paused) == (3, 3, False)
+        trainer.feed(batch("4-0", "4-1"))
+        await until_status(handle, lambda s: s.version == 4, "training to go on")
+        await handle.terminate("test over")
+
+
 async def test_a_full_disk_pauses_training_until_resumed(env: WorkflowEnvironment):
     """No room for a durable checkpoint (making room, or writing it): training pauses with the reason; its batches
     stay unacknowledged; after `resume` the checkpoint is tried again and confirmed."""
