@@ -192,6 +192,29 @@ def test_refused_reply_that_pairs_an_earlier_turn_is_kept_for_its_judge(chat_sta
     assert redis.Redis.from_url(chat_stack.redis).exists(paired["next_state"]["request_key"])
 
 
+@pytest.mark.parametrize("idempotency_key", [False, True])
+def test_a_refused_request_adds_nothing_to_the_users_turn_index(chat_stack, idempotency_key):
+    """Refused before it was served (too long), a request leaves no trace in the store: not its request, nor its
+    turn (or its key's) in the user's turn index, which would otherwise grow with every refusal."""
+    from contracts.chat import tenant_of
+    from store import keys as store_keys
+
+    user = f"refused-{uuid.uuid4().hex[:6]}"
+    key = create_key(chat_stack, user)
+    index = store_keys.user_turns(tenant_of(user))
+    r = redis.Redis.from_url(chat_stack.redis)
+    headers = {"X-Session-Id": f"idx-{uuid.uuid4().hex[:6]}"}
+    if idempotency_key:
+        headers["Idempotency-Key"] = uuid.uuid4().hex
+    too_long = {"messages": [{"role": "user", "content": "word " * 40000}]}
+    refused = post(chat_stack, key, too_long, headers=headers)
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "context_length_exceeded", refused.text
+    assert r.smembers(index) == set() and not r.exists(index)
+    served = post(chat_stack, key, GOOD, headers={**headers, "Idempotency-Key": uuid.uuid4().hex})
+    assert served.status_code == 200, served.text
+    assert len(r.smembers(index)) == 1  # a served turn is indexed (what export and forget find it by)
+
+
 # ---- 3. Idempotency-Key: a retried request gets the same turn, never a second one --------------------------------
 
 
