@@ -791,6 +791,10 @@ class TemporalSettings(BaseModel):
     """PEM private key of `tls_cert_path`."""
     tls_server_name: str | None = None
     """The name to verify on the server's certificate, when it differs from the address's host."""
+    max_payload_bytes: int = Field(2 * 1024 * 1024, ge=64 * 1024)
+    """The largest payload the Temporal server takes (its dynamic config `limit.blobSize.error`, 2 MiB unless the
+    cluster sets another). A client-driven episode's call that would travel bigger (a tool's arguments, as encoded,
+    encrypted included) gets HTTP 413 from the API before it is sent; Temporal would refuse it with an error."""
 
     def target(self) -> str:
         return self.address or f"{LOOPBACK}:{self.port}"
