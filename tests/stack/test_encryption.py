@@ -1,10 +1,12 @@
-"""Conversation data encrypted at rest: the keyring itself, the banner, and a real stack whose Temporal histories
-hold only ciphertext, readable through the API's codec server with the key."""
+"""Conversation data encrypted at rest: the keyring itself, the banner, and a real stack whose Temporal histories,
+store values and data directory (records, logs, curves, checkpoints) hold only ciphertext of what a user said,
+readable through the API's codec server with the key."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import os
 import subprocess
 import time
@@ -26,6 +28,10 @@ from tests.helpers import CLI, REPO, RunningStack
 KEY_A = base64.b64encode(bytes(range(32))).decode()
 KEY_B = base64.b64encode(bytes(range(32, 64))).decode()
 SECRET_PHRASE = "my-secret-pet-is-a-marmoset-named-Ximena"
+KEYS = f"k2:{KEY_B},k1:{KEY_A}"
+HINT_WORDS = "Quetzalcoatlus-Brimblewick"
+"""In the user's correction: the heuristic judge's hint is the user's own sentence, so these words reach the
+judgement, its records and the teacher's prompt."""
 
 
 def test_a_sealed_blob_opens_with_its_key_and_context_only():
@@ -79,7 +85,14 @@ def test_the_banner_says_whether_conversations_are_encrypted(tmp_path, capsys, m
 @pytest.fixture(scope="module")
 def encrypted_stack(tiny_model, tmp_path_factory):
     env = chat_stack_env(
-        tmp_path_factory.mktemp("enc") / "data", tiny_model, OPENCLAW_RL_ENCRYPTION_KEYS=f"k2:{KEY_B},k1:{KEY_A}"
+        tmp_path_factory.mktemp("enc") / "data",
+        tiny_model,
+        OPENCLAW_RL_ENCRYPTION_KEYS=KEYS,
+        # Trained too (started by the test, once the sample was read): the step's records, curves and checkpoint,
+        # its side files included, are scanned with the rest.
+        OPENCLAW_RL_TRAINING__BATCH_SIZE="1",
+        OPENCLAW_RL_TRAINING__WAIT_S="1",
+        OPENCLAW_RL_TRAINING__CHECKPOINT__EVERY_VERSIONS="1",
     )
     stack = RunningStack(env).start()
     yield stack
@@ -122,8 +135,8 @@ def _payloads(message, out: list) -> list:
     return out
 
 
-@pytest.mark.timeout(300)
-def test_histories_hold_ciphertext_and_the_codec_server_decodes_them_with_the_key(encrypted_stack):
+@pytest.mark.timeout(600)
+def test_histories_store_and_data_directory_hold_no_user_words_after_a_judged_trained_turn(encrypted_stack):
     key = create_key(encrypted_stack, "enc-user")
     chat = openai.OpenAI(base_url=f"{encrypted_stack.api}/v1", api_key=key, max_retries=0, timeout=120)
     # A session: the first turn streamed (its tokens relayed through a token stream), then a next state that gets
@@ -134,10 +147,12 @@ def test_histories_hold_ciphertext_and_the_codec_server_decodes_them_with_the_ke
         model="policy", messages=said, max_tokens=8, stream=True, extra_headers=session
     )
     answer = "".join(c.choices[0].delta.content or "" for c in parts if c.choices)
-    said += [{"role": "assistant", "content": answer}, {"role": "user", "content": "thanks, perfect!"}]
+    correction = f"That's wrong, you should write it in French instead and name {HINT_WORDS}."
+    said += [{"role": "assistant", "content": answer}, {"role": "user", "content": correction}]
     reply = chat.chat.completions.create(model="policy", messages=said, max_tokens=8, extra_headers=session)
     assert reply.choices[0].message is not None  # served as usual
     first = _wait_judged(encrypted_stack, key, "enc-session")
+    assert HINT_WORDS in json.dumps(first["judgement"]), first["judgement"]  # the hint holds the user's words
 
     events = asyncio.run(_histories(encrypted_stack.temporal))
     # A workflow.patched() marker (a session's later turn hits one) holds the patch id, which the SDK's core writes
@@ -168,7 +183,7 @@ def test_histories_hold_ciphertext_and_the_codec_server_decodes_them_with_the_ke
 
     entry_id, sample = asyncio.run(_sample_of(encrypted_stack, first["turn_id"]))
     assert sample.prompt_ids and sample.response_ids
-    needles = [SECRET_PHRASE.encode(), _packed(sample.prompt_ids), _packed(sample.response_ids)]
+    needles = [SECRET_PHRASE.encode(), HINT_WORDS.encode(), _packed(sample.prompt_ids), _packed(sample.response_ids)]
     needles += [
         ", ".join(map(str, sample.response_ids[i : i + 2])).encode() for i in range(len(sample.response_ids) - 1)
     ]
@@ -178,21 +193,7 @@ def test_histories_hold_ciphertext_and_the_codec_server_decodes_them_with_the_ke
     assert set(r.xrange("oc:samples:personal", entry_id, entry_id)[0][1]) == {b"id", b"sealed"}
     stream_entries = [f for k in r.scan_iter(match="oc:stream:*", _type="stream") for _, f in r.xrange(k)]
     assert stream_entries and all(set(f) == {b"a", b"sealed", b"done"} for f in stream_entries)
-    holding = []
-    for name in r.scan_iter(count=1000):
-        kind = r.type(name)
-        values = (
-            [r.get(name)]
-            if kind == b"string"
-            else list(r.hgetall(name).values())
-            if kind == b"hash"
-            else [v for _, fields in r.xrange(name) for v in fields.values()]
-            if kind == b"stream"
-            else []
-        )
-        if any(n in (v or b"") for v in values for n in needles):
-            holding.append(name)
-    assert holding == [], holding
+    assert _redis_holding(r, needles) == []
     request_keys = list(r.scan_iter(match="oc:request:*"))
     assert request_keys and all(r.get(k).startswith(b"ocx1") for k in request_keys)
 
@@ -208,6 +209,86 @@ def test_histories_hold_ciphertext_and_the_codec_server_decodes_them_with_the_ke
     turn = next(t for t in doc["turns"] if t["turn_id"] == first["turn_id"])
     assert SECRET_PHRASE in turn["request"]["messages"][0]["content"] and turn["judgement"]
     assert sample.sample_id in {s["sample_id"] for s in doc["samples"]}
+
+    # Trained into a durable checkpoint: nothing of the user in the clear anywhere in the data directory (records,
+    # logs, curves, checkpoints and their side files, the store's append-only file, Temporal's database) nor in any
+    # Redis value. Token ids are looked for packed and as text (runs of three, as JSON or a Python list prints them).
+    encrypted_stack.cli("train", "start")
+    _wait_trained(encrypted_stack)
+    as_text = [
+        sep.join(map(str, ids[i : i + 3])).encode()
+        for ids in (sample.prompt_ids, sample.response_ids)
+        for i in range(len(ids) - 2)
+        for sep in (", ", ",")
+    ]
+    assert _redis_holding(r, needles + as_text) == []
+    assert _files_holding(encrypted_stack.data_dir, needles + as_text) == []
+    judged_lines = list((encrypted_stack.data_dir / "records").glob("policy-*/personal.jsonl"))
+    assert judged_lines, "the judged turn's line was written (sealed)"
+    # The operator's readers open what was sealed: the turn log, the judged-turn lines.
+    res = subprocess.run(
+        CLI + ["turns", "enc-session", "--user", "enc-user", "--json"],
+        env=encrypted_stack.env,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert res.returncode == 0 and SECRET_PHRASE in res.stdout, res.stdout + res.stderr
+    from activities.judgement_log import read_judgements
+
+    opened = read_judgements(judged_lines[0], Keyring.parse(KEYS))
+    assert any(rec.turn_id == first["turn_id"] and rec.judge.hint and HINT_WORDS in rec.judge.hint for rec in opened)
+
+
+def _redis_holding(r, needles: list[bytes]) -> list[bytes]:
+    """Keys with a value (of any type, hash field names and set members too) holding one of `needles`."""
+    holding = []
+    for name in r.scan_iter(count=1000):
+        kind = r.type(name)
+        if kind == b"string":
+            values = [r.get(name)]
+        elif kind == b"hash":
+            values = [b for kv in r.hgetall(name).items() for b in kv]
+        elif kind == b"stream":
+            values = [b for _, fields in r.xrange(name) for kv in fields.items() for b in kv]
+        elif kind == b"set":
+            values = list(r.smembers(name))
+        elif kind == b"list":
+            values = r.lrange(name, 0, -1)
+        elif kind == b"zset":
+            values = r.zrange(name, 0, -1)
+        else:
+            values = []
+        if any(n in (v or b"") for v in values for n in needles):
+            holding.append(name)
+    return holding
+
+
+def _files_holding(data_dir, needles: list[bytes]) -> list[str]:
+    """Every file under the data directory holding one of `needles`, with which (its first 40 bytes)."""
+    hits = []
+    for path in sorted(data_dir.rglob("*")):
+        if not path.is_file() or path.is_symlink():
+            continue
+        try:
+            blob = path.read_bytes()
+        except OSError:
+            continue
+        found = [n[:40] for n in needles if n in blob]
+        if found:
+            hits.append(f"{path.relative_to(data_dir)}: {found[:3]}")
+    return hits
+
+
+def _wait_trained(stack: RunningStack, timeout: float = 300.0) -> dict:
+    """Training's status once a sample was trained into a durable checkpoint."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status = json.loads(stack.cli("train", "status", "--json"))
+        if status["samples_trained"] >= 1 and status["durable_version"] is not None:
+            return status
+        assert time.monotonic() < deadline, f"nothing trained into a durable checkpoint within {timeout}s: {status}"
+        time.sleep(1)
 
 
 def _wait_judged(stack: RunningStack, key: str, sid: str, timeout: float = 180.0) -> dict:
@@ -225,7 +306,7 @@ def _wait_judged(stack: RunningStack, key: str, sid: str, timeout: float = 180.0
 
 async def _sample_of(stack: RunningStack, turn_id: str) -> tuple[str, TrainingSample]:
     """The turn's sample as the train step reads it (`SampleStreams.load`, by entry id), with the stack's keys."""
-    async with Store.connect(StoreAddress(stack.redis, 3600), keyring=Keyring.parse(f"k2:{KEY_B},k1:{KEY_A}")) as st:
+    async with Store.connect(StoreAddress(stack.redis, 3600), keyring=Keyring.parse(KEYS)) as st:
         for entry_id, _ in await st.samples.entries("personal"):
             s = await st.samples.load("personal", entry_id)
             if isinstance(s.provenance, PersonalTurn) and s.provenance.turn_id == turn_id:
