@@ -66,7 +66,11 @@ def temporal_service(settings: Settings) -> ServiceSpec:
         argv += ["--dynamic-config-value", f"{key}={value}"]
     argv += ["--headless"] if t.headless else ["--ui-port", str(t.ui_port), "--ui-disable-news-fetch"]
     if not t.headless and settings.keyring() is not None:  # the UI shows encrypted payloads through the API's codec
-        argv += ["--ui-codec-endpoint", f"http://{LOOPBACK}:{settings.api.port}/codec"]
+        # The UI sends no header of its own (it passes an access token only from its own OIDC login), so the codec
+        # token travels in the endpoint's path (api.codec). It is on this process's command line: readable by this
+        # machine's users, as Temporal's own histories are (the dev server has no auth).
+        endpoint = f"http://{LOOPBACK}:{settings.api.port}/codec/{settings.codec_token()}"
+        argv += ["--ui-codec-endpoint", endpoint]
 
     async def ready() -> bool:
         from temporalio.client import Client

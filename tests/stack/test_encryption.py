@@ -10,12 +10,13 @@ import json
 import os
 import subprocess
 import time
+from pathlib import Path
 
 import httpx
 import openai
 import pytest
 from google.protobuf import json_format
-from temporalio.api.common.v1 import Payloads
+from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.client import Client
 
 from openclaw_rl.encryption import ENCODING, DecryptError, Keyring, KeyringError
@@ -29,6 +30,9 @@ KEY_A = base64.b64encode(bytes(range(32))).decode()
 KEY_B = base64.b64encode(bytes(range(32, 64))).decode()
 SECRET_PHRASE = "my-secret-pet-is-a-marmoset-named-Ximena"
 KEYS = f"k2:{KEY_B},k1:{KEY_A}"
+CODEC_TOKEN = Keyring.parse(KEYS).derive("codec-token")
+"""What the API and `up` derive from the first key (api.codec_token is left empty)."""
+CODEC_AUTH = {"Authorization": f"Bearer {CODEC_TOKEN}"}
 HINT_WORDS = "Quetzalcoatlus-Brimblewick"
 """In the user's correction: the heuristic judge's hint is the user's own sentence, so these words reach the
 judgement, its records and the teacher's prompt."""
@@ -170,7 +174,7 @@ def test_histories_store_and_data_directory_hold_no_user_words_after_a_judged_tr
         assert SECRET_PHRASE.encode() not in f.read_bytes(), f
 
     body = json_format.MessageToJson(Payloads(payloads=payloads))
-    r = httpx.post(f"{encrypted_stack.api}/codec/decode", content=body, timeout=30)
+    r = httpx.post(f"{encrypted_stack.api}/codec/decode", content=body, headers=CODEC_AUTH, timeout=30)
     assert r.status_code == 200, r.text
     decoded = json_format.Parse(r.text, Payloads()).payloads
     assert len(decoded) == len(payloads)
@@ -197,8 +201,6 @@ def test_histories_store_and_data_directory_hold_no_user_words_after_a_judged_tr
     request_keys = list(r.scan_iter(match="oc:request:*"))
     assert request_keys and all(r.get(k).startswith(b"ocx1") for k in request_keys)
 
-    bad = httpx.post(f"{encrypted_stack.api}/codec/decode", content=b"{not json", timeout=30)
-    assert bad.status_code == 400
     # The audit trail still reads (every process has the keyring).
     res = subprocess.run(CLI + ["sessions"], env=encrypted_stack.env, capture_output=True, text=True, cwd=REPO)
     assert res.returncode == 0, res.stderr
@@ -238,6 +240,103 @@ def test_histories_store_and_data_directory_hold_no_user_words_after_a_judged_tr
 
     opened = read_judgements(judged_lines[0], Keyring.parse(KEYS))
     assert any(rec.turn_id == first["turn_id"] and rec.judge.hint and HINT_WORDS in rec.judge.hint for rec in opened)
+
+
+def _sealed_payloads(stack: RunningStack, text: bytes) -> str:
+    """A payload holding `text`, encoded through the codec server (the accepted path), as protobuf JSON."""
+    plain = Payloads(payloads=[Payload(metadata={"encoding": b"json/plain"}, data=text)])
+    r = httpx.post(f"{stack.api}/codec/{CODEC_TOKEN}/encode", content=json_format.MessageToJson(plain), timeout=30)
+    assert r.status_code == 200, r.text
+    assert text not in base64.b64decode(r.json()["payloads"][0]["data"])
+    return r.text
+
+
+@pytest.mark.timeout(300)
+def test_the_codec_server_answers_its_token_on_its_own_host_names_and_origins_only(encrypted_stack):
+    sealed = _sealed_payloads(encrypted_stack, SECRET_PHRASE.encode())
+    decode = f"{encrypted_stack.api}/codec/decode"
+
+    def post(url: str = decode, body: bytes | str = sealed, **headers: str) -> httpx.Response:
+        return httpx.post(url, content=body, headers=headers, timeout=30)
+
+    def refused(r: httpx.Response, status: int, words: str) -> None:
+        assert r.status_code == status, (status, r.status_code, r.text)
+        assert words in r.json()["error"]["message"], r.text
+        assert SECRET_PHRASE not in r.text
+
+    # Accepted: the token as a bearer header (the Temporal CLI's --codec-auth) or in the path (the Web UI's).
+    for r in (post(**CODEC_AUTH), post(f"{encrypted_stack.api}/codec/{CODEC_TOKEN}/decode")):
+        assert r.status_code == 200, r.text
+        assert base64.b64decode(r.json()["payloads"][0]["data"]) == SECRET_PHRASE.encode()
+    refused(post(), 401, "token")
+    refused(post(Authorization="Basic Zm9vOmJhcg=="), 401, "token")
+    refused(post(Authorization="Bearer not-the-token"), 403, "wrong codec token")
+    refused(post(f"{encrypted_stack.api}/codec/{'0' * 64}/decode"), 403, "wrong codec token")
+    # DNS rebinding: a foreign name that resolves to this machine is refused, even from it and with the token.
+    refused(post(**CODEC_AUTH, Host="attacker.example:8000"), 403, "attacker.example")
+    refused(post(**CODEC_AUTH, Host="127.0.0.1.nip.io"), 403, "host name")
+    assert post(**CODEC_AUTH, Host="localhost:1").status_code == 200  # the allowed names, whatever the port
+    # Another page in the operator's browser: its Origin is refused (CORS alone would only hide the answer).
+    ui = f"http://127.0.0.1:{encrypted_stack.env['OPENCLAW_RL_TEMPORAL__UI_PORT']}"
+    refused(post(**CODEC_AUTH, Origin="http://attacker.example"), 403, "attacker.example")
+    refused(post(**CODEC_AUTH, Origin="null"), 403, "null")
+    ok = post(**CODEC_AUTH, Origin=ui)
+    assert ok.status_code == 200 and ok.headers["access-control-allow-origin"] == ui, ok.headers
+    # Malformed bodies: a 4xx with a reason, never a 500 nor a 200.
+    cut_short = sealed[: len(sealed) // 2].encode()
+    for body, status, words in (
+        (b"{not json", 400, "not valid JSON"),
+        (cut_short, 400, "not valid JSON"),
+        (b"\xff\xfe\x00", 400, "not valid JSON"),
+        (b"", 400, "not valid JSON"),
+        (b"[]", 422, "JSON object"),
+        (b'[{"payloads": []}]', 422, "JSON object"),
+        (b"{}", 400, "payloads"),
+        (b'{"payloads": "x"}', 400, "payloads"),
+        (b'{"payloads": [1]}', 400, "payloads.0"),
+        (b'{"payloads": [{"data": "!!! not base64"}]}', 400, "base64"),
+        (b'{"payloads": [{"metadata": {"encoding": 7}}]}', 400, "base64"),
+        (b'{"payloads": [], "extra": 1}', 400, "extra"),
+        (b'{"payloads": [{"metadata": {"encoding": "YmluYXJ5L2VuY3J5cHRlZA=="}, "data": "AAAA"}]}', 422, "decrypt"),
+    ):
+        refused(post(body=body, **CODEC_AUTH), status, words)
+    # What `up` gives the embedded Web UI (the Temporal server's --ui-codec-endpoint) answers the UI's origin,
+    # its CORS preflight included, and nothing in that endpoint is a key.
+    argv = Path(f"/proc/{encrypted_stack.service_pid('temporal')}/cmdline").read_bytes().split(b"\0")
+    endpoint = argv[argv.index(b"--ui-codec-endpoint") + 1].decode()
+    assert endpoint.endswith(f"/codec/{CODEC_TOKEN}") and KEY_A not in endpoint and KEY_B not in endpoint
+    preflight = httpx.options(
+        f"{endpoint}/decode",
+        headers={
+            "Origin": ui,
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "content-type,x-namespace",
+        },
+        timeout=30,
+    )
+    assert preflight.status_code == 200 and preflight.headers["access-control-allow-origin"] == ui
+    from_ui = post(f"{endpoint}/decode", Origin=ui, **{"Content-Type": "application/json", "X-Namespace": "default"})
+    assert from_ui.status_code == 200 and SECRET_PHRASE.encode() in base64.b64decode(
+        from_ui.json()["payloads"][0]["data"]
+    )
+
+
+def test_the_codec_server_answers_no_peer_but_this_machine(tmp_path):
+    """A peer elsewhere (a port forwarded to the API) is refused before anything else is looked at."""
+    from api.app import create_app
+
+    settings = Settings(data_dir=tmp_path, encryption_keys=KEYS)
+    app = create_app(settings)
+    app.state.settings = settings  # the codec needs nothing the lifespan opens
+
+    async def go(peer: str) -> httpx.Response:
+        transport = httpx.ASGITransport(app=app, client=(peer, 40000))
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8000") as client:
+            return await client.post("/codec/decode", content=b'{"payloads": []}', headers=CODEC_AUTH)
+
+    far = asyncio.run(go("203.0.113.7"))
+    assert far.status_code == 403 and "only on this machine" in far.json()["error"]["message"], far.text
+    assert asyncio.run(go("127.0.0.1")).status_code == 200  # the same request from this machine
 
 
 def _redis_holding(r, needles: list[bytes]) -> list[bytes]:
