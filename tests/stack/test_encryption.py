@@ -19,6 +19,7 @@ from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.client import Client
 
+from activities.curves import wandb_runs
 from openclaw_rl.encryption import ENCODING, DecryptError, Keyring, KeyringError
 from openclaw_rl.settings import Settings
 from store.client import Store, StoreAddress
@@ -88,8 +89,10 @@ def test_the_banner_says_whether_conversations_are_encrypted(tmp_path, capsys, m
 
 @pytest.fixture(scope="module")
 def encrypted_stack(tiny_model, tmp_path_factory):
+    root = tmp_path_factory.mktemp("enc")
+    home = root / "wandb-home"
     env = chat_stack_env(
-        tmp_path_factory.mktemp("enc") / "data",
+        root / "data",
         tiny_model,
         OPENCLAW_RL_ENCRYPTION_KEYS=KEYS,
         # Trained too (started by the test, once the sample was read): the step's records, curves and checkpoint,
@@ -97,6 +100,9 @@ def encrypted_stack(tiny_model, tmp_path_factory):
         OPENCLAW_RL_TRAINING__BATCH_SIZE="1",
         OPENCLAW_RL_TRAINING__WAIT_S="1",
         OPENCLAW_RL_TRAINING__CHECKPOINT__EVERY_VERSIONS="1",
+        OPENCLAW_RL_CURVES__WANDB__ENABLED="true",  # W&B's offline runs are scanned too
+        WANDB_SILENT="true",
+        **{f"WANDB_{v}_DIR": str(home / v.lower()) for v in ("CONFIG", "CACHE", "DATA")},  # W&B's own, not ours
     )
     stack = RunningStack(env).start()
     yield stack
@@ -225,6 +231,8 @@ def test_histories_store_and_data_directory_hold_no_user_words_after_a_judged_tr
     ]
     assert _redis_holding(r, needles + as_text) == []
     assert _files_holding(encrypted_stack.data_dir, needles + as_text) == []
+    assert wandb_runs(encrypted_stack.data_dir), "a W&B offline run was written (and scanned)"
+    assert list((encrypted_stack.data_dir / "tensorboard").rglob("events.out.tfevents.*")), "curves were written"
     judged_lines = list((encrypted_stack.data_dir / "records").glob("policy-*/personal.jsonl"))
     assert judged_lines, "the judged turn's line was written (sealed)"
     # The operator's readers open what was sealed: the turn log, the judged-turn lines.
