@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
+import redis
 from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.client import Client
@@ -34,6 +35,8 @@ KEYS = f"k2:{KEY_B},k1:{KEY_A}"
 CODEC_TOKEN = Keyring.parse(KEYS).derive("codec-token")
 """What the API and `up` derive from the first key (api.codec_token is left empty)."""
 CODEC_AUTH = {"Authorization": f"Bearer {CODEC_TOKEN}"}
+EPISODE_WORDS = "Zanzibar-Okonkwo-Fennimore"
+"""In a client-driven episode's messages."""
 HINT_WORDS = "Quetzalcoatlus-Brimblewick"
 """In the user's correction: the heuristic judge's hint is the user's own sentence, so these words reach the
 judgement, its records and the teacher's prompt."""
@@ -98,6 +101,7 @@ def encrypted_stack(tiny_model, tmp_path_factory):
         # Trained too (started by the test, once the sample was read): the step's records, curves and checkpoint,
         # its side files included, are scanned with the rest.
         OPENCLAW_RL_TRAINING__BATCH_SIZE="1",
+        OPENCLAW_RL_TRAINING__SOURCE_WEIGHTS='{"personal": 1.0, "client": 1.0}',  # the episode's steps train too
         OPENCLAW_RL_TRAINING__WAIT_S="1",
         OPENCLAW_RL_TRAINING__CHECKPOINT__EVERY_VERSIONS="1",
         OPENCLAW_RL_CURVES__WANDB__ENABLED="true",  # W&B's offline runs are scanned too
@@ -189,11 +193,10 @@ def test_histories_store_and_data_directory_hold_no_user_words_after_a_judged_tr
 
     # The store seals the user's content too: the request as sent, the answer's text and token ids, the token
     # stream, the judgement and its record, the sample. The trainer's reader opens the sample (with the keys).
-    import redis
-
     entry_id, sample = asyncio.run(_sample_of(encrypted_stack, first["turn_id"]))
     assert sample.prompt_ids and sample.response_ids
-    needles = [SECRET_PHRASE.encode(), HINT_WORDS.encode(), _packed(sample.prompt_ids), _packed(sample.response_ids)]
+    needles = [SECRET_PHRASE.encode(), HINT_WORDS.encode(), EPISODE_WORDS.encode()]
+    needles += [_packed(sample.prompt_ids), _packed(sample.response_ids)]
     needles += [
         ", ".join(map(str, sample.response_ids[i : i + 2])).encode() for i in range(len(sample.response_ids) - 1)
     ]
@@ -221,8 +224,12 @@ def test_histories_store_and_data_directory_hold_no_user_words_after_a_judged_tr
     # Trained into a durable checkpoint: nothing of the user in the clear anywhere in the data directory (records,
     # logs, curves, checkpoints and their side files, the store's append-only file, Temporal's database) nor in any
     # Redis value. Token ids are looked for packed and as text (runs of three, as JSON or a Python list prints them).
+    # A client-driven episode's words (its model calls' messages, its step samples) are trained and scanned too.
+    _free_form_episode(encrypted_stack, key)
+    waiting = sum(r.xlen(k) for k in r.scan_iter(match="oc:samples:*", _type="stream"))
+    assert waiting >= 2, "the turn's sample and the episode's step samples wait for training"
     encrypted_stack.cli("train", "start")
-    _wait_trained(encrypted_stack)
+    _wait_trained(encrypted_stack, samples=waiting)
     as_text = [
         sep.join(map(str, ids[i : i + 3])).encode()
         for ids in (sample.prompt_ids, sample.response_ids)
@@ -387,12 +394,35 @@ def _files_holding(data_dir, needles: list[bytes]) -> list[str]:
     return hits
 
 
-def _wait_trained(stack: RunningStack, timeout: float = 300.0) -> dict:
-    """Training's status once a sample was trained into a durable checkpoint."""
+def _free_form_episode(stack: RunningStack, key: str) -> None:
+    """A free-form client episode of two model calls (the second's user message is the first step's next state),
+    ended with an outcome: its steps become samples."""
+    headers = {"Authorization": f"Bearer {key}"}
+    opened = httpx.post(f"{stack.api}/v1/episodes", json={"samples": 1}, headers=headers, timeout=60)
+    assert opened.status_code == 200, opened.text
+    url = opened.json()["episodes"][0]["base_url"]
+    messages = [{"role": "user", "content": f"plan a trip with {EPISODE_WORDS}"}]
+    for nxt in (f"cheaper please, {EPISODE_WORDS}", None):
+        r = httpx.post(
+            f"{url}/chat/completions", json={"messages": messages, "max_tokens": 6}, headers=headers, timeout=120
+        )
+        assert r.status_code == 200, r.text
+        if nxt is not None:
+            messages += [r.json()["choices"][0]["message"], {"role": "user", "content": nxt}]
+    done = httpx.post(f"{url}/outcome", json={"outcome": 0.75}, headers=headers, timeout=60)
+    assert done.status_code == 200, done.text
+    deadline = time.monotonic() + 120
+    while not any(True for _ in redis.Redis.from_url(stack.redis).scan_iter(match="oc:samples:client", _type="stream")):
+        assert time.monotonic() < deadline, "the episode's steps were not published within 120 s"
+        time.sleep(0.5)
+
+
+def _wait_trained(stack: RunningStack, samples: int = 1, timeout: float = 300.0) -> dict:
+    """Training's status once `samples` were trained into a durable checkpoint."""
     deadline = time.monotonic() + timeout
     while True:
         status = json.loads(stack.cli("train", "status", "--json"))
-        if status["samples_trained"] >= 1 and status["durable_version"] is not None:
+        if status["samples_trained"] >= samples and status["durable_version"] is not None:
             return status
         assert time.monotonic() < deadline, f"nothing trained into a durable checkpoint within {timeout}s: {status}"
         time.sleep(1)
