@@ -334,6 +334,8 @@ def test_the_codec_server_answers_its_token_on_its_own_host_names_and_origins_on
     assert from_ui.status_code == 200 and SECRET_PHRASE.encode() in base64.b64decode(
         from_ui.json()["payloads"][0]["data"]
     )
+    # The token is a secret: no file of the data directory (the services' logs, the API's) holds it.
+    assert _files_holding(encrypted_stack.data_dir, [CODEC_TOKEN.encode()]) == []
 
 
 def test_the_codec_server_answers_no_peer_but_this_machine(tmp_path):
