@@ -32,6 +32,14 @@ def stored_requests(stack) -> set[bytes]:
     return set(redis.Redis.from_url(stack.redis).scan_iter("oc:request:*"))
 
 
+def user_turn_index(stack, user: str) -> set[bytes]:
+    """The user's turn index in the store (what export and forget find their turns by)."""
+    from contracts.chat import tenant_of
+    from store import keys as store_keys
+
+    return redis.Redis.from_url(stack.redis).smembers(store_keys.user_turns(tenant_of(user)))
+
+
 def turn_log(stack, key: str, session_id: str) -> dict:
     r = httpx.get(f"{stack.api}/v1/sessions/{session_id}/turns", headers={"Authorization": f"Bearer {key}"}, timeout=30)
     assert r.status_code == 200, r.text
@@ -82,6 +90,7 @@ def test_overlong_session_id_is_a_400(chat_stack, keys, where):
 def test_more_concurrent_turns_than_temporal_admits_on_one_session_is_a_429(chat_stack, keys):
     """Temporal admits 10 updates in flight per workflow; main-line turns of a session queue behind each other."""
     before = stored_requests(chat_stack)
+    indexed = user_turn_index(chat_stack, "rob")
     sid = f"busy-{uuid.uuid4().hex[:6]}"
     body = {"messages": [{"role": "user", "content": "write a long story"}], "max_tokens": 400}  # ~2 s a turn
     with ThreadPoolExecutor(16) as pool:
@@ -97,6 +106,7 @@ def test_more_concurrent_turns_than_temporal_admits_on_one_session_is_a_429(chat
     served = statuses.count(200)
     assert served >= 10, statuses
     assert len(stored_requests(chat_stack) - before) == served  # the refused ones left nothing behind
+    assert len(user_turn_index(chat_stack, "rob") - indexed) == served  # nor an entry in the user's turn index
     assert turn_log(chat_stack, keys["rob"], sid)["total"] == served
     assert post(chat_stack, keys["rob"], GOOD, headers={"X-Session-Id": sid}).status_code == 200  # free again
 
