@@ -255,6 +255,18 @@ def test_histories_store_and_data_directory_hold_no_user_words_after_a_judged_tr
 
     opened = read_judgements(judged_lines[0], Keyring.parse(KEYS))
     assert any(rec.turn_id == first["turn_id"] and rec.judge.hint and HINT_WORDS in rec.judge.hint for rec in opened)
+    # A forget still finds the user's sealed lines (by their user_id, left readable) and drops them.
+    forget = subprocess.run(
+        CLI + ["users", "forget", "enc-user", "--yes"],
+        env=encrypted_stack.env,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert forget.returncode == 0, forget.stdout + forget.stderr
+    assert (
+        read_judgements(judged_lines[0], Keyring.parse(KEYS)) == [] and b"enc-user" not in judged_lines[0].read_bytes()
+    )
 
 
 def _sealed_payloads(stack: RunningStack, text: bytes) -> str:
