@@ -20,6 +20,7 @@ import structlog
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.judgement_log import judgement_line
 from activities.store_errors import store_outage_is_retryable
 from contracts.chat import StoredChatRequest, tenant_of
 from contracts.errors import ErrorType
@@ -81,6 +82,7 @@ class LearningActivities:
     def __init__(self, settings: Settings):
         self.settings = settings
         self.store = Store.from_settings(settings)
+        self._keyring = settings.keyring()
         self._judge: Judge | None = None
         self._teacher: PolicyClient | None = None
         teacher = settings.learning.teacher
@@ -215,11 +217,13 @@ class LearningActivities:
         guard = keys.forgotten(tenant_of(inp.user_id))
         if not await self.store.samples.publish_once(inp.sample_id, inp.source, sample, also, guard=guard):
             return result.model_copy(update=dict(published=False, duplicate=True))
-        self._append_jsonl(inp.source, inp.policy_version or "unknown", record.model_dump_json())
+        # The judge's output and hint are the user's words: sealed like the store's copy when encryption is on.
+        self._append_jsonl(inp.source, inp.policy_version or "unknown", judgement_line(record, self._keyring))
         return result
 
     def _append_jsonl(self, source: str, version: str, record_json: str) -> None:
-        """Append the record to records/policy-<version>/<source>.jsonl (kept per version, never wiped).
+        """Append the record's line (activities.judgement_log) to records/policy-<version>/<source>.jsonl (kept
+        per version, never wiped).
 
         The Redis record stream is the complete copy (written atomically with the
         sample); this file is its human-readable mirror, written once the

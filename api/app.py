@@ -77,13 +77,13 @@ def create_app(settings: Settings) -> FastAPI:
 
 
 def _allow_the_web_ui(app: FastAPI, settings: Settings) -> None:
-    """The Temporal Web UI calls the codec server from the browser: its origin may (CORS), no other."""
+    """The Temporal Web UI calls the codec server from the browser: its origin may (CORS), no other (api.codec
+    checks the Origin too: CORS only hides answers from other pages, it does not stop the request)."""
     from fastapi.middleware.cors import CORSMiddleware
 
-    port = settings.temporal.ui_port
     app.add_middleware(
         CORSMiddleware,
-        allow_origins=[f"http://127.0.0.1:{port}", f"http://localhost:{port}"],
+        allow_origins=settings.codec_origins(),
         allow_methods=["POST"],
         allow_headers=["*"],
         allow_credentials=True,

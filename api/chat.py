@@ -136,8 +136,9 @@ async def chat_completions(request: Request, caller: Caller = Depends(authentica
     try:
         app.state.admission.acquire(t.user_id, t.workflow_id, t.turn_id)
     except ApiError:
-        if key is not None and fresh:
+        if key is not None and fresh:  # refused before it ran: the key's record and its index entry go
             await idempotency.forget(app.state.store.idempotency, t.key_turn_id)
+            await app.state.store.users.unnote_turn(t.user_id, t.key_turn_id)
         raise
     update = asyncio.ensure_future(_run(app, t, _turn_request(t)))
     return await _respond(app, t, update)
@@ -294,8 +295,11 @@ async def _forget_refused(app: FastAPI, t: _Turn, turn: TurnRequest, admitted: b
             client = await app.state.gateway.client()
             key = keys.chat_request(t.turn_id)
             if await is_next_state_of_a_turn(client, store, t.user_id, t.session_id, key):
-                return
+                return  # kept, so indexed: a forget finds it by the user's turn index
         await store.requests.delete(t.turn_id)
+        # Nothing of the turn is left, so its index entry goes too. A key's later attempt keeps the key's own entry
+        # (`key_turn_id`): it names the first attempt's data.
+        await store.users.unnote_turn(t.user_id, t.turn_id)
     except Exception as exc:  # cleanup must never replace the refusal the client is owed; the TTL ends the key
         log.warning("could not clean up a refused turn", turn_id=t.turn_id, error=f"{type(exc).__name__}: {exc}")
 

@@ -89,6 +89,9 @@ _STATUS = {
 _NO_STEP = frozenset({404, 409, 410})
 """Statuses of a model call no step ran with (the episode is gone, not the caller's, or over); a 503 may still have
 run (its retry, with the same Idempotency-Key, gets that step), so its request is kept."""
+_PAYLOAD_HEADROOM_BYTES = 16 * 1024
+"""Room under temporal.max_payload_bytes for what the episode adds when it hands a call on to its environment's
+activity (ids, the call's number): the call's own payload must leave it, or that activity could not be scheduled."""
 _RPC_STATUS = {
     RPCStatusCode.RESOURCE_EXHAUSTED: (429, "too many calls in flight on this episode; retry shortly"),
     RPCStatusCode.UNAVAILABLE: (503, "Temporal could not be reached; retry shortly"),
@@ -280,6 +283,7 @@ async def _update(
     handle = client.get_workflow_handle(_workflow_id(episode_id))
     if traceparent := tracing.traceparent():  # what the call runs joins this request's trace
         arg = arg.model_copy(update={"traceparent": traceparent})
+    await _fits_a_payload(client, arg, request.app.state.settings.temporal.max_payload_bytes)
     failure: str | None = None
     try:
         return await handle.execute_update(name, arg, result_type=result_type, id=update_id or uuid.uuid4().hex)
@@ -311,6 +315,21 @@ async def _update(
         raise ApiError(500, f"the call failed: {failure}", code="episode_call_failed")
     why = view.failed or (f"it ended with outcome {view.finished.outcome:g}" if view.finished else "it has closed")
     raise ApiError(409, f"the episode is over: {why}", code="episode_conflict")
+
+
+async def _fits_a_payload(client, arg: ClientCall, max_payload_bytes: int) -> None:
+    """Refuse up front (413, with the sizes) a call Temporal would refuse: measured as it would travel, through the
+    client's own data converter (so encrypted when encryption is on)."""
+    size = sum(p.ByteSize() for p in await client.data_converter.encode([arg]))
+    limit = max_payload_bytes - _PAYLOAD_HEADROOM_BYTES
+    if size > limit:
+        raise ApiError(
+            413,
+            f"this call is {size} bytes as it would travel to the episode; an episode's call may be at most {limit} "
+            f"(Temporal's payload limit, temporal.max_payload_bytes={max_payload_bytes}, less room for the episode's "
+            "own fields). Send less per call: a large file in pieces, or written by a command that makes it",
+            code="call_too_large",
+        )
 
 
 @router.post("/v1/episodes/{episode_id}/chat/completions", responses=EPISODE_ERRORS, openapi_extra=CHAT_BODY)

@@ -84,7 +84,7 @@ EPISODE_ERRORS: dict[int | str, dict[str, Any]] = {
     404: _error("No such episode for this API key's user"),
     409: _error("The episode cannot take the call now (it ended, was abandoned, or has used its steps)"),
     410: _error("The key's user was forgotten while the call ran: nothing of it is kept"),
-    413: _error("The body is over api.max_request_bytes"),
+    413: _error("The body is over api.max_request_bytes, or the call over Temporal's payload limit"),
     422: _error("A field of the wrong type or value (`param` names it)"),
     503: _error("Temporal, the store or the policy servers were unreachable"),
 }

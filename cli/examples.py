@@ -53,6 +53,7 @@ EXAMPLES: dict[str, list[str]] = {
     ],
     "encryption": ["openclaw-rl encryption new-key --id k2026", "openclaw-rl encryption status"],
     "encryption new-key": ["openclaw-rl encryption new-key --id k2026"],
+    "encryption codec-token": ["openclaw-rl encryption codec-token"],
     "encryption status": ["openclaw-rl encryption status"],
     "eval": ["openclaw-rl eval run", "openclaw-rl eval list"],
     "eval run": [

@@ -105,6 +105,20 @@ def cmd_encryption(args: argparse.Namespace, settings: Settings) -> int:
             err=True,
         )
         return 0
+    if args.encryption_command == "codec-token":
+        token = settings.codec_token()
+        if token is None:
+            style.note(
+                "encryption at rest is off (OPENCLAW_RL_ENCRYPTION_KEYS is empty): there is no codec server", err=True
+            )
+            return 1
+        print(token)
+        style.note(
+            f"The codec server's token (api.codec_token, else derived from the first key). The Temporal CLI: "
+            f"--codec-endpoint http://{settings.api.host}:{settings.api.port}/codec --codec-auth 'Bearer <token>'",
+            err=True,
+        )
+        return 0
     if keyring is None:
         print("encryption at rest: off (OPENCLAW_RL_ENCRYPTION_KEYS is empty)")
     else:
@@ -271,13 +285,17 @@ def build_parser() -> argparse.ArgumentParser:
         "encryption",
         help="encryption at rest: make a key, show the keyring",
         description="Conversation data encrypted at rest (AES-256-GCM) under OPENCLAW_RL_ENCRYPTION_KEYS.\n\n"
-        "examples:\n  openclaw-rl encryption new-key --id k2026\n  openclaw-rl encryption status",
+        "examples:\n  openclaw-rl encryption new-key --id k2026\n  openclaw-rl encryption status\n"
+        "  openclaw-rl encryption codec-token",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     encs = enc.add_subparsers(dest="encryption_command", required=True)
     nk = encs.add_parser("new-key", help="print a fresh random key as id:base64 (nothing is stored)")
     nk.add_argument("--id", default="k1", help="the key's id (letters, digits, '-', '_'; default k1)")
     encs.add_parser("status", help="whether encryption is on, and the keyring's key ids (never the keys)")
+    encs.add_parser(
+        "codec-token", help="print the token the API's codec server (/codec) requires (for the Temporal CLI)"
+    )
     enc.set_defaults(func=cmd_encryption, exits_hard=False)
     sub.add_parser("config", help="print the effective settings (secrets masked)").set_defaults(
         func=cmd_config, exits_hard=False

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import hmac
 import os
 from collections.abc import Sequence
 
@@ -44,6 +46,7 @@ class Keyring:
         if not keys:
             raise KeyringError("no encryption keys")
         self._keys: dict[str, AESGCM] = {}
+        self._current_key = keys[0][1]  # for `derive` only
         for key_id, key in keys:
             if not key_id or len(key_id.encode()) > 255 or not key_id.replace("-", "").replace("_", "").isalnum():
                 raise KeyringError(f"encryption key id {key_id!r}: use 1-255 letters, digits, '-' or '_'")
@@ -79,6 +82,11 @@ class Keyring:
     @property
     def key_ids(self) -> list[str]:
         return list(self._keys)
+
+    def derive(self, label: str) -> str:
+        """A secret for `label` derived from the first key (HMAC-SHA256, hex): every process with the keys derives
+        the same, none is stored, and it says nothing of the key. It changes when the first key does."""
+        return hmac.new(self._current_key, f"openclaw-rl:{label}".encode(), hashlib.sha256).hexdigest()
 
     def seal(self, data: bytes, context: bytes = b"") -> bytes:
         """MAGIC | key id length | key id | nonce | ciphertext+tag. `context` is authenticated, not stored (the

@@ -93,6 +93,27 @@ class ApiSettings(BaseModel):
     """Concurrent chat requests one user may have in flight; more get HTTP 429."""
     temporal_retry_s: float = Field(30.0, ge=0)
     """How long a chat request keeps retrying while Temporal is unreachable (e.g. restarting) before HTTP 503."""
+    codec_token: SecretStr = SecretStr("")
+    """The token the codec server (`/codec`, served while encryption at rest is on: it decrypts conversations)
+    requires, as `Authorization: Bearer <token>` (the Temporal CLI's `--codec-auth`) or as the path segment
+    `/codec/<token>/` (the endpoint `up` gives the embedded Web UI, which sends no header of its own). Empty:
+    derived from the first encryption key (`openclaw-rl encryption codec-token` prints it)."""
+    codec_hosts: list[str] = Field(default_factory=lambda: [LOOPBACK, "localhost", "::1"], min_length=1)
+    """Host names the codec server answers to (the request's Host header, its port aside). Any other name is refused,
+    even on this machine: a web page whose name was rebound to 127.0.0.1 (DNS rebinding) reads nothing. Add the
+    name a proxy in front of the API is reached by."""
+    codec_origins: list[str] | None = None
+    """Browser origins that may call the codec server (its Origin header, and CORS). None: the embedded Web UI's,
+    http://127.0.0.1:<temporal.ui_port> and http://localhost:<temporal.ui_port>. A request without an Origin (the
+    Temporal CLI, curl: not a browser) passes this check; the token still applies."""
+
+    @field_validator("codec_token")
+    @classmethod
+    def _codec_token_fits_a_path(cls, value: SecretStr) -> SecretStr:
+        token = value.get_secret_value()
+        if token and (len(token) < 16 or not token.replace("-", "").replace("_", "").isalnum() or not token.isascii()):
+            raise ValueError("api.codec_token: use at least 16 letters, digits, '-' or '_' (it may travel in a path)")
+        return value
 
 
 class EngineSettings(BaseModel):
@@ -794,6 +815,10 @@ class TemporalSettings(BaseModel):
     """PEM private key of `tls_cert_path`."""
     tls_server_name: str | None = None
     """The name to verify on the server's certificate, when it differs from the address's host."""
+    max_payload_bytes: int = Field(2 * 1024 * 1024, ge=64 * 1024)
+    """The largest payload the Temporal server takes (its dynamic config `limit.blobSize.error`, 2 MiB unless the
+    cluster sets another). A client-driven episode's call that would travel bigger (a tool's arguments, as encoded,
+    encrypted included) gets HTTP 413 from the API before it is sent; Temporal would refuse it with an error."""
 
     def target(self) -> str:
         return self.address or f"{LOOPBACK}:{self.port}"
@@ -976,6 +1001,21 @@ class Settings(BaseSettings):
         from openclaw_rl.encryption import Keyring
 
         return Keyring.parse(self.encryption_keys.get_secret_value())
+
+    def codec_token(self) -> str | None:
+        """The token the codec server requires (`api.codec_token`, else derived from the first encryption key); None
+        when encryption at rest is off (no codec server)."""
+        keyring = self.keyring()
+        if keyring is None:
+            return None
+        return self.api.codec_token.get_secret_value() or keyring.derive("codec-token")
+
+    def codec_origins(self) -> list[str]:
+        """The browser origins the codec server answers (`api.codec_origins`, else the embedded Web UI's)."""
+        if self.api.codec_origins is not None:
+            return self.api.codec_origins
+        port = self.temporal.ui_port
+        return [f"http://{LOOPBACK}:{port}", f"http://localhost:{port}"]
 
     @model_validator(mode="after")
     def _policy_servers_fit(self) -> "Settings":

@@ -402,7 +402,8 @@ class Stack:
         else:
             lines.append(
                 f"  {'encryption':<12} AES-256-GCM at rest, key {keyring.current!r} ({len(keyring.key_ids)} in the "
-                "keyring); the Web UI shows payloads through the API's codec server (/codec, this machine only)"
+                "keyring); the Web UI shows payloads through the API's codec server (/codec: this machine, its token, "
+                "local host names and the UI's origin only; openclaw-rl encryption codec-token)"
             )
         lines += [f"  {'storage':<12} WARNING: {w}" for w in self.warnings]
         lines.append("Press Ctrl-C to stop.")

@@ -38,6 +38,8 @@ class ServiceSpec:
     stop_timeout_s: float = 15.0
     env: dict[str, str] = field(default_factory=dict)
     cwd: Path | None = None
+    secrets: tuple[str, ...] = ()
+    """Values on the command line that its log's start line masks (the log outlives the process)."""
 
 
 class ServiceFailed(RuntimeError):
@@ -62,7 +64,10 @@ class ManagedProcess:
         self.kill_leftovers()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         out = open(self.log_path, "ab", buffering=0)
-        out.write(f"\n--- {time.strftime('%Y-%m-%dT%H:%M:%S')} starting {' '.join(self.spec.argv)}\n".encode())
+        command = " ".join(self.spec.argv)
+        for secret in filter(None, self.spec.secrets):
+            command = command.replace(secret, "***")
+        out.write(f"\n--- {time.strftime('%Y-%m-%dT%H:%M:%S')} starting {command}\n".encode())
         env = os.environ | {"PYTHONUNBUFFERED": "1"} | self.spec.env
         self.proc = subprocess.Popen(
             self.spec.argv,

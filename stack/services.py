@@ -65,8 +65,14 @@ def temporal_service(settings: Settings) -> ServiceSpec:
     for key, value in DEV_SERVER_DYNAMIC_CONFIG.items():
         argv += ["--dynamic-config-value", f"{key}={value}"]
     argv += ["--headless"] if t.headless else ["--ui-port", str(t.ui_port), "--ui-disable-news-fetch"]
+    secrets: tuple[str, ...] = ()
     if not t.headless and settings.keyring() is not None:  # the UI shows encrypted payloads through the API's codec
-        argv += ["--ui-codec-endpoint", f"http://{LOOPBACK}:{settings.api.port}/codec"]
+        # The UI sends no header of its own (it passes an access token only from its own OIDC login), so the codec
+        # token travels in the endpoint's path (api.codec). It is on this process's command line: readable by this
+        # machine's users, as Temporal's own histories are (the dev server has no auth); its log masks it.
+        token = settings.codec_token() or ""
+        secrets = (token,)
+        argv += ["--ui-codec-endpoint", f"http://{LOOPBACK}:{settings.api.port}/codec/{token}"]
 
     async def ready() -> bool:
         from temporalio.client import Client
@@ -74,7 +80,7 @@ def temporal_service(settings: Settings) -> ServiceSpec:
         client = await Client.connect(t.target(), namespace=t.namespace)
         return bool(await client.service_client.check_health())
 
-    return ServiceSpec("temporal", argv, ready, ready_timeout_s=90)
+    return ServiceSpec("temporal", argv, ready, ready_timeout_s=90, secrets=secrets)
 
 
 def valkey_service(settings: Settings) -> ServiceSpec:

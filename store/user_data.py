@@ -137,6 +137,14 @@ class UserRecords(Records):
                 p.set(keys.no_train(turn_id), "1", ex=self._ttl_s)
             await p.execute()
 
+    async def unnote_turn(self, user_id: str, turn_id: str) -> None:
+        """Undo `note_turn` for a turn refused before it was served (none of its data is kept): a refused request
+        leaves nothing behind, its index entry included (else every refusal would grow the index)."""
+        async with self._r.pipeline(transaction=True) as p:
+            p.srem(keys.user_turns(tenant_of(user_id)), turn_id)  # the set's last member gone: the key is too
+            p.delete(keys.no_train(turn_id))
+            await p.execute()
+
     async def note_group(self, user_id: str, group_id: str) -> None:
         """`group_id` is a client-driven task group the user opened."""
         index = keys.user_groups(tenant_of(user_id))

@@ -32,6 +32,14 @@ def stored_requests(stack) -> set[bytes]:
     return set(redis.Redis.from_url(stack.redis).scan_iter("oc:request:*"))
 
 
+def user_turn_index(stack, user: str) -> set[bytes]:
+    """The user's turn index in the store (what export and forget find their turns by)."""
+    from contracts.chat import tenant_of
+    from store import keys as store_keys
+
+    return redis.Redis.from_url(stack.redis).smembers(store_keys.user_turns(tenant_of(user)))
+
+
 def turn_log(stack, key: str, session_id: str) -> dict:
     r = httpx.get(f"{stack.api}/v1/sessions/{session_id}/turns", headers={"Authorization": f"Bearer {key}"}, timeout=30)
     assert r.status_code == 200, r.text
@@ -82,6 +90,7 @@ def test_overlong_session_id_is_a_400(chat_stack, keys, where):
 def test_more_concurrent_turns_than_temporal_admits_on_one_session_is_a_429(chat_stack, keys):
     """Temporal admits 10 updates in flight per workflow; main-line turns of a session queue behind each other."""
     before = stored_requests(chat_stack)
+    indexed = user_turn_index(chat_stack, "rob")
     sid = f"busy-{uuid.uuid4().hex[:6]}"
     body = {"messages": [{"role": "user", "content": "write a long story"}], "max_tokens": 400}  # ~2 s a turn
     with ThreadPoolExecutor(16) as pool:
@@ -97,6 +106,7 @@ def test_more_concurrent_turns_than_temporal_admits_on_one_session_is_a_429(chat
     served = statuses.count(200)
     assert served >= 10, statuses
     assert len(stored_requests(chat_stack) - before) == served  # the refused ones left nothing behind
+    assert len(user_turn_index(chat_stack, "rob") - indexed) == served  # nor an entry in the user's turn index
     assert turn_log(chat_stack, keys["rob"], sid)["total"] == served
     assert post(chat_stack, keys["rob"], GOOD, headers={"X-Session-Id": sid}).status_code == 200  # free again
 
@@ -190,6 +200,29 @@ def test_refused_reply_that_pairs_an_earlier_turn_is_kept_for_its_judge(chat_sta
     paired = turn_log(chat_stack, keys["rob"], sid)["turns"][0]
     assert paired["next_state_status"] == "paired"
     assert redis.Redis.from_url(chat_stack.redis).exists(paired["next_state"]["request_key"])
+
+
+@pytest.mark.parametrize("idempotency_key", [False, True])
+def test_a_refused_request_adds_nothing_to_the_users_turn_index(chat_stack, idempotency_key):
+    """Refused before it was served (too long), a request leaves no trace in the store: not its request, nor its
+    turn (or its key's) in the user's turn index, which would otherwise grow with every refusal."""
+    from contracts.chat import tenant_of
+    from store import keys as store_keys
+
+    user = f"refused-{uuid.uuid4().hex[:6]}"
+    key = create_key(chat_stack, user)
+    index = store_keys.user_turns(tenant_of(user))
+    r = redis.Redis.from_url(chat_stack.redis)
+    headers = {"X-Session-Id": f"idx-{uuid.uuid4().hex[:6]}"}
+    if idempotency_key:
+        headers["Idempotency-Key"] = uuid.uuid4().hex
+    too_long = {"messages": [{"role": "user", "content": "word " * 40000}]}
+    refused = post(chat_stack, key, too_long, headers=headers)
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "context_length_exceeded", refused.text
+    assert r.smembers(index) == set() and not r.exists(index)
+    served = post(chat_stack, key, GOOD, headers={**headers, "Idempotency-Key": uuid.uuid4().hex})
+    assert served.status_code == 200, served.text
+    assert len(r.smembers(index)) == 1  # a served turn is indexed (what export and forget find it by)
 
 
 # ---- 3. Idempotency-Key: a retried request gets the same turn, never a second one --------------------------------

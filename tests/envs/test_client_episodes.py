@@ -221,6 +221,23 @@ def test_an_abandoned_episode_ends_cleanly_and_bad_requests_get_reasons(stack):
     assert late.status_code in (404, 409), late.text
 
 
+def test_a_call_over_temporals_payload_limit_is_a_413_with_a_reason_and_the_episode_lives_on(stack):
+    """A tool argument bigger than Temporal's payload limit (2 MiB), well under the API's body limit (8 MiB), is
+    refused before it is sent (Temporal refused it with an error the API answered as a 500); the next call runs."""
+    key = create_key(stack, "big-arguments")
+    ep = api(stack, key, "POST", "/v1/episodes", {"setting": "terminal", "task_id": TASK}).json()["episodes"][0]
+    assert api(stack, key, "GET", f"/v1/episodes/{ep['id']}").json().get("ready")
+    tool = f"/v1/episodes/{ep['id']}/tools/bash"
+    big = api(stack, key, "POST", tool, {"arguments": {"command": "echo " + "x" * (3 * 1024 * 1024)}})
+    assert big.status_code == 413, big.text
+    err = big.json()["error"]
+    assert err["code"] == "call_too_large" and "temporal.max_payload_bytes" in err["message"], err
+    ok = api(stack, key, "POST", tool, {"arguments": {"command": "echo still-here"}})
+    assert ok.status_code == 200 and "still-here" in ok.json()["content"], ok.text
+    view = api(stack, key, "GET", f"/v1/episodes/{ep['id']}").json()
+    assert view["failed"] is None and view["finished"] is None, view
+
+
 def test_mini_swe_agents_own_loop_solves_a_swe_task_with_its_commands_in_the_sandbox(stack):
     """mini-swe-agent 2.4 (PyPI), unmodified: its DefaultAgent, its litellm model at the episode's base URL, its
     default config (tool calls); only its environment is ours (harnesses.mini_swe_agent)."""
