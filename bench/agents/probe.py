@@ -17,7 +17,8 @@ import tempfile
 from pathlib import Path
 
 from activities.agent_step import parse_action
-from bench.agents import counting_tasks, terminal_trajectories, trajectories
+from bench.agents import terminal_trajectories, trajectories
+from envs.terminal import counting_tasks
 
 SETTINGS = ("toolcall", "terminal")
 

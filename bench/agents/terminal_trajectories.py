@@ -20,9 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from activities.agent_step import parse_action
-from bench.agents import counting_tasks
-from bench.agents.counting_tasks import ANSWER_FILE, CountTask
 from envs.sandbox import CommandResult, SandboxLimits
+from envs.terminal import counting_tasks
+from envs.terminal.counting_tasks import ANSWER_FILE, CountTask
 from envs.terminal.env import TerminalEnv
 from envs.terminal.task import TaskToml, TerminalTask
 

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from activities.agent_step import parse_action
-from bench.agents import basemodel, counting_tasks, terminal_trajectories
+from bench.agents import basemodel, terminal_trajectories
 from envs.sandbox import SandboxLimits, SandboxPool, sandbox_problem
+from envs.terminal import counting_tasks
 from envs.terminal.source import TerminalTasks
 
 

@@ -1,4 +1,4 @@
-"""The agent benchmark's terminal task family: count something in the workspace, write the number to a file.
+"""The terminal setting's generated counting family: count something in the workspace, write the number to a file.
 
 Three kinds, each answered by one shell command whose words come from the instruction:
 
@@ -10,7 +10,8 @@ Three kinds, each answered by one shell command whose words come from the instru
 The agent cannot count what it has not run a command over, so only a good command succeeds. Tasks are generated
 from fixed seeds (the same folders on every machine) and written in the terminal setting's task layout with
 Harbor's `tests/test.sh` checker (reward 1 when `/app/answer.txt` holds the number, else 0) and an oracle
-`solution/solve.sh`. `count-0000` ... are the training tasks; from `HELD_OUT_FROM` on they are held out.
+`solution/solve.sh`. `count-0000` ... are the training tasks; from `HELD_OUT_FROM` on they are held out
+(`held_out_task_ids`: the `episodes-terminal` evaluation set's split, and the agents benchmark's).
 """
 
 from __future__ import annotations
@@ -185,6 +186,11 @@ def training_ids() -> list[str]:
 
 def held_out() -> list[CountTask]:
     return [task(i) for i in range(HELD_OUT_FROM, TASKS)]
+
+
+def held_out_task_ids() -> list[str]:
+    """The held-out split's task ids, in order (kinds in turn: any prefix is balanced)."""
+    return [task_id(i) for i in range(HELD_OUT_FROM, TASKS)]
 
 
 @cache
