@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from cli import style
+from openclaw_rl import console as style
 from openclaw_rl.logs import configure_logging
 from openclaw_rl.settings import ConfigError, Pool, Settings, load_settings
 

@@ -1,4 +1,4 @@
-"""One output style for every `openclaw-rl` command: tables, errors, success and note lines, progress bars.
+"""One output style for every `openclaw-rl` command and benchmark: tables, errors, success and note lines, bars.
 
 Machines read `--json`; people read these. On a terminal they have colour (unless NO_COLOR is set); in a pipe, a
 file or a test they are plain text without ANSI codes, and tables are aligned columns separated by two spaces
