@@ -20,12 +20,12 @@ import hashlib
 import json
 import os
 import random
-import shutil
-import tempfile
 from functools import cache
 from pathlib import Path
 
 from pydantic import BaseModel
+
+from openclaw_rl.checkpoints import staged_dir
 
 TASKS = 720
 HELD_OUT_FROM = 600
@@ -247,17 +247,10 @@ def ensure_tasks(parent: Path) -> Path:
     if (target / ".complete").is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".counting-", dir=target.parent))
-    try:
+    with staged_dir(target, prefix=".counting-") as staging:
         for i in range(TASKS):
             write_task(task(i), staging)
         (staging / ".complete").write_text(digest() + "\n")
         for d, _, _ in os.walk(staging):  # the sandbox's uid copies the workspace files: readable by all
             os.chmod(d, 0o755)
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(staging, target)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
     return target
