@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 # 2 cores instead of about 40 one at a time (TEST_WORKERS=0: in this process, no xdist). docs/index.md.
 TEST_WORKERS ?= 2
 
-.PHONY: install system-deps up test bench
+.PHONY: install system-deps up test test-fast bench
 
 # Agent sandboxes (envs/sandbox.py) need bubblewrap, and what tasks run inside them:
 # Debian's python3 with pytest (terminal checkers), git, sqlite3, jq. The gui setting drives Debian's headless
@@ -44,6 +44,12 @@ up: install
 test: install
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+
+# The fast tier: no service starts (tests/tiers.py marks what starts one `stack`, learning claims `learns`, at
+# collection; a service that starts anyway fails its test). Under 5 minutes on 2 cores. docs/index.md.
+test-fast: install
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not stack and not learns"
 
 bench: install
 	$(PY) benchmarks/engine_throughput.py

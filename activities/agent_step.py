@@ -30,11 +30,12 @@ from contracts.client_episodes import (
 from contracts.episodes import AGENT_STEP, AgentStepInput, AgentStepOutput
 from contracts.errors import ErrorType
 from contracts.summary import clip
-from envs.base import Action, Observation, ToolCallAction, ToolResult
+from envs.agent_turn import parse_action
+from envs.base import Action, Observation, ToolResult
 from openclaw_rl.settings import Settings
 from policy_client import PolicyClient
 from policy_client.chat import message_text
-from policy_client.chat_output import CALL_OPEN, generate_output, parse_completion
+from policy_client.chat_output import generate_output
 from store.client import Store
 from store.episodes import EpisodeOpening, StepAction, StepObservation
 from store.turns import TurnTokens
@@ -159,28 +160,6 @@ class AgentActivities:
     async def aclose(self) -> None:
         await self.policy.aclose()
         await self.store.aclose()
-
-
-def parse_action(text: str, call_id_prefix: str) -> tuple[Action, dict]:
-    """The action and the assistant message the conversation continues with (OpenAI format)."""
-    parsed = parse_completion(text, call_id_prefix=call_id_prefix)
-    calls, errors = [], []
-    for c in parsed.tool_calls:
-        try:
-            args = json.loads(c.arguments or "{}")
-        except ValueError:
-            args = None
-        if not isinstance(args, dict):
-            errors.append(f"the arguments of {c.name} are not a JSON object")
-            continue
-        calls.append(ToolCallAction(id=c.id, name=c.name, arguments=args))
-    if CALL_OPEN in parsed.content:
-        errors.append('a <tool_call> block is not valid JSON of the form {"name": ..., "arguments": {...}}')
-    action = Action(text=parsed.content, tool_calls=calls, parse_error="; ".join(errors) or None)
-    message: dict = {"role": "assistant", "content": parsed.content}
-    if parsed.tool_calls:
-        message["tool_calls"] = [c.to_openai() for c in parsed.tool_calls]
-    return action, message
 
 
 def messages_after_last_answer(messages: list[dict]) -> list[dict]:

@@ -49,6 +49,7 @@ from contracts.episodes import (
 )
 from contracts.errors import ErrorType
 from contracts.summary import clip
+from envs.agent_turn import observation_messages
 from envs.base import Action, EnvCrashed, Environment, Observation, TaskSource, ToolCallAction, UnknownTask
 from envs.registry import PluginError, UnknownSetting, task_source
 from envs.sandbox import SandboxPool, WorkspaceUnreachable
@@ -171,12 +172,7 @@ class EnvActivities:
                 raise ApplicationError(str(exc), type=ErrorType.EPISODE_DATA_MISSING, non_retryable=True) from exc
             async with self._lost_on_crash(inp.attempt_key, held), heartbeating(HEARTBEAT_S):
                 obs: Observation = await self._blocking(held.env.step, action)
-            added = [
-                {"role": "tool", "tool_call_id": r.call_id, "name": r.name, "content": r.content}
-                for r in obs.tool_results
-            ]
-            if obs.user_message:
-                added.append({"role": "user", "content": obs.user_message})
+            added = observation_messages(obs)
             await self.store.episodes.save_observation(
                 inp.attempt_key, inp.step, StepObservation(observation=obs, messages=added)
             )

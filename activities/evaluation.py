@@ -17,9 +17,6 @@ from temporalio.exceptions import ApplicationError
 
 from activities.curves import CurveWriter
 from activities.eval_curves import EVAL_RUN, eval_points
-from activities.eval_episode_sets import first_held_out
-from activities.eval_sets import EvalCase, load_set
-from activities.eval_user_sets import EvalSetError
 from activities.heartbeat import heartbeating
 from activities.rollout import Rollout
 from contracts.chat import ChatSampling
@@ -37,6 +34,9 @@ from contracts.evaluation import (
     RecordResult,
     SetScores,
 )
+from evals.base import EvalCase, EvalSetError
+from evals.episodes import first_held_out
+from evals.registry import load_set
 from openclaw_rl.settings import Settings
 from policy_client import PolicyClient
 from store.client import Store

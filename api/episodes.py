@@ -34,7 +34,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from api import idempotency
 from api.auth import Caller, authenticate
 from api.chat import assistant_message, chat_sampling, usage, validate_chat
-from api.errors import ApiError
+from api.errors import ERROR_STATUS, ApiError
 from api.openai_schema import ChatCompletion, ChatCompletionChunk, Choice, ChunkChoice, Delta
 from api.openapi_spec import CHAT_OPENAPI, EPISODE_ERRORS, json_body
 from api.request_body import read_json
@@ -57,7 +57,6 @@ from contracts.client_episodes import (
     client_episode_id,
 )
 from contracts.episodes import SettingName, episode_workflow_id
-from contracts.errors import ErrorType
 from control.episodes import start_client_group
 from envs.registry import UnknownSetting
 from openclaw_rl import tracing
@@ -75,17 +74,6 @@ CHAT_BODY = {"requestBody": CHAT_OPENAPI["requestBody"]}
 """The chat route's body (its headers are the session's, not an episode's)."""
 _START_WAIT_S = 30.0
 """How long opening episodes waits for the group to start them."""
-_STATUS = {
-    ErrorType.EPISODE_NOT_YOURS: (404, "episode_not_found"),
-    ErrorType.EPISODE_CONFLICT: (409, "episode_conflict"),
-    ErrorType.EPISODE_ABANDONED: (409, "episode_conflict"),
-    ErrorType.INVALID_REQUEST: (400, "invalid_request"),
-    ErrorType.PROMPT_TOO_LONG: (400, "context_length_exceeded"),
-    ErrorType.POLICY_UNAVAILABLE: (503, "policy_unavailable"),
-    ErrorType.STORE_UNAVAILABLE: (503, "store_unavailable"),
-    ErrorType.REQUEST_MISSING: (503, "request_lost"),
-    ErrorType.ENV_LOST: (409, "episode_conflict"),
-}
 _NO_STEP = frozenset({404, 409, 410})
 """Statuses of a model call no step ran with (the episode is gone, not the caller's, or over); a 503 may still have
 run (its retry, with the same Idempotency-Key, gets that step), so its request is kept."""
@@ -290,8 +278,8 @@ async def _update(
     except WorkflowUpdateFailedError as exc:
         cause = exc.cause
         kind = cause.type if isinstance(cause, ApplicationError) else None
-        if kind in _STATUS:
-            status, code = _STATUS[kind]
+        if kind in ERROR_STATUS:
+            status, code = ERROR_STATUS[kind]
             message = getattr(cause, "message", None) or str(cause or exc)
             if status == 404:
                 message = f"no episode {episode_id!r} for this API key's user"

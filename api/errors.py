@@ -11,6 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from contracts.errors import ErrorType
 from store.errors import StoreError, StoreFull, StoreUnavailable
 
 log = structlog.get_logger(__name__)
@@ -26,6 +27,22 @@ _TYPES = {
     429: "rate_limit_error",
     503: "service_unavailable",
 }
+
+
+ERROR_STATUS: dict[str, tuple[int, str]] = {
+    ErrorType.INVALID_REQUEST: (400, "invalid_request"),
+    ErrorType.PROMPT_TOO_LONG: (400, "context_length_exceeded"),
+    ErrorType.EPISODE_NOT_YOURS: (404, "episode_not_found"),
+    ErrorType.EPISODE_CONFLICT: (409, "episode_conflict"),
+    ErrorType.EPISODE_ABANDONED: (409, "episode_conflict"),
+    ErrorType.ENV_LOST: (409, "episode_conflict"),
+    ErrorType.POLICY_UNAVAILABLE: (503, "policy_unavailable"),
+    ErrorType.STORE_UNAVAILABLE: (503, "store_unavailable"),
+    ErrorType.STORAGE_FULL: (503, "storage_full"),
+    ErrorType.REQUEST_MISSING: (503, "request_lost"),
+}
+"""The HTTP status and error code of a workflow's failure, by its ApplicationError type: one map for a chat turn
+(api.session_gateway) and an episode's call (api.episodes); a type not named here is the route's to handle."""
 
 
 class ApiError(Exception):

@@ -33,7 +33,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from api.admission import session_busy
-from api.errors import ApiError
+from api.errors import ERROR_STATUS, ApiError
 from contracts.errors import ErrorType
 from contracts.session import TurnRequest, TurnResult
 from control.sessions import session_start, session_workflow_id
@@ -54,14 +54,6 @@ _RETRY_SLEEP_S = 0.2
 _ROLL_WAIT_S = 20.0
 """How long a request waits for a session that is ending or continuing as new."""
 
-_ERROR_STATUS = {
-    ErrorType.PROMPT_TOO_LONG: (400, "context_length_exceeded"),
-    ErrorType.INVALID_REQUEST: (400, "invalid_request"),
-    ErrorType.REQUEST_MISSING: (503, "request_lost"),
-    ErrorType.POLICY_UNAVAILABLE: (503, "policy_unavailable"),
-    ErrorType.STORE_UNAVAILABLE: (503, "store_unavailable"),
-    ErrorType.STORAGE_FULL: (503, "storage_full"),
-}
 _ADVICE = {
     ErrorType.STORE_UNAVAILABLE: (
         "the server's store (Redis) could not be reached, so the turn was not completed; retry shortly"
@@ -76,7 +68,7 @@ _ADVICE = {
 
 def turn_error(kind: str | None, message: str) -> ApiError:
     """The HTTP error of a turn that failed with ApplicationError type `kind`; unknown types are a 500."""
-    status, code = _ERROR_STATUS.get(kind or "", (500, "turn_failed"))
+    status, code = ERROR_STATUS.get(kind or "", (500, "turn_failed"))
     advice = _ADVICE.get(kind or "")
     return ApiError(status, f"{advice}. Reason: {message}" if advice else message, code=code)
 

@@ -13,15 +13,14 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import random
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from openclaw_rl.checkpoints import staged_dir
 
 FIRST_INDEX = 10_000_000
 """Pretraining examples are numbered from here, apart from the tokenizer's sample (numbered from 0)."""
@@ -336,45 +335,39 @@ def ensure_model(
     from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
 
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{corpus.name}-", dir=target.parent))
     started = time.monotonic()
     threads = torch.get_num_threads()
     rng_state = torch.random.get_rng_state()
     try:
-        torch.set_num_threads(recipe.threads)
-        template = TEMPLATE.read_text()
-        tok_json = build_tokenizer(recipe, corpus.tokenizer_texts(recipe), template)
-        (staging / "tokenizer.json").write_text(tok_json)
-        config = tokenizer_config(tok_json, template, recipe.max_positions)
-        (staging / "tokenizer_config.json").write_text(json.dumps(config, indent=2))
-        (staging / "chat_template.jinja").write_text(template)
-        tokenizer = AutoTokenizer.from_pretrained(staging)
-        eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
-        pad = tokenizer.convert_tokens_to_ids("<|endoftext|>")
-        torch.manual_seed(recipe.seed)
-        model = Qwen3ForCausalLM(Qwen3Config(**model_config(recipe, eos, pad)))
-        final_loss = pretrain(model, tokenizer, corpus, recipe, eos, pad, progress or (lambda *_: None))
-        model.generation_config.eos_token_id = [eos, pad]
-        model.generation_config.pad_token_id = pad
-        model.save_pretrained(staging, safe_serialization=True)
-        info = {
-            **corpus.format_tag,
-            "digest": corpus.digest(recipe),
-            "recipe": asdict(recipe),
-            "parameters": sum(p.numel() for p in model.parameters()),
-            "final_loss": round(final_loss, 4),
-            "build_s": round(time.monotonic() - started, 1),
-        }
-        (staging / corpus.marker).write_text(json.dumps(info, indent=2))
-        staging.chmod(0o755)
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(staging, target)
+        with staged_dir(target, prefix=f".{corpus.name}-") as staging:
+            torch.set_num_threads(recipe.threads)
+            template = TEMPLATE.read_text()
+            tok_json = build_tokenizer(recipe, corpus.tokenizer_texts(recipe), template)
+            (staging / "tokenizer.json").write_text(tok_json)
+            config = tokenizer_config(tok_json, template, recipe.max_positions)
+            (staging / "tokenizer_config.json").write_text(json.dumps(config, indent=2))
+            (staging / "chat_template.jinja").write_text(template)
+            tokenizer = AutoTokenizer.from_pretrained(staging)
+            eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
+            pad = tokenizer.convert_tokens_to_ids("<|endoftext|>")
+            torch.manual_seed(recipe.seed)
+            model = Qwen3ForCausalLM(Qwen3Config(**model_config(recipe, eos, pad)))
+            final_loss = pretrain(model, tokenizer, corpus, recipe, eos, pad, progress or (lambda *_: None))
+            model.generation_config.eos_token_id = [eos, pad]
+            model.generation_config.pad_token_id = pad
+            model.save_pretrained(staging, safe_serialization=True)
+            info = {
+                **corpus.format_tag,
+                "digest": corpus.digest(recipe),
+                "recipe": asdict(recipe),
+                "parameters": sum(p.numel() for p in model.parameters()),
+                "final_loss": round(final_loss, 4),
+                "build_s": round(time.monotonic() - started, 1),
+            }
+            (staging / corpus.marker).write_text(json.dumps(info, indent=2))
     finally:
         torch.set_num_threads(threads)
         torch.random.set_rng_state(rng_state)
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
     return target
 
 

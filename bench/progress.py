@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 
-from cli.style import bar  # the bar every command draws (cli/style.py)
+from openclaw_rl.console import bar  # the bar every command draws (openclaw_rl/console.py)
 
 
 class Progress:

@@ -26,9 +26,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from activities.step_log import read_steps  # noqa: E402
-from bench.personalization import styles  # noqa: E402
-from bench.personalization.problems import HELD_OUT_SEED, eval_problems  # noqa: E402
-from bench.personalization.scorer import RuleScorer  # noqa: E402
+from evals.personalization import styles  # noqa: E402
+from evals.personalization.problems import HELD_OUT_SEED, eval_problems  # noqa: E402
+from evals.personalization.scorer import RuleScorer  # noqa: E402
 from rlmath.signals import TEACHER_HINT_TEMPLATE  # noqa: E402
 
 STUDENT_HINT = "Write it as one plain paragraph in a casual way, like a student wrote it: no bold, no numbered steps."

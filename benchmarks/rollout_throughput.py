@@ -41,9 +41,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from temporalio.client import Client  # noqa: E402
 from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
 
-from activities.agent_step import parse_action  # noqa: E402
 from contracts.episodes import EpisodeConfig, EpisodeInput, EpisodeResult  # noqa: E402
 from engine.tiny_qwen3 import ensure_tiny_model  # noqa: E402
+from envs.agent_turn import observation_messages, parse_action  # noqa: E402
 from envs.sandbox import SandboxPool  # noqa: E402
 from envs.terminal.source import TerminalTasks  # noqa: E402
 from openclaw_rl.settings import SandboxLimits  # noqa: E402
@@ -220,10 +220,7 @@ async def plain_loop_cycles(args: argparse.Namespace, policy_url: str, model: Pa
                 gen = await policy.generate(ids, SamplingParams(temperature=1.0, max_new_tokens=64))
                 action, message = parse_action(renderer.decode(gen.output_ids), f"s{t}")
                 obs = await asyncio.to_thread(env.step, action)
-                messages.append(message)
-                messages += [
-                    {"role": "tool", "tool_call_id": r.call_id, "content": r.content} for r in obs.tool_results
-                ]
+                messages += [message, *observation_messages(obs)]
                 if obs.done:
                     break
             await asyncio.to_thread(env.outcome)

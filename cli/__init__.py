@@ -1,2 +1,2 @@
-"""Entry points: the `openclaw-rl` command line. It stands above everything it starts; nothing imports it but the
-benchmarks' command lines and progress line (bench/), for the one output style (cli/style.py)."""
+"""Entry points: the `openclaw-rl` command line. It stands above everything it starts, and nothing imports it; its
+one output style (openclaw_rl/console.py) lives below it, where the benchmarks' command lines use it too."""

@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import json
 
-from cli import style
+from openclaw_rl import console as style
 from openclaw_rl.masking import mask_url
 from openclaw_rl.settings import Settings
 from store.client import Store

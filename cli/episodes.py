@@ -19,7 +19,6 @@ from pathlib import Path
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
-from cli import style
 from contracts.episodes import (
     EPISODE_WORKFLOW,
     ROLLOUT_WORKFLOW,
@@ -28,6 +27,7 @@ from contracts.episodes import (
 )
 from control import episodes
 from envs.registry import SOURCES, available
+from openclaw_rl import console as style
 from openclaw_rl.masking import mask_url
 from openclaw_rl.search_attributes import OUTCOME, SETTING, TASK_ID
 from openclaw_rl.settings import Pool, Settings

@@ -7,8 +7,8 @@ import argparse
 import io
 import json
 
-from cli import style
 from contracts.evaluation import EvalInput, EvalResult, SetScores, eval_schedule_id
+from openclaw_rl import console as style
 from openclaw_rl.settings import Settings
 
 DESCRIPTION = (

@@ -1,13 +1,19 @@
 """Every command's `--help` says what it does and shows an example: the examples, in one place, by command path.
 
-`with_examples(parser)` walks the built parser: a command without a description gets the one-line help its parent
-lists it with, and its examples go to its epilog (kept as written). tests/test_cli_help.py checks that every
-command has both.
+`with_examples(parser)` walks the built parser (openclaw_rl.console.with_examples): a command without a description
+gets the one-line help its parent lists it with, and its examples go to its epilog (kept as written). The
+benchmarks' subcommands keep theirs beside them (bench/cli.py). tests/test_cli_help.py checks that every command
+has both.
 """
 
 from __future__ import annotations
 
 import argparse
+
+from openclaw_rl import console
+from openclaw_rl.console import commands
+
+__all__ = ["EXAMPLES", "commands", "with_examples"]
 
 EXAMPLES: dict[str, list[str]] = {
     "": ["openclaw-rl up", "openclaw-rl keys create --user alice", "openclaw-rl train status --watch"],
@@ -46,10 +52,9 @@ EXAMPLES: dict[str, list[str]] = {
     "episodes group": ["openclaw-rl episodes group --setting toolcall --task TASK_ID --samples 8"],
     "episodes rollout": ["openclaw-rl episodes rollout --setting terminal --tasks 16 --samples 8"],
     "episodes watch": ["openclaw-rl episodes watch"],
-    "bench": ["openclaw-rl bench personalization --method combined --setting student"],
-    "bench two-users": ["openclaw-rl bench two-users --mode both --seed 0 --steps 8,16"],
-    "bench personalization": [
-        "openclaw-rl bench personalization --recipe fast --method combined --setting student --steps 3",
+    "bench": [
+        "openclaw-rl bench personalization --method combined --setting student",
+        "openclaw-rl bench --help                 # the benchmarks, each with its own --help",
     ],
     "encryption": ["openclaw-rl encryption new-key --id k2026", "openclaw-rl encryption status"],
     "encryption new-key": ["openclaw-rl encryption new-key --id k2026"],
@@ -70,30 +75,5 @@ EXAMPLES: dict[str, list[str]] = {
 }
 
 
-def commands(parser: argparse.ArgumentParser, path: str = ""):
-    """(command path, its parser, the help its parent lists it with) for every command, depth first."""
-    yield path, parser, None
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            helps = {a.dest: a.help for a in action._choices_actions}
-            seen: set[int] = set()
-            for name, sub in action.choices.items():
-                if id(sub) in seen:  # an alias (episodes run = start)
-                    continue
-                seen.add(id(sub))
-                child = f"{path} {name}".strip()
-                for p, q, h in commands(sub, child):
-                    yield p, q, h if p != child else helps.get(name)
-
-
 def with_examples(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    for path, sub, listed_as in commands(parser):
-        if not sub.description and listed_as:
-            sub.description = listed_as[0].upper() + listed_as[1:] + "."
-        examples = EXAMPLES.get(path, [])
-        if examples and "example" not in (sub.epilog or "") and "example" not in (sub.description or ""):
-            block = "example" + ("s" if len(examples) > 1 else "") + ":\n" + "\n".join(f"  {e}" for e in examples)
-            sub.epilog = f"{sub.epilog}\n\n{block}" if sub.epilog else block
-            if sub.formatter_class is argparse.HelpFormatter:
-                sub.formatter_class = argparse.RawDescriptionHelpFormatter
-    return parser
+    return console.with_examples(parser, EXAMPLES)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from cli import style
+from openclaw_rl import console as style
 from openclaw_rl.logs import configure_logging
 from openclaw_rl.settings import ConfigError, Pool, Settings, load_settings
 
@@ -167,9 +167,12 @@ def cmd_episodes(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
-    from bench.cli import bench_command
-
-    return bench_command(args, settings)
+    """The benchmarks are a client of the whole system on the top floor, run as their own program (`python -m
+    bench`, in this process's place: the same pid, signals and exit status); nothing imports them."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, [sys.executable, "-m", "bench", *args.bench_args])
+    return 1  # not reached
 
 
 def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
@@ -275,9 +278,17 @@ def build_parser() -> argparse.ArgumentParser:
     from cli.episodes import add_parser as add_episodes_parser
 
     add_episodes_parser(sub, cmd_episodes)
-    from bench.cli import add_parser as add_bench_parser
-
-    add_bench_parser(sub, cmd_bench)
+    bench = sub.add_parser(
+        "bench",
+        add_help=False,  # `openclaw-rl bench --help` is the benchmarks' own help:
+        prefix_chars="+",  # every word after `bench`, options too, is passed on as written
+        help="benchmarks that run the whole system: personalization (Table 3), two-users (an agent per user), "
+        "agents (Table 4, Figure 4)",
+        description="The benchmarks, run as their own program (python -m bench): `openclaw-rl bench --help` lists "
+        "them, `openclaw-rl bench <benchmark> --help` tells one's options.",
+    )
+    bench.add_argument("bench_args", nargs=argparse.REMAINDER, help="the benchmark and its options")
+    bench.set_defaults(func=cmd_bench, exits_hard=False)
     from cli.eval import add_parser as add_eval_parser
 
     add_eval_parser(sub, cmd_eval)

@@ -1,8 +1,8 @@
 """The EvaluationWorkflow: its input and result, and the policy pool's evaluation activities.
 
-A set is named `personalization-student`, `personalization-teacher` (the personalization benchmark's held-out
-problems), `user-<name>` (a user's own JSONL set, `eval.user_sets`) or `episodes-<setting>` (a general-agent
-setting's held-out tasks, run as episodes that publish no samples). Scores are kept per (version, set) in the
+A set is named `<kind>-<name>`; its kind says how it loads (evals.registry). The workflow tells one kind apart:
+`episodes-<setting>` (a general-agent setting's held-out tasks, run as episodes that publish no samples); every
+other set is chats the policy answers and a scorer scores. Scores are kept per (version, set) in the
 store; the workflow carries names, task ids and numbers only.
 """
 
@@ -17,8 +17,6 @@ from contracts.episodes import EpisodeConfig
 from contracts.errors import ErrorType
 
 EVALUATION_WORKFLOW = "EvaluationWorkflow"
-PERSONALIZATION_PREFIX = "personalization-"
-USER_PREFIX = "user-"
 EPISODES_PREFIX = "episodes-"
 
 
@@ -93,8 +91,8 @@ class SetScores(BaseModel):
     set: str
     version: int
     metrics: dict[str, float]
-    """`score` (personalization: the rule scorer's mean, 0-1), `accuracy` (a user's set: the share matched) or
-    `success` (an episode set: the mean outcome of its episodes)."""
+    """`score` (a scorer's mean, 0-1), `accuracy` (the share of answers that match) or `success` (an episode set:
+    the mean outcome of its episodes); which one is the set's kind's choice."""
     count: int
     """Items answered and scored (an episode set: episodes finished)."""
     served_version: str | None = None

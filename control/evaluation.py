@@ -27,28 +27,17 @@ from temporalio.service import RPCError, RPCStatusCode
 from contracts.episodes import EpisodeConfig
 from contracts.evaluation import (
     EPISODES_PREFIX,
-    PERSONALIZATION_PREFIX,
-    USER_PREFIX,
     EvalConfig,
     EvalInput,
     EvalResult,
     eval_schedule_id,
 )
 from control.episodes import episode_config
+from evals.registry import configured_sets
 from openclaw_rl.settings import Pool, Settings
 from workflows.evaluation import EvaluationWorkflow
 
 log = structlog.get_logger(__name__)
-
-
-def configured_sets(settings: Settings) -> list[str]:
-    """The sets `settings.eval` names, in the order they are evaluated."""
-    e = settings.eval
-    return (
-        [f"{PERSONALIZATION_PREFIX}{s}" for s in e.personalization]
-        + [f"{USER_PREFIX}{name}" for name in e.user_sets]
-        + [f"{EPISODES_PREFIX}{setting}" for setting in e.episodes]
-    )
 
 
 def eval_config(settings: Settings, sets: list[str] | None = None, every_versions: int | None = None) -> EvalConfig:

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import structlog
+
+from openclaw_rl.checkpoints import staged_dir
 
 log = structlog.get_logger(__name__)
 
@@ -198,8 +197,7 @@ def ensure_tiny_model(target: Path) -> Path:
 
     target.parent.mkdir(parents=True, exist_ok=True)
     log.info("building tiny Qwen3 model", path=str(target))
-    staging = Path(tempfile.mkdtemp(prefix=".tiny-qwen3-", dir=target.parent))
-    try:
+    with staged_dir(target, prefix=".tiny-qwen3-") as staging:
         template = (Path(__file__).parent / "chat_template.jinja").read_text()
         (staging / "tokenizer.json").write_text(build_tokenizer_json())
         (staging / "tokenizer_config.json").write_text(json.dumps(_tokenizer_config(template), indent=2))
@@ -214,11 +212,4 @@ def ensure_tiny_model(target: Path) -> Path:
         model.generation_config.pad_token_id = 151643
         model.save_pretrained(staging, safe_serialization=True)
         (staging / "openclaw-rl-tiny.json").write_text(json.dumps({"format": FORMAT_VERSION, "seed": SEED}))
-        staging.chmod(0o755)  # mkdtemp makes it private; the checkpoint is meant to be shared
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(staging, target)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
     return target

@@ -15,6 +15,7 @@ import contextlib
 import json
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,28 @@ def read_version_label(folder: Path) -> str | None:
 
 def write_version_info(folder: Path, info: dict[str, Any]) -> None:
     (Path(folder) / VERSION_FILE).write_text(json.dumps(info))
+
+
+@contextlib.contextmanager
+def staged_dir(target: Path, prefix: str) -> Iterator[Path]:
+    """Yield a fresh staging folder beside `target`; on success it is made readable by all (0o755) and replaces
+    `target` whole, so a reader finds the old folder or the new one, never half of one.
+
+    For built artifacts (the tiny model, a base policy, generated task folders): each build stages under a name of
+    its own, so builders racing for one target (two test workers) never write into one folder. Nothing is fsynced:
+    a crash loses the build, never a checkpoint (`atomic_dir` is the durable write).
+    """
+    target = Path(target)
+    staging = Path(tempfile.mkdtemp(prefix=prefix, dir=target.parent))
+    try:
+        yield staging
+        staging.chmod(0o755)  # mkdtemp makes it private; what is built here is meant to be shared
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(staging, target)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 @contextlib.contextmanager

@@ -1,4 +1,5 @@
-"""Reaping the orphans of our own child processes (bwrap's namespace init) without stealing a waited-for child.
+"""Processes as /proc shows them (`processes`: the one reading of it), and reaping the orphans of our child
+processes (bwrap's namespace init) without stealing a waited-for child.
 
 A process that spawns sandboxes marks itself a child subreaper: orphaned
 descendants are reparented to it rather than to PID 1 (which, in a container,
@@ -13,12 +14,36 @@ import ctypes
 import os
 import subprocess
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 _PR_SET_CHILD_SUBREAPER = 36
 _lock = threading.Lock()
 _tracked: set[int] = set()
+
+
+class ProcStat(NamedTuple):
+    """A process as /proc/<pid>/stat shows it (the fields after the command name, whatever the name holds)."""
+
+    pid: int
+    state: str
+    """`R`, `S`, ..., `Z` (a zombie)."""
+    ppid: int
+    pgrp: int
+
+
+def processes() -> Iterator[ProcStat]:
+    """Every process /proc lists now; one that ends while it is read is left out."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        yield ProcStat(int(entry.name), fields[0], int(fields[1]), int(fields[2]))
 
 
 def become_subreaper() -> bool:
@@ -45,17 +70,12 @@ def reap_orphans() -> int:
     """Reap zombie children not started with `tracked_popen` (or already waited for); returns how many."""
     me, reaped = os.getpid(), 0
     with _lock:
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit() or int(entry.name) in _tracked:
+        for proc in processes():
+            if proc.pid in _tracked:
                 continue
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            fields = stat[stat.rfind(")") + 2 :].split()
-            if fields[0] == "Z" and int(fields[1]) == me:
+            if proc.state == "Z" and proc.ppid == me:
                 try:
-                    os.waitpid(int(entry.name), os.WNOHANG)
+                    os.waitpid(proc.pid, os.WNOHANG)
                     reaped += 1
                 except ChildProcessError:
                     pass

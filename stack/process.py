@@ -14,6 +14,8 @@ from typing import Awaitable, Callable
 
 import structlog
 
+from openclaw_rl.procs import processes
+
 log = structlog.get_logger(__name__)
 
 ReadyCheck = Callable[[], Awaitable[bool]]
@@ -152,15 +154,4 @@ class ManagedProcess:
 
 def _group_members(pgid: int) -> list[int]:
     """Pids of the live processes in process group `pgid` (from /proc; zombies left out)."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            members.append(int(entry.name))
-    return members
+    return [p.pid for p in processes() if p.pgrp == pgid and p.state != "Z"]

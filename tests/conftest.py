@@ -59,3 +59,13 @@ def engine_url(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory):
     yield url
     proc.terminate()
     proc.wait(timeout=30)
+
+
+# ---- test tiers (tests/tiers.py): `stack` and `learns` applied at collection, the fast tier guarded -----------------
+
+from tests.tiers import apply as _apply_tiers  # noqa: E402
+from tests.tiers import guard_services  # noqa: E402, F401  (an autouse fixture)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _apply_tiers(items)

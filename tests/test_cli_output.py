@@ -1,4 +1,4 @@
-"""The commands' tables and errors in cli/style.py's style, in-process (fakes for the store and Temporal):
+"""The commands' tables and errors in openclaw_rl/console.py's style, in-process (fakes for the store and Temporal):
 stable headers, parseable rows without ANSI codes off a terminal, errors on stderr with the command's prefix."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""cli/style.py: plain, parseable output off a terminal; colour on one unless NO_COLOR; errors on stderr."""
+"""openclaw_rl/console.py: plain, parseable output off a terminal; colour on one unless NO_COLOR; errors on stderr."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from cli import style
+from openclaw_rl import console as style
 
 ANSI = "\x1b["
 

@@ -18,9 +18,10 @@ from functools import partial
 from pathlib import Path
 
 from bench import pretraining
-from bench.agents import counting_tasks, terminal_trajectories, trajectories
+from bench.agents import terminal_trajectories, trajectories
 from bench.personalization import basemodel as personal_base
 from bench.pretraining import Recipe
+from envs.terminal import counting_tasks
 
 FORMAT_VERSION = 4
 

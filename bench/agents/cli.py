@@ -7,7 +7,7 @@ from pathlib import Path
 
 from bench.arguments import steps_arg
 from bench.progress import Progress
-from cli import style
+from openclaw_rl import console as style
 
 
 def add_parser(bsub: argparse._SubParsersAction) -> None:

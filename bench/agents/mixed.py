@@ -24,10 +24,10 @@ from pathlib import Path
 from bench.agents import runner
 from bench.agents.runner import AgentBenchConfig, AgentStack
 from bench.personalization import runner as personal
-from bench.personalization.scorer import RuleScorer
 from bench.personalization.users import SimulatedUser
 from bench.progress import Progress
 from bench.stats import gain_text, paired_gain, score_cell
+from evals.personalization.scorer import RuleScorer
 
 SETTING = "toolcall"
 PERSONAL_SETTING = "student"

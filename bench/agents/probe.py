@@ -16,8 +16,9 @@ import json
 import tempfile
 from pathlib import Path
 
-from activities.agent_step import parse_action
-from bench.agents import counting_tasks, terminal_trajectories, trajectories
+from bench.agents import terminal_trajectories, trajectories
+from envs.agent_turn import observation_messages, parse_action
+from envs.terminal import counting_tasks
 
 SETTINGS = ("toolcall", "terminal")
 
@@ -44,11 +45,7 @@ def play(model, tokenizer, env, sample: bool, max_steps: int, max_new_tokens: in
             texts.append(text)
             action, message = parse_action(text, call_id_prefix=f"s{n}")
             obs = env.step(action)
-            messages.append(message)
-            for r in obs.tool_results:
-                messages.append({"role": "tool", "tool_call_id": r.call_id, "name": r.name, "content": r.content})
-            if obs.user_message:
-                messages.append({"role": "user", "content": obs.user_message})
+            messages += [message, *observation_messages(obs)]
             if obs.done:
                 break
         return env.outcome(), texts

@@ -24,12 +24,14 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bench.agents import basemodel, counting_tasks, terminal_trajectories, trajectories
+from bench.agents import basemodel, terminal_trajectories, trajectories
 from bench.agents.analysis import behaviour_rates, finished_episodes, group_episodes, reward_stats, step_metrics
-from bench.agents.trajectories import HELD_OUT_FROM, MATH_COUNT
 from bench.progress import Progress
 from bench.stack import BenchStack
 from bench.stats import gain_text, mean_se, paired_gain, score_cell
+from envs.terminal import counting_tasks
+from envs.toolcall import held_out as toolcall_split
+from envs.toolcall.held_out import HELD_OUT_FROM, MATH_COUNT
 from stack.running import isolated_env
 
 SETTINGS = ("toolcall", "terminal")
@@ -94,7 +96,7 @@ def split_tasks(cfg: AgentBenchConfig, setting: str) -> tuple[list[str], list[st
         from envs.toolcall.math_tasks import generate
 
         train = [p.task_id for p in generate(MATH_COUNT)[:HELD_OUT_FROM] if p.kind in trajectories.SOLVERS]
-        held_out = [p.task_id for p in trajectories.held_out()]
+        held_out = toolcall_split.task_ids()
     else:
         train, held_out = counting_tasks.training_ids(), [t.task_id for t in counting_tasks.held_out()]
     if cfg.eval_tasks > len(held_out):

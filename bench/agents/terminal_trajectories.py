@@ -19,10 +19,10 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from activities.agent_step import parse_action
-from bench.agents import counting_tasks
-from bench.agents.counting_tasks import ANSWER_FILE, CountTask
+from envs.agent_turn import observation_messages, parse_action
 from envs.sandbox import CommandResult, SandboxLimits
+from envs.terminal import counting_tasks
+from envs.terminal.counting_tasks import ANSWER_FILE, CountTask
 from envs.terminal.env import TerminalEnv
 from envs.terminal.task import TaskToml, TerminalTask
 
@@ -202,12 +202,9 @@ def trajectory(index: int, seed: int) -> tuple[list[tuple[list[dict], str]], lis
         steps.append((list(messages), text))
         action, message = parse_action(text, call_id_prefix=f"s{n}")
         obs = env.step(action)
-        messages.append(message)
-        for r in obs.tool_results:
-            messages.append({"role": "tool", "tool_call_id": r.call_id, "name": r.name, "content": r.content})
-            last_result = r.content
-        if obs.user_message:
-            messages.append({"role": "user", "content": obs.user_message})
+        messages += [message, *observation_messages(obs)]
+        if obs.tool_results:
+            last_result = obs.tool_results[-1].content
         if obs.done:
             break
     written = env.pool.box.files.get(ANSWER_FILE, "")  # type: ignore[attr-defined]

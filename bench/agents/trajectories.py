@@ -23,19 +23,16 @@ import re
 from collections.abc import Callable
 from functools import cache
 
-from activities.agent_step import parse_action
+from envs.agent_turn import observation_messages, parse_action
 from envs.sandbox import CommandResult
+from envs.toolcall.held_out import KINDS, held_out
 from envs.toolcall.math_answer import is_correct
 from envs.toolcall.math_env import MathEnv
 from envs.toolcall.math_tasks import KINDS as ALL_KINDS
-from envs.toolcall.math_tasks import MathProblem, answer_text, generate
+from envs.toolcall.math_tasks import MathProblem, answer_text
 
 MAX_STEPS = 6
 """The episode step limit the policy is trained and served with (the system prompt states it)."""
-MATH_COUNT = 3000
-"""Math problems the environment serves in the agent benchmark (`math/0` ... `math/2999`)."""
-HELD_OUT_FROM = 2400
-"""Problems from this index on are held out: scored, never trained on, never in the pretraining corpus."""
 
 
 PRIME = "all(n % d for d in range(2, int(n ** 0.5) + 1))"
@@ -63,7 +60,8 @@ SOLVERS: dict[str, tuple[str, Callable[..., str]]] = {
 Kinds whose
 numbers are short (at most six digits in the question, five in the answer): a small policy copies a number of one
 or two tokens reliably enough to learn from, where a fifteen-digit one (gcd, modpow, from_base) defeats it."""
-KINDS = tuple(SOLVERS)
+if tuple(SOLVERS) != KINDS:
+    raise ImportError("the corpus's SOLVERS must be the held-out split's KINDS, in its order (envs.toolcall.held_out)")
 
 BEHAVIOURS = {
     "good": 0.32,
@@ -90,16 +88,6 @@ def numbers(problem: MathProblem) -> tuple[str, ...]:
 
 def solution(problem: MathProblem) -> str:
     return SOLVERS[problem.kind][1](*numbers(problem))
-
-
-def held_out() -> list[MathProblem]:
-    """The held-out problems of the benchmark's kinds, the kinds interleaved (any prefix is balanced)."""
-    by_kind: dict[str, list[MathProblem]] = {k: [] for k in KINDS}
-    for p in generate(MATH_COUNT)[HELD_OUT_FROM:]:
-        if p.kind in by_kind:
-            by_kind[p.kind].append(p)
-    rounds = max(len(v) for v in by_kind.values())
-    return [v[i] for i in range(rounds) for v in by_kind.values() if i < len(v)]
 
 
 @cache
@@ -233,12 +221,9 @@ def trajectory(index: int, seed: int) -> tuple[list[tuple[list[dict], str]], lis
         steps.append((list(messages), text))
         action, message = parse_action(text, call_id_prefix=f"s{n}")
         obs = env.step(action)
-        messages.append(message)
-        for r in obs.tool_results:
-            messages.append({"role": "tool", "tool_call_id": r.call_id, "name": r.name, "content": r.content})
-            last_result = r.content
-        if obs.user_message:
-            messages.append({"role": "user", "content": obs.user_message})
+        messages += [message, *observation_messages(obs)]
+        if obs.tool_results:
+            last_result = obs.tool_results[-1].content
         if obs.done:
             break
     outcome = env.outcome()

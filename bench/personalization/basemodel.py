@@ -17,9 +17,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from bench import pretraining
-from bench.personalization import styles
-from bench.personalization.problems import make_grading_task, make_problem
 from bench.pretraining import Recipe
+from evals.personalization import styles
+from evals.personalization.problems import make_grading_task, make_problem
 
 FORMAT_VERSION = 1
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from bench.arguments import steps_arg
 from bench.progress import Progress
-from cli import style
+from openclaw_rl import console as style
 
 if TYPE_CHECKING:
     from bench.personalization import basemodel, runner

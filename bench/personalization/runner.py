@@ -22,13 +22,14 @@ from pathlib import Path
 
 import httpx
 
-from bench.personalization import basemodel, styles
-from bench.personalization.problems import HELD_OUT_SEED, eval_grading_tasks, eval_problems
-from bench.personalization.scorer import LlmScorer, RuleScorer
+from bench.personalization import basemodel
 from bench.personalization.users import TASKS_PER_SESSION, SimulatedUser
 from bench.progress import Progress
 from bench.stack import BenchStack
 from bench.stats import gain_text, mean_se, paired_gain, score_cell
+from evals.personalization import styles
+from evals.personalization.problems import HELD_OUT_SEED, eval_grading_tasks, eval_problems
+from evals.personalization.scorer import LlmScorer, RuleScorer
 from openclaw_rl.ports import free_port
 from stack.running import CLI, REPO, isolated_env
 

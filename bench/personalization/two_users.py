@@ -40,11 +40,11 @@ from bench.personalization.runner import (
     judging_stats,
     run_user,
 )
-from bench.personalization.scorer import RuleScorer
 from bench.personalization.users import SimulatedUser
 from bench.progress import Progress
 from bench.stats import gain_text, mean_se, paired_gain, score_cell
 from contracts.chat import tenant_of
+from evals.personalization.scorer import RuleScorer
 
 MODES = ("per_user", "shared", "shared_lora")
 USERS = ("student", "manager")

@@ -18,9 +18,9 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from bench.personalization import styles
-from bench.personalization.problems import GradingTask, Problem, make_grading_task, make_problem
-from bench.personalization.scorer import RuleScorer
+from evals.personalization import styles
+from evals.personalization.problems import GradingTask, Problem, make_grading_task, make_problem
+from evals.personalization.scorer import RuleScorer
 
 TASKS_PER_SESSION = 3
 MAX_ATTEMPTS = 3

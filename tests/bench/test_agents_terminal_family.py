@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from activities.agent_step import parse_action
-from bench.agents import basemodel, counting_tasks, terminal_trajectories
+from bench.agents import basemodel, terminal_trajectories
+from envs.agent_turn import parse_action
 from envs.sandbox import SandboxLimits, SandboxPool, sandbox_problem
+from envs.terminal import counting_tasks
 from envs.terminal.source import TerminalTasks
 
 

@@ -8,10 +8,10 @@ import random
 
 import pytest
 
-from bench.personalization import styles
-from bench.personalization.problems import eval_problems, make_grading_task, make_problem
-from bench.personalization.scorer import LlmScorer, RuleScorer, parse_score
 from bench.personalization.users import MAX_ATTEMPTS, SimulatedUser
+from evals.personalization import styles
+from evals.personalization.problems import eval_problems, make_grading_task, make_problem
+from evals.personalization.scorer import LlmScorer, RuleScorer, parse_score
 from judges.base import JudgeContext
 from judges.heuristic import HeuristicJudge
 from rlmath.signals import parse_boxed, parse_hint_vote

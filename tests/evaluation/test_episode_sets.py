@@ -24,12 +24,13 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
-from activities.eval_episode_sets import held_out_task_ids
-from activities.eval_user_sets import EvalSetError
-from bench.agents import counting_tasks
-from control.evaluation import configured_sets, eval_config, run_evaluation
+from control.evaluation import eval_config, run_evaluation
 from envs.registry import UnknownSetting
 from envs.sandbox import sandbox_problem
+from envs.terminal import counting_tasks
+from evals.base import EvalSetError
+from evals.episodes import held_out_task_ids
+from evals.registry import configured_sets
 from openclaw_rl.settings import Pool, Settings
 from openclaw_rl.temporal_client import ensure_search_attributes
 from stack.preflight import find_temporal_binary

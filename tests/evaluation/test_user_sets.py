@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from activities.eval_sets import load_set
-from activities.eval_user_sets import EvalItem, EvalSetError, load_user_set
 from cli.eval import list_table
 from contracts.evaluation import SetScores
+from evals.base import EvalSetError
+from evals.registry import load_set
+from evals.user_sets import EvalItem, load_user_set
 from openclaw_rl.settings import Settings
 
 GOOD = '{"messages": [{"role": "user", "content": "What is 7 * 6?"}], "expected": "42"}'

@@ -346,7 +346,9 @@ def test_a_checkpoint_on_request_is_saved_under_its_label_and_never_pruned(loop_
     again = run("checkpoint", "--label", "before-release")  # the same version again: idempotent
     assert again.returncode == 0, again.stdout + again.stderr
     bad = run("checkpoint", "--label", "../escape")
-    assert bad.returncode == 1 and "checkpoint label '../escape'" in bad.stderr  # errors: stderr (cli/style.py)
+    assert (
+        bad.returncode == 1 and "checkpoint label '../escape'" in bad.stderr
+    )  # errors: stderr (openclaw_rl/console.py)
     assert status(stack)["saved_checkpoints"][-1]["label"] == "before-release"
     watch = run("status", "--watch", "--until-version", str(v))  # returns once the version is there
     assert watch.returncode == 0 and f"v{v} " in watch.stdout and "samples" in watch.stdout

@@ -16,6 +16,8 @@ openclaw_rl.redis_keys to store.keys (bd4a488) in the working tree, which change
 no workflow's commands. training_from_memory was recorded on the branch that
 publishes from memory (PUBLISH_FROM_MEMORY, 3db328a, with the samples_trained
 bookkeeping of a loss in the working tree, which changes no command).
+The evaluation files (evaluation_*: EvaluationWorkflow, its task-group and episode children run but only the
+parent's history kept) were recorded on main 2e1ff99's workflow code, the first histories of that workflow.
 Rerunning overwrites them, so name the scenarios to run
 (`python -m tests.workflows.record_histories episode_steps rollout_tasks`; none
 named: all of them), record a new scenario under a new name, and keep the old
@@ -36,6 +38,7 @@ from typing import AsyncIterator
 from temporalio import activity, workflow
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
 from api.session_gateway import session_workflow_id
@@ -54,6 +57,18 @@ from contracts.episodes import (
     episode_workflow_id,
 )
 from contracts.errors import ErrorType
+from contracts.evaluation import (
+    EpisodeTasks,
+    EpisodeTasksInput,
+    EvalConfig,
+    EvalInput,
+    EvalPlan,
+    EvalResult,
+    EvaluateSetInput,
+    PlanInput,
+    RecordResult,
+    SetScores,
+)
 from contracts.learning import JudgeTurnInput, Method, NextState, judge_workflow_id
 from contracts.session import EndSession
 from contracts.training import (
@@ -88,6 +103,7 @@ from tests.workflows.mocks import (
     training_input,
 )
 from workflows.episode import EpisodeWorkflow
+from workflows.evaluation import EvaluationWorkflow
 from workflows.judge_turn import JudgeTurnWorkflow
 from workflows.rollout import RolloutWorkflow
 from workflows.session import SessionWorkflow
@@ -101,6 +117,7 @@ archive keys)."""
 TRAINING_POLICY = "replayed"
 GROUP_ID = "replayed"
 ROLLOUT_ID = "replayed"
+EVAL_ID = "replayed"
 
 
 @workflow.defn(name="TrainingWorkflow", sandboxed=False)
@@ -553,6 +570,103 @@ async def rollout_mixed_queued() -> None:
             await save(env.client, "rollout_mixed_queued", wf_id)
 
 
+# ---- evaluation: EvaluationWorkflow ----------------------------------------------------------------------------
+
+
+class EvalActivities:
+    """Mock evaluation activities: version 3 is served and no set has scores for it; `moved` sets answer with other
+    weights (EVAL_VERSION_MOVED)."""
+
+    def __init__(self, moved: frozenset[str] = frozenset()):
+        self.moved = moved
+        self.recorded: list[SetScores] = []
+
+    @activity.defn(name="eval_plan")
+    async def eval_plan(self, inp: PlanInput) -> EvalPlan:
+        return EvalPlan(version=3, sets=list(inp.sets), last_evaluated=1)
+
+    @activity.defn(name="evaluate_set")
+    async def evaluate_set(self, inp: EvaluateSetInput) -> SetScores:
+        if inp.set in self.moved:
+            raise ApplicationError(
+                f"version {inp.version} was to be evaluated, but the policy servers answered with ['4']",
+                type=ErrorType.EVAL_VERSION_MOVED,
+                non_retryable=True,
+            )
+        metric = "accuracy" if inp.set.startswith("user-") else "score"
+        return SetScores(set=inp.set, version=inp.version, metrics={metric: 0.75}, count=4, served_version="3", at=1.0)
+
+    @activity.defn(name="eval_episode_tasks")
+    async def eval_episode_tasks(self, inp: EpisodeTasksInput) -> EpisodeTasks:
+        return EpisodeTasks(task_ids=["solve", "fail"][: inp.count])
+
+    @activity.defn(name="record_eval_scores")
+    async def record_eval_scores(self, scores: SetScores) -> RecordResult:
+        self.recorded.append(scores)
+        return RecordResult(recorded=True)
+
+    def all(self) -> list:
+        return [self.eval_plan, self.evaluate_set, self.eval_episode_tasks, self.record_eval_scores]
+
+
+def eval_input(q: str, env_q: str, sets: list[str]) -> EvalInput:
+    _, config = episode_mocks()
+    episode = config(q, env_q).model_copy(update={"prm_votes": 0})  # as control.evaluation: no step votes
+    return EvalInput(
+        config=EvalConfig(
+            sets=sets,
+            every_versions=2,
+            policy_task_queue=q,
+            episodes={"terminal": episode},
+            episode_tasks=2,
+            episode_samples=1,
+            episode_parallel=2,
+        )
+    )
+
+
+async def evaluation_sets_and_episodes() -> None:
+    """Version 3 (a multiple of 2 crossed since version 1): two answer sets scored and recorded, then the terminal
+    setting's two held-out tasks as child task groups that publish nothing (one solves its task), their mean outcome
+    recorded."""
+    Pools, _ = episode_mocks()
+    async with fresh_env() as env:
+        q, env_q = new_queue(), new_queue()
+        pools, evals = Pools(env_q, new_queue()), EvalActivities()
+        wf_id = f"eval/{EVAL_ID}"
+        async with (
+            pool_workers(env, pools, q, [EvaluationWorkflow, TaskGroupWorkflow, EpisodeWorkflow]),
+            Worker(env.client, task_queue=f"{q}-eval", activities=evals.all()),
+        ):
+            inp = eval_input(f"{q}-eval", env_q, ["personalization-student", "user-support", "episodes-terminal"])
+            inp.config.episodes["terminal"] = inp.config.episodes["terminal"].model_copy(
+                update={"policy_task_queue": q, "judge_task_queue": q}
+            )
+            result: EvalResult = await env.client.execute_workflow(EvaluationWorkflow.run, inp, id=wf_id, task_queue=q)
+            assert result.skipped is None and [s.set for s in result.scores] == [
+                "personalization-student",
+                "user-support",
+                "episodes-terminal",
+            ], result
+            assert result.scores[-1].metrics == {"success": 0.5} and pools.published == [], result
+            assert [s.set for s in evals.recorded] == [s.set for s in result.scores], evals.recorded
+            await save(env.client, "evaluation_sets_and_episodes", wf_id)
+
+
+async def evaluation_moved_on() -> None:
+    """The first set is scored and recorded; the second was answered by other weights: the run ends as `version 3
+    moved on` and records nothing more."""
+    async with fresh_env() as env:
+        q = new_queue()
+        evals = EvalActivities(moved=frozenset({"user-support"}))
+        wf_id = f"eval/{EVAL_ID}-moved-on"
+        async with Worker(env.client, task_queue=q, workflows=[EvaluationWorkflow], activities=evals.all()):
+            inp = eval_input(q, new_queue(), ["personalization-student", "user-support"])
+            result: EvalResult = await env.client.execute_workflow(EvaluationWorkflow.run, inp, id=wf_id, task_queue=q)
+            assert result.skipped == "version 3 moved on" and len(evals.recorded) == 1, result
+            await save(env.client, "evaluation_moved_on", wf_id)
+
+
 SCENARIOS = (
     session_paired_and_rolled,
     judge_turn_opd,
@@ -566,6 +680,8 @@ SCENARIOS = (
     rollout_mixed,
     rollout_queued,
     rollout_mixed_queued,
+    evaluation_sets_and_episodes,
+    evaluation_moved_on,
 )
 
 

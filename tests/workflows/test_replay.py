@@ -22,6 +22,7 @@ from contracts.training import StepSummary, TrainingInput
 from openclaw_rl import tracing
 from tests.workflows.record_histories import HISTORIES, TrainingWorkflowBeforePatch
 from workflows.episode import EpisodeWorkflow
+from workflows.evaluation import EvaluationWorkflow
 from workflows.judge_turn import JudgeTurnWorkflow
 from workflows.rollout import RolloutWorkflow
 from workflows.session import SessionWorkflow
@@ -47,6 +48,8 @@ RECORDED = {
     "rollout_mixed.json",
     "rollout_queued.json",
     "rollout_mixed_queued.json",
+    "evaluation_sets_and_episodes.json",
+    "evaluation_moved_on.json",
 }
 EPISODE_STEPS = [  # three steps; each step's vote is scheduled after the next call (judging never holds a step up)
     "env_open",
@@ -87,7 +90,15 @@ def load(path: Path) -> WorkflowHistory:
 def replayer(*workflows: type) -> Replayer:
     return Replayer(
         workflows=list(workflows)
-        or [SessionWorkflow, JudgeTurnWorkflow, TrainingWorkflow, EpisodeWorkflow, TaskGroupWorkflow, RolloutWorkflow],
+        or [
+            SessionWorkflow,
+            JudgeTurnWorkflow,
+            TrainingWorkflow,
+            EpisodeWorkflow,
+            TaskGroupWorkflow,
+            RolloutWorkflow,
+            EvaluationWorkflow,
+        ],
         data_converter=pydantic_data_converter,
     )
 
@@ -378,3 +389,37 @@ def test_queued_mixed_rollout_history_starts_the_groups_that_did_not_fit_as_othe
         12,
     )
     assert (per["toolcall"]["groups_done"], per["toolcall"]["episodes_done"], per["toolcall"]["published"]) == (2, 2, 6)
+
+
+def test_evaluation_history_scores_the_answer_sets_then_the_held_out_tasks_as_groups_that_publish_nothing():
+    history = load(HISTORIES / "evaluation_sets_and_episodes.json")
+    assert steps(history) == [
+        "eval_plan",
+        "evaluate_set",
+        "record_eval_scores",
+        "evaluate_set",
+        "record_eval_scores",
+        "eval_episode_tasks",
+        "record_eval_scores",
+    ]
+    assert [s["set"] for s in scheduled(history, "evaluate_set")] == ["personalization-student", "user-support"]
+    groups = children(history)
+    assert [wf_id.rsplit("-", 1)[0] for wf_id, _ in groups] == [
+        "group/eval-3-terminal-solve",
+        "group/eval-3-terminal-fail",
+    ]
+    assert all(inp["publish"] is False and inp["config"]["prm_votes"] == 0 for _, inp in groups)
+    done = result(history)
+    assert done["skipped"] is None and [s["set"] for s in done["scores"]] == [
+        "personalization-student",
+        "user-support",
+        "episodes-terminal",
+    ]
+    assert done["scores"][-1]["metrics"] == {"success": 0.5} and done["scores"][-1]["count"] == 2
+
+
+def test_evaluation_history_that_moved_on_records_nothing_after_the_moved_set():
+    history = load(HISTORIES / "evaluation_moved_on.json")
+    assert steps(history) == ["eval_plan", "evaluate_set", "record_eval_scores", "evaluate_set"]
+    done = result(history)
+    assert done["skipped"] == "version 3 moved on" and [s["set"] for s in done["scores"]] == ["personalization-student"]

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from bench.personalization.problems import GradingTask, Problem
-from bench.personalization.styles import BOLD, DETAILED, EXPLAINS, FRIENDLY, LABEL, LINES, LIST, NUMBER
+from evals.personalization.problems import GradingTask, Problem
+from evals.personalization.styles import BOLD, DETAILED, EXPLAINS, FRIENDLY, LABEL, LINES, LIST, NUMBER
 
 SCALE = (0.0, 0.25, 0.5, 0.75, 1.0)
 PREFERENCES = {

