@@ -25,10 +25,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from activities.judgement_log import read_judgements  # noqa: E402
 from activities.step_log import read_steps  # noqa: E402
 from evals.personalization import styles  # noqa: E402
 from evals.personalization.problems import HELD_OUT_SEED, eval_problems  # noqa: E402
 from evals.personalization.scorer import RuleScorer  # noqa: E402
+from openclaw_rl.settings import Settings  # noqa: E402
 from rlmath.signals import TEACHER_HINT_TEMPLATE  # noqa: E402
 
 STUDENT_HINT = "Write it as one plain paragraph in a casual way, like a student wrote it: no bold, no numbered steps."
@@ -126,8 +128,8 @@ def hints_by_version(records: Path) -> dict[int, Counter]:
     for f in sorted(records.glob("policy-*/personal.jsonl")):
         v = int(f.parent.name.split("-")[1])
         c = Counter()
-        for line in f.read_text().splitlines():
-            hint = json.loads(line)["judge"].get("hint")
+        for judged in read_judgements(f, Settings().keyring()):  # sealed lines too (activities.judgement_log)
+            hint = judged.model_dump(mode="json")["judge"].get("hint")
             if hint:
                 c[hint] += 1
         out[v] = c

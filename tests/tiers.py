@@ -41,6 +41,7 @@ STARTS_A_SERVICE = frozenset(
         "worker_service",
         "api_service",
         "MegatronJobTrainer",  # a megatron job: trainer worker processes, one per rank
+        "run_gpu_check",  # benchmarks/gpu_*_check.sh on a CPU: engines, and the whole stack for its soak
     }
 )
 CLI_MODULE = "cli"

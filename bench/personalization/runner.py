@@ -22,6 +22,7 @@ from pathlib import Path
 
 import httpx
 
+from activities.judgement_log import read_judgements
 from bench.personalization import basemodel
 from bench.personalization.users import TASKS_PER_SESSION, SimulatedUser
 from bench.progress import Progress
@@ -31,6 +32,7 @@ from evals.personalization import styles
 from evals.personalization.problems import HELD_OUT_SEED, eval_grading_tasks, eval_problems
 from evals.personalization.scorer import LlmScorer, RuleScorer
 from openclaw_rl.ports import free_port
+from openclaw_rl.settings import Settings
 from stack.running import CLI, REPO, isolated_env
 
 PAPER = {"base": 0.17, "binary": {8: 0.25, 16: 0.23}, "opd": {8: 0.25, 16: 0.72}, "combined": {8: 0.76, 16: 0.81}}
@@ -415,12 +417,10 @@ def judging_stats(data_dir: Path) -> dict:
     """What the judge made of the users' replies, from its records (records/policy-*/personal.jsonl): judged
     turns, their PRM scores, accepted hints, and the samples published (with their rewards)."""
     out = {"judged": 0, "score+1": 0, "score-1": 0, "score0": 0, "hints": 0, "samples": 0, "reward+1": 0, "reward-1": 0}
+    keyring = Settings().keyring()  # lines are sealed when the run had encryption keys (activities.judgement_log)
     for path in (data_dir / "records").glob("policy-*/personal.jsonl"):
-        for line in path.read_text(errors="replace").splitlines():
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
+        for judged in read_judgements(path, keyring):
+            rec = judged.model_dump(mode="json")
             judge, res = rec.get("judge") or {}, rec.get("result") or {}
             out["judged"] += 1
             score = judge.get("eval_score")

@@ -16,7 +16,7 @@ from pathlib import Path
 from tests.helpers import REPO
 
 
-def run_check(script: str, out: Path, models: Path, **env: str) -> list[tuple[str, int]]:
+def run_gpu_check(script: str, out: Path, models: Path, **env: str) -> list[tuple[str, int]]:
     full = os.environ | {"OUT": str(out), "PYTHON": sys.executable, "MODELS": str(models)} | env
     done = subprocess.run(
         ["bash", f"benchmarks/{script}"], cwd=REPO, env=full, capture_output=True, text=True, timeout=900
@@ -30,7 +30,7 @@ def run_check(script: str, out: Path, models: Path, **env: str) -> list[tuple[st
 
 def test_the_loop_check_hands_over_falls_back_resumes_and_soaks_with_memory_released(tmp_path):
     out = tmp_path / "loop"
-    steps = run_check("gpu_loop_check.sh", out, tmp_path / "models", PARTS="a c", BIG_MINUTES="0.3", DRAIN_S="40")
+    steps = run_gpu_check("gpu_loop_check.sh", out, tmp_path / "models", PARTS="a c", BIG_MINUTES="0.3", DRAIN_S="40")
     assert [label[:3] for label, _ in steps] == ["(a)", "(c)"]
 
     handoff = json.loads((out / "handoff.json").read_text())
@@ -54,7 +54,7 @@ def test_the_loop_check_hands_over_falls_back_resumes_and_soaks_with_memory_rele
 
 def test_the_speed_check_runs_the_trainer_the_engine_and_a_shared_prefix(tmp_path):
     out = tmp_path / "speed"
-    steps = run_check("gpu_speed_check.sh", out, tmp_path / "models", PARTS="train engine prefix", ROUNDS="1")
+    steps = run_gpu_check("gpu_speed_check.sh", out, tmp_path / "models", PARTS="train engine prefix", ROUNDS="1")
     assert len(steps) == 4
     prefix = json.loads((out / "prefix.json").read_text())
     assert prefix["shared"]["rows"] == 16 and prefix["shared"]["decode_tokens_per_s"] > 0
