@@ -30,7 +30,7 @@ from openclaw_rl.checkpoints import (
 )
 from openclaw_rl.settings import Settings
 from openclaw_rl.trained_log import record_durable
-from trainers.base import Snapshot
+from trainers.trainer_state import Snapshot
 
 log = structlog.get_logger(__name__)
 

@@ -18,8 +18,9 @@ from openclaw_rl.checkpoints import version_dir
 from openclaw_rl.settings import GENERAL_AGENT_KL, Settings, StreamSettings
 from rlmath.loss import LossConfig
 from trainers import backend_class
-from trainers.base import PolicyTrainer, TrainerConfig
+from trainers.base import PolicyTrainer
 from trainers.lora import LoraConfig
+from trainers.trainer_config import TrainerConfig
 
 log = structlog.get_logger(__name__)
 

@@ -77,7 +77,8 @@ from openclaw_rl.trained_log import record_step
 from policy_client.weight_sync import WeightSyncClient, WeightSyncError
 from store.client import Store
 from store.samples import TrainingSample
-from trainers.base import CheckpointCorrupt, PolicyTrainer
+from trainers.base import PolicyTrainer
+from trainers.trainer_state import CheckpointCorrupt
 
 log = structlog.get_logger(__name__)
 

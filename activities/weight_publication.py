@@ -32,7 +32,8 @@ from policy_client.weight_handoff import UpdateWeightsFromTensorRequest, handoff
 from policy_client.weight_sync import WeightSyncClient, WeightSyncError
 from store.adapters import AdapterRef
 from store.client import Store
-from trainers.base import PolicyTrainer, copy_tokenizer
+from trainers.base import PolicyTrainer
+from trainers.trainer_state import copy_tokenizer
 from trainers.user_adapters import UserAdapterTrainer
 from trainers.weight_sync import (
     GenerationStillPaused,

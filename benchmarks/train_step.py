@@ -34,7 +34,7 @@ from contracts.learning import JudgeSummary  # noqa: E402
 from rlmath.logprobs import token_logprobs  # noqa: E402
 from store.samples import PersonalTurn, TrainingSample  # noqa: E402
 from trainers import backend_class  # noqa: E402
-from trainers.base import TrainerConfig  # noqa: E402
+from trainers.trainer_config import TrainerConfig  # noqa: E402
 
 
 def lengths(n: int, prompt: int, response: int, vary: float) -> list[tuple[int, int]]:

@@ -85,8 +85,8 @@ async def bench(url: str, model: Path, work: Path, args: argparse.Namespace) -> 
     job = None
     if args.megatron_job:  # the weights live in a torchrun job's ranks; its rank 0 gathers and sends them
         from openclaw_rl.settings import MegatronSettings
-        from trainers.base import TrainerConfig
         from trainers.megatron_job_client import MegatronJobTrainer
+        from trainers.trainer_config import TrainerConfig
 
         layout = MegatronSettings(tensor_parallel=args.megatron_job, nproc_per_node=args.megatron_job)
         job = MegatronJobTrainer.for_layout(layout)(model, TrainerConfig(device=args.trainer_device))

@@ -19,7 +19,7 @@ import torch
 import torch.distributed as dist
 
 from openclaw_rl.checkpoints import write_version_info
-from trainers.base import TOKENIZER_FILES
+from trainers.trainer_state import TOKENIZER_FILES
 
 MEGATRON_CHECKPOINT_DIR = "megatron"
 """The distributed checkpoint (model and optimizer, sharded as the ranks hold them) inside a version folder."""

@@ -33,7 +33,7 @@ from openclaw_rl.checkpoints import atomic_dir
 from openclaw_rl.settings import MegatronSettings
 from policy_client.weight_sync import WeightSyncError, dtype_name
 from store.samples import TrainingSample
-from trainers.base import PolicyTrainer, TrainerConfig
+from trainers.base import PolicyTrainer
 from trainers.megatron_checkpoint import complete_version_folder
 from trainers.megatron_job_protocol import (
     RANK_FAILED,
@@ -58,6 +58,7 @@ from trainers.megatron_job_protocol import (
     WeightSyncFailed,
 )
 from trainers.megatron_trainer import load_hf_weights
+from trainers.trainer_config import TrainerConfig
 from trainers.weight_sync import BucketSpec, GroupSpec
 
 log = structlog.get_logger(__name__)

@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field, TypeAdapter
 from contracts.training import StepMetrics
 from openclaw_rl.settings import MegatronSettings
 from store.samples import TrainingSample
-from trainers.base import TrainerConfig
+from trainers.trainer_config import TrainerConfig
 from trainers.weight_sync import BucketSpec, GroupSpec
 
 RANK_FAILED = "megatron rank failed"

@@ -44,10 +44,12 @@ from openclaw_rl.checkpoints import read_version_info
 from openclaw_rl.device import pick_device
 from rlmath.loss import policy_loss
 from store.samples import TrainingSample
-from trainers.base import LossTotals, TrainerConfig, micro_batches, padded_ids
+from trainers.loss_totals import LossTotals
 from trainers.megatron_checkpoint import has_distributed_checkpoint
 from trainers.megatron_convert import mcore_to_hf, pp_unstage, tp_merge
 from trainers.megatron_trainer import MegatronTrainer
+from trainers.micro_batches import micro_batches, padded_ids
+from trainers.trainer_config import TrainerConfig
 
 log = structlog.get_logger(__name__)
 

@@ -26,7 +26,7 @@ import torch
 from openclaw_rl.device import pick_device
 from openclaw_rl.ports import free_port
 from store.samples import TrainingSample
-from trainers.base import PolicyTrainer, TrainerConfig, padded_ids, response_rows
+from trainers.base import PolicyTrainer
 from trainers.chunked_logprobs import tf32_matmuls
 from trainers.megatron_checkpoint import (
     adamw_sharded_state,
@@ -36,6 +36,8 @@ from trainers.megatron_checkpoint import (
     save_distributed,
 )
 from trainers.megatron_convert import DenseArch, hf_to_mcore, mcore_to_hf, pp_stage, tp_split
+from trainers.micro_batches import padded_ids, response_rows
+from trainers.trainer_config import TrainerConfig
 
 log = structlog.get_logger(__name__)
 

@@ -19,21 +19,13 @@ from contracts.training import StepMetrics
 from openclaw_rl.checkpoints import atomic_dir, write_version_info
 from openclaw_rl.device import pick_device
 from store.samples import TrainingSample
-from trainers.base import (
-    SHARED_PREFIX_MIN,
-    STATE_FILE,
-    PolicyTrainer,
-    Snapshot,
-    TrainerConfig,
-    common_prefix,
-    copy_tokenizer,
-    padded_ids,
-    response_rows,
-    to_cpu_copy,
-)
+from trainers.base import PolicyTrainer
 from trainers.chunked_logprobs import HeadInput
 from trainers.lora import base_of, with_lora, write_lora_checkpoint
+from trainers.micro_batches import SHARED_PREFIX_MIN, common_prefix, padded_ids, response_rows
 from trainers.packing import pack, packed_hidden, use_packed_attention
+from trainers.trainer_config import TrainerConfig
+from trainers.trainer_state import STATE_FILE, Snapshot, copy_tokenizer, to_cpu_copy
 
 __all__ = ["TorchTrainer", "TrainerConfig", "StepMetrics"]
 

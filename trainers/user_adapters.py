@@ -214,7 +214,7 @@ class UserAdapterTrainer:
 
     def snapshot(self):
         """Every user's adapter, written (under the step lock) into the durable checkpoint's `user-adapters/`."""
-        from trainers.base import Snapshot, copy_tokenizer
+        from trainers.trainer_state import Snapshot, copy_tokenizer
 
         def write(folder: Path, version: str, extra: dict | None) -> Path:
             with atomic_dir(Path(folder)) as tmp:

@@ -41,7 +41,7 @@ def test_builder_is_deterministic_and_the_engine_serves_its_model(tmp_path):
     assert (a / "model.safetensors").stat().st_mtime_ns == mtime
 
     from engine.model_runner import load_model
-    from trainers.base import TOKENIZER_FILES
+    from trainers.trainer_state import TOKENIZER_FILES
 
     lm = load_model(a, device="cpu")
     renderer = ChatRenderer(a)

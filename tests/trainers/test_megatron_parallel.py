@@ -24,7 +24,7 @@ from openclaw_rl.settings import MegatronSettings
 from rlmath.loss import LossConfig
 from tests.helpers import CLI, REPO, free_port
 from tests.trainers.test_megatron_trainer import BATCH
-from trainers.base import TrainerConfig
+from trainers.trainer_config import TrainerConfig
 
 pytest.importorskip("megatron.core", reason="the megatron extra is not installed")
 
@@ -252,7 +252,7 @@ WORKER = """
 import sys, time
 from pathlib import Path
 from openclaw_rl.settings import MegatronSettings
-from trainers.base import TrainerConfig
+from trainers.trainer_config import TrainerConfig
 from trainers.megatron_job_client import MegatronJobTrainer
 
 trainer = MegatronJobTrainer.for_layout(MegatronSettings(nproc_per_node=2))(Path(sys.argv[1]), TrainerConfig())

@@ -12,8 +12,8 @@ import torch
 
 from store.samples import TrainingSample
 from tests.samples import personal_sample
-from trainers.base import TrainerConfig
 from trainers.torch_trainer import TorchTrainer
+from trainers.trainer_config import TrainerConfig
 
 pytest.importorskip("megatron.core", reason="the megatron extra is not installed")
 

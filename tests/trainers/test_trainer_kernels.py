@@ -11,9 +11,9 @@ import torch
 from rlmath.logprobs import token_entropy, token_logprobs
 from store.samples import TrainingSample
 from tests.samples import personal_sample
-from trainers.base import micro_batches
 from trainers.chunked_logprobs import HeadInput, linear_logprobs
 from trainers.lora import LoraConfig
+from trainers.micro_batches import micro_batches
 from trainers.torch_trainer import TorchTrainer, TrainerConfig
 
 

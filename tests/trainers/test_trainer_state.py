@@ -11,8 +11,8 @@ import trainers.base as base
 from rlmath.loss import LossConfig
 from store.samples import TrainingSample
 from tests.samples import personal_sample
-from trainers.base import STATE_FILE
 from trainers.torch_trainer import TorchTrainer, TrainerConfig
+from trainers.trainer_state import STATE_FILE
 
 
 def sample() -> TrainingSample:
