@@ -32,7 +32,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from engine.http_guards import _parse, _require_json
-from engine.scheduler import MemoryRefused, Scheduler
+from engine.memory_release import MemoryRefused
+from engine.scheduler import Scheduler
 from engine.weight_group import WeightGroups, WeightSyncRefused
 from engine.weights import (
     TENSOR,
