@@ -25,14 +25,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
 
+import structlog
 from pydantic import BaseModel, Field
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from contracts.chat import StoredChatRequest, TurnType
-from contracts.client_episodes import client_episode_id
+from contracts.client_episodes import END_FORGOTTEN_SIGNAL, client_episode_id
 from contracts.episodes import TASK_GROUP_WORKFLOW
 from contracts.learning import JudgementRecord
 from control.api_keys import USER_ID as USER_ID_FORMAT
@@ -45,9 +46,17 @@ from store.api_keys import KeyRecord
 from store.client import Store
 from store.samples import EpisodeStep, PersonalTurn
 
+log = structlog.get_logger(__name__)
+
 WORKFLOW_DELETE_WAIT_S = 90.0
 """How long a forget waits for Temporal to delete the user's workflows (it deletes a closed one asynchronously: about
 20 s on the dev server). Whatever is still there after it is deleted by the next forget."""
+
+
+EPISODE_END_WAIT_S = 60.0
+"""How long a forget waits for the user's open episodes to close their environments (workspaces included) after it
+told them to end; one still open after it is terminated with the rest, its environment left to the env worker's idle
+janitor."""
 
 
 class UserNotFound(LookupError):
@@ -466,12 +475,14 @@ class UserData:
         # Terminated and deleted: no session takes a turn, no judge or group publishes, no episode takes a call,
         # and no history holds a summary.
         deleted: set[tuple[str, str]] = set()
+        await self._end_episodes(groups)
         report.workflows = await self._delete_workflows(user_id, groups, deleted)
         await self._sweep(user_id, groups, report)
         report.adapter_versions = await self.adapters.forget(user_id)
         # Work that was under way when the workflows went (an activity finishing its write, a group opened by a
         # request that came in before the key went) is swept up again.
         groups |= await self._groups(user_id)
+        await self._end_episodes(groups)
         report.workflows += await self._delete_workflows(user_id, groups, deleted, wait_s=WORKFLOW_DELETE_WAIT_S)
         await self._sweep(user_id, groups, report)
         report.append_only_file_rewritten = await self.store.users.rewrite_aof()
@@ -546,6 +557,37 @@ class UserData:
                         sample_ids.add(sid)
             trained = forget_samples(root, sample_ids)
         return dropped, trained
+
+    async def _end_episodes(self, groups: set[str]) -> None:
+        """Tell the open episodes of `groups` to end and wait (EPISODE_END_WAIT_S) until they have: each closes its
+        environment on its env worker, which removes the task's workspace. Terminating them instead (a delete does)
+        would leave the user's files on disk until the env worker's idle janitor."""
+        running: list[str] = []
+        for group in sorted(groups):
+            query = f"WorkflowId STARTS_WITH {_quote(f'episode/{group}/')} AND ExecutionStatus = 'Running'"
+            async for wf in self.client.list_workflows(query):
+                try:
+                    await self.client.get_workflow_handle(wf.id, run_id=wf.run_id).signal(END_FORGOTTEN_SIGNAL)
+                    running.append(wf.id)
+                except RPCError as exc:
+                    if exc.status != RPCStatusCode.NOT_FOUND:  # closed meanwhile: nothing to end
+                        raise
+        deadline = time.monotonic() + EPISODE_END_WAIT_S
+        while running and time.monotonic() < deadline:
+            running = [wf_id for wf_id in running if await self._running(wf_id)]
+            if running:
+                await asyncio.sleep(0.5)
+        if running:
+            log.warning("user_data.episodes_still_open", episodes=len(running), wait_s=EPISODE_END_WAIT_S)
+
+    async def _running(self, wf_id: str) -> bool:
+        try:
+            desc = await self.client.get_workflow_handle(wf_id).describe()
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                return False
+            raise
+        return desc.status == WorkflowExecutionStatus.RUNNING
 
     async def _delete_workflows(
         self, user_id: str, groups: set[str], done: set[tuple[str, str]], wait_s: float = 0.0
