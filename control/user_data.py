@@ -12,7 +12,9 @@ Where a user's data is found:
   sample streams (a step sample's provenance names its group), their API keys and opt-outs;
 - files: the judged-turn mirrors records/policy-<version>/<source>.jsonl (lines dropped) and records/trained.jsonl
   (their sample ids redacted);
-- per-user adapters: through `UserAdapters` (none yet: `NoAdapters`).
+- per-user adapters: through `UserAdapters` (`control.user_adapters.FileAdapters` in the API and CLI; `NoAdapters`
+  when none is given);
+- the policy servers: their prefix caches (emptied whole) and the user's loaded adapters.
 """
 
 from __future__ import annotations
@@ -210,6 +212,9 @@ class ForgetReport(BaseModel):
     trained_lines: int = 0
     """Lines of records/trained.jsonl whose sample ids were redacted."""
     adapter_versions: int = 0
+    """Versions of the user's adapter removed (files, record, the copies loaded on the policy servers)."""
+    engine_caches_flushed: bool = False
+    """Every policy server emptied its prefix cache, which held the KV of the user's prompts."""
     append_only_file_rewritten: bool = False
     """The store rewrote its append-only file, so the deleted writes are no longer on its disk."""
     temporal_log_truncated: bool = False
@@ -485,9 +490,28 @@ class UserData:
         await self._end_episodes(groups)
         report.workflows += await self._delete_workflows(user_id, groups, deleted, wait_s=WORKFLOW_DELETE_WAIT_S)
         await self._sweep(user_id, groups, report)
+        # Again after the second sweep: an adapter published while the first ran was recorded before the tombstone
+        # (a publication after it is refused atomically, store.adapters) and is removed and unloaded here.
+        report.adapter_versions += await self.adapters.forget(user_id)
+        report.engine_caches_flushed = await self._flush_engines()
         report.append_only_file_rewritten = await self.store.users.rewrite_aof()
         report.temporal_log_truncated = await asyncio.to_thread(self._truncate_temporal_wal)
         return report
+
+    async def _flush_engines(self) -> bool:
+        """Empty every policy server's prefix cache (POST /flush_cache): it holds the KV of the user's prompts, and
+        the servers have no per-user eviction. True when every server did; a server down lost its cache anyway."""
+        from policy_client import PolicyClient, PolicyRequestError, PolicyUnavailableError
+
+        client = PolicyClient.from_settings(self.settings)
+        try:
+            await client.flush_cache()
+            return True
+        except (PolicyRequestError, PolicyUnavailableError) as exc:  # the forget goes on; the report says so
+            log.warning("user_data.flush_cache_failed", error=str(exc))
+            return False
+        finally:
+            await client.aclose()
 
     def _truncate_temporal_wal(self) -> bool:
         """The embedded stack's Temporal keeps its histories in one SQLite file (settings.temporal_db), in WAL mode

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -98,3 +99,32 @@ def test_trained_log_redacts_a_forgotten_sample_now_and_later(tmp_path: Path):
     assert lines[0]["sample_ids"][0].startswith("forgotten:") and lines[1]["stale_ids"][0].startswith("forgotten:")
     with records_lock(tmp_path, exclusive=True):
         assert forget_samples(tmp_path, [mine]) == 0  # twice: nothing more to do
+
+
+def test_an_adapter_publication_racing_a_forget_records_nothing_even_after_a_new_key(port):
+    """Forget raced an adapter publication: the tombstone was checked, then the adapter saved, loaded and recorded
+    with no guard, and a new key for the same id cleared the tombstone (issue 42, item 6). The record is written by
+    one script that checks the tombstone and when the user's adapters were last forgotten."""
+    from store.adapters import AdapterRef
+
+    async def go() -> None:
+        store = store_at(port)
+        tenant, ref = tenant_of("vera"), AdapterRef(name="vera-v1", path="/nowhere/v1", version=1)
+        try:
+            began = 1000.0  # the trainer began this adapter long before the forget below
+            assert (await store.adapters.publish(tenant, ref, began_at=began)).recorded
+            await store.users.tombstone("vera")
+            assert await store.adapters.forget(tenant) == ref
+            late = await store.adapters.publish(tenant, ref.model_copy(update={"name": "vera-v2"}), began_at=began)
+            assert not late.recorded and await store.adapters.current(tenant) is None
+            await store.users.clear_tombstone("vera")  # a new key for the same id: a new user
+            again = await store.adapters.publish(tenant, ref.model_copy(update={"name": "vera-v3"}), began_at=began)
+            assert not again.recorded and await store.adapters.current(tenant) is None
+            # The new user's own adapter, begun after the forget, is theirs to publish.
+            fresh = AdapterRef(name="vera-v1", path="/nowhere/new", version=1)
+            done = await store.adapters.publish(tenant, fresh, began_at=time.time() + 1)
+            assert done.recorded and done.previous is None and await store.adapters.current(tenant) == fresh
+        finally:
+            await store.aclose()
+
+    asyncio.run(go())
