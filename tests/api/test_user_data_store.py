@@ -128,3 +128,68 @@ def test_an_adapter_publication_racing_a_forget_records_nothing_even_after_a_new
             await store.aclose()
 
     asyncio.run(go())
+
+
+def test_a_forget_during_an_adapter_publication_leaves_no_record_no_files_nothing_loaded(port, tmp_path, monkeypatch):
+    """The publication's own path (activities/weight_publication.py `_adapters`), on a real valkey, with the policy
+    servers stood in for: the user is forgotten while their new adapter is being loaded. The record is refused, what
+    was loaded is unloaded, the folder written is removed and the trainer drops the adapter."""
+    import activities.weight_publication as wp
+    from control.user_adapters import FileAdapters
+    from openclaw_rl.settings import Settings
+    from trainers.user_adapters import UserAdapter
+
+    settings = Settings(data_dir=tmp_path / "data", redis={"url": f"redis://127.0.0.1:{port}/0"})
+    tenant = tenant_of("wren")
+    loaded: list[str] = []
+    unloaded: list[str] = []
+
+    class Servers:  # the policy servers: loading the adapter is when the forget comes in
+        async def __aenter__(self):
+            return self
+
+        async def __aexit__(self, *exc):
+            return None
+
+        async def load_lora_adapter(self, name: str, path: str) -> list[str]:
+            loaded.append(name)
+            store = store_at(port)
+            try:
+                await store.users.tombstone("wren")
+                await FileAdapters(settings, store).forget("wren")
+            finally:
+                await store.aclose()
+            return ["http://policy"]
+
+        async def unload_lora_adapter(self, name: str) -> None:
+            unloaded.append(name)
+
+    # The publication's and the forget's client alike (control.user_adapters imports the same class).
+    monkeypatch.setattr(wp.WeightSyncClient, "from_settings", classmethod(lambda cls, s: Servers()))
+
+    class Bank:
+        def __init__(self):
+            self.users = {tenant: UserAdapter(params={}, steps=3)}
+
+        def adapter(self, owner):
+            return self.users[owner]
+
+        def save(self, owner, folder, version):
+            folder.mkdir(parents=True)
+            (folder / "adapter_model.safetensors").write_bytes(b"weights")
+
+        def forget(self, owner):
+            return self.users.pop(owner, None) is not None
+
+    class Trainer:
+        touched = {tenant}
+        bank = Bank()
+
+    trainer = Trainer()
+    publisher = wp.WeightPublisher(settings, held=None, step_lock=asyncio.Lock())
+    asyncio.run(publisher._adapters(trainer, 1, time.perf_counter()))
+
+    assert loaded == [f"{tenant}-v3"] and f"{tenant}-v3" in unloaded
+    assert redis.Redis(port=port).get(keys.user_adapter(tenant)) is None
+    assert not (settings.data_dir / "adapters" / tenant / "v3").exists()
+    assert tenant not in trainer.bank.users  # a new key for the id starts from a fresh adapter
