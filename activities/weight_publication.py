@@ -141,15 +141,25 @@ class WeightPublisher:
                     if await store.adapters.owner_forgotten(owner):  # forgotten since the step: never published
                         trainer.bank.forget(owner)
                         continue
-                    steps = trainer.bank.adapter(owner).steps
+                    state = trainer.bank.adapter(owner)
+                    steps = state.steps
                     folder = self.settings.data_dir / "adapters" / owner / f"v{steps}"
                     await asyncio.to_thread(trainer.bank.save, owner, folder, str(steps))
                     nbytes += sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
                     ref = AdapterRef(name=f"{owner}-v{steps}", path=str(folder), version=steps)
                     servers = list(await client.load_lora_adapter(ref.name, ref.path))
-                    previous = await store.adapters.publish(owner, ref)
-                    if previous is not None and previous.name != ref.name:
-                        await client.unload_lora_adapter(previous.name)
+                    # Recorded only if no forget came since the check above or since the adapter began (one
+                    # script): a forget in between takes the record, files and loaded copies it finds; this takes
+                    # back what it made after, so the user's adapter serves no one (a new key for the id included).
+                    done = await store.adapters.publish(owner, ref, began_at=state.began_at)
+                    if not done.recorded:
+                        log.warning("a user's adapter was not published: its user was forgotten", user=owner)
+                        await client.unload_lora_adapter(ref.name)
+                        await asyncio.to_thread(shutil.rmtree, folder, True)
+                        trainer.bank.forget(owner)
+                        continue
+                    if done.previous is not None and done.previous.name != ref.name:
+                        await client.unload_lora_adapter(done.previous.name)
         finally:
             await store.aclose()
         trainer.touched.difference_update(owners)

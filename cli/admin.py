@@ -401,6 +401,7 @@ async def users_command(args: argparse.Namespace, settings: Settings) -> int:
                 f"{r.records} record entries, {r.record_lines} record "
                 f"lines, {r.trained_lines} trained.jsonl lines redacted, {r.adapter_versions} adapter versions"
                 + ("" if r.append_only_file_rewritten else "; the store's append-only file was NOT rewritten")
+                + ("" if r.engine_caches_flushed else "; a policy server's prefix cache was NOT emptied")
             )
         else:  # opt-out / opt-in
             out = cmd == "opt-out"

@@ -26,6 +26,10 @@ CLIENT_STEP_UPDATE = "client_step"
 CLIENT_TOOL_UPDATE = "client_tool"
 CLIENT_FINISH_UPDATE = "client_finish"
 CLIENT_EXEC_UPDATE = "client_exec"
+END_FORGOTTEN_SIGNAL = "end_forgotten"
+"""Sent by a forget to its user's open episodes: the episode ends as failed and closes its environment (workspace
+included) before the forget deletes it; a terminated episode would leave its environment to the env worker's idle
+janitor (an hour)."""
 FREE_FORM_SETTING = "client"
 """The setting (and sample stream) of free-form episodes, unless the client names its own."""
 

@@ -40,18 +40,22 @@ class FileAdapters:
         return out
 
     async def forget(self, user_id: str) -> int:
-        """The record, every published version, the copies in durable checkpoints, and the servers' loaded copy."""
+        """The record, every published version, the copies in durable checkpoints, and every version's loaded copy
+        on every policy server (a publication racing the forget may have loaded one the record never named)."""
+        tenant = tenant_of(user_id)
         published, in_checkpoints = self._folders(user_id)
-        count = len(await self.versions(user_id))
-        ref = await self.store.adapters.forget(tenant_of(user_id))
+        found = await self.versions(user_id)
+        ref = await self.store.adapters.forget(tenant)  # also marks the time: a racing publication is refused
         for folder in [published, *in_checkpoints]:
             await asyncio.to_thread(shutil.rmtree, folder, True)
-        if ref is not None:
+        names = {f"{tenant}-v{v.version}" for v in found} | ({ref.name} if ref is not None else set())
+        if names:
             from policy_client.weight_sync import WeightSyncClient
 
             try:
                 async with WeightSyncClient.from_settings(self.settings) as client:
-                    await client.unload_lora_adapter(ref.name)
+                    for name in sorted(names):
+                        await client.unload_lora_adapter(name)
             except Exception as exc:  # a server down keeps it until it restarts or evicts it: never served again
                 log.warning("could not unload a forgotten user's adapter", error=str(exc))
-        return count
+        return len(found)

@@ -12,7 +12,9 @@ Where a user's data is found:
   sample streams (a step sample's provenance names its group), their API keys and opt-outs;
 - files: the judged-turn mirrors records/policy-<version>/<source>.jsonl (lines dropped) and records/trained.jsonl
   (their sample ids redacted);
-- per-user adapters: through `UserAdapters` (none yet: `NoAdapters`).
+- per-user adapters: through `UserAdapters` (`control.user_adapters.FileAdapters` in the API and CLI; `NoAdapters`
+  when none is given);
+- the policy servers: their prefix caches (emptied whole) and the user's loaded adapters.
 """
 
 from __future__ import annotations
@@ -25,14 +27,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
 
+import structlog
 from pydantic import BaseModel, Field
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from contracts.chat import StoredChatRequest, TurnType
-from contracts.client_episodes import client_episode_id
+from contracts.client_episodes import END_FORGOTTEN_SIGNAL, client_episode_id
 from contracts.episodes import TASK_GROUP_WORKFLOW
 from contracts.learning import JudgementRecord
 from control.api_keys import USER_ID as USER_ID_FORMAT
@@ -45,9 +48,17 @@ from store.api_keys import KeyRecord
 from store.client import Store
 from store.samples import EpisodeStep, PersonalTurn
 
+log = structlog.get_logger(__name__)
+
 WORKFLOW_DELETE_WAIT_S = 90.0
 """How long a forget waits for Temporal to delete the user's workflows (it deletes a closed one asynchronously: about
 20 s on the dev server). Whatever is still there after it is deleted by the next forget."""
+
+
+EPISODE_END_WAIT_S = 60.0
+"""How long a forget waits for the user's open episodes to close their environments (workspaces included) after it
+told them to end; one still open after it is terminated with the rest, its environment left to the env worker's idle
+janitor."""
 
 
 class UserNotFound(LookupError):
@@ -201,6 +212,9 @@ class ForgetReport(BaseModel):
     trained_lines: int = 0
     """Lines of records/trained.jsonl whose sample ids were redacted."""
     adapter_versions: int = 0
+    """Versions of the user's adapter removed (files, record, the copies loaded on the policy servers)."""
+    engine_caches_flushed: bool = False
+    """Every policy server emptied its prefix cache, which held the KV of the user's prompts."""
     append_only_file_rewritten: bool = False
     """The store rewrote its append-only file, so the deleted writes are no longer on its disk."""
     temporal_log_truncated: bool = False
@@ -466,17 +480,38 @@ class UserData:
         # Terminated and deleted: no session takes a turn, no judge or group publishes, no episode takes a call,
         # and no history holds a summary.
         deleted: set[tuple[str, str]] = set()
+        await self._end_episodes(groups)
         report.workflows = await self._delete_workflows(user_id, groups, deleted)
         await self._sweep(user_id, groups, report)
         report.adapter_versions = await self.adapters.forget(user_id)
         # Work that was under way when the workflows went (an activity finishing its write, a group opened by a
         # request that came in before the key went) is swept up again.
         groups |= await self._groups(user_id)
+        await self._end_episodes(groups)
         report.workflows += await self._delete_workflows(user_id, groups, deleted, wait_s=WORKFLOW_DELETE_WAIT_S)
         await self._sweep(user_id, groups, report)
+        # Again after the second sweep: an adapter published while the first ran was recorded before the tombstone
+        # (a publication after it is refused atomically, store.adapters) and is removed and unloaded here.
+        report.adapter_versions += await self.adapters.forget(user_id)
+        report.engine_caches_flushed = await self._flush_engines()
         report.append_only_file_rewritten = await self.store.users.rewrite_aof()
         report.temporal_log_truncated = await asyncio.to_thread(self._truncate_temporal_wal)
         return report
+
+    async def _flush_engines(self) -> bool:
+        """Empty every policy server's prefix cache (POST /flush_cache): it holds the KV of the user's prompts, and
+        the servers have no per-user eviction. True when every server did; a server down lost its cache anyway."""
+        from policy_client import PolicyClient, PolicyRequestError, PolicyUnavailableError
+
+        client = PolicyClient.from_settings(self.settings)
+        try:
+            await client.flush_cache()
+            return True
+        except (PolicyRequestError, PolicyUnavailableError) as exc:  # the forget goes on; the report says so
+            log.warning("user_data.flush_cache_failed", error=str(exc))
+            return False
+        finally:
+            await client.aclose()
 
     def _truncate_temporal_wal(self) -> bool:
         """The embedded stack's Temporal keeps its histories in one SQLite file (settings.temporal_db), in WAL mode
@@ -546,6 +581,37 @@ class UserData:
                         sample_ids.add(sid)
             trained = forget_samples(root, sample_ids)
         return dropped, trained
+
+    async def _end_episodes(self, groups: set[str]) -> None:
+        """Tell the open episodes of `groups` to end and wait (EPISODE_END_WAIT_S) until they have: each closes its
+        environment on its env worker, which removes the task's workspace. Terminating them instead (a delete does)
+        would leave the user's files on disk until the env worker's idle janitor."""
+        running: list[str] = []
+        for group in sorted(groups):
+            query = f"WorkflowId STARTS_WITH {_quote(f'episode/{group}/')} AND ExecutionStatus = 'Running'"
+            async for wf in self.client.list_workflows(query):
+                try:
+                    await self.client.get_workflow_handle(wf.id, run_id=wf.run_id).signal(END_FORGOTTEN_SIGNAL)
+                    running.append(wf.id)
+                except RPCError as exc:
+                    if exc.status != RPCStatusCode.NOT_FOUND:  # closed meanwhile: nothing to end
+                        raise
+        deadline = time.monotonic() + EPISODE_END_WAIT_S
+        while running and time.monotonic() < deadline:
+            running = [wf_id for wf_id in running if await self._running(wf_id)]
+            if running:
+                await asyncio.sleep(0.5)
+        if running:
+            log.warning("user_data.episodes_still_open", episodes=len(running), wait_s=EPISODE_END_WAIT_S)
+
+    async def _running(self, wf_id: str) -> bool:
+        try:
+            desc = await self.client.get_workflow_handle(wf_id).describe()
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                return False
+            raise
+        return desc.status == WorkflowExecutionStatus.RUNNING
 
     async def _delete_workflows(
         self, user_id: str, groups: set[str], done: set[tuple[str, str]], wait_s: float = 0.0

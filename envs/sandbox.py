@@ -11,6 +11,12 @@ bomb exhausts only its own sandbox, and one episode cannot read another's
 workspace (0700, another owner). A command past its wall-clock limit is killed
 with its whole process tree (the pid namespace dies with bwrap).
 
+Disk use has a byte budget per workspace, per pool and a free-space reserve on the file system (rlimits only
+bound one file): a watchdog measures the workspace while a command runs and once after it; past a budget the
+command is killed, the files it wrote are removed until the workspace is back under, and the command reports
+why (limit "disk"). Measuring works the same sandboxed and unsandboxed (a size-limited mount would need root
+and a loop device per workspace). The private /tmp is a tmpfs capped at the workspace budget.
+
 `unsandboxed` mode exists for machines without namespaces, only when the user
 asks for it: commands then run as this user, in the workspace, with rlimits only.
 """
@@ -28,7 +34,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import structlog
 from pydantic import BaseModel
@@ -59,6 +65,10 @@ PROBE_UID = UID_BASE + UID_SLOTS - 1
 ROOT_ENV = "OPENCLAW_RL_ENVS__SANDBOX__ROOT"
 PRLIMIT = shutil.which("prlimit") or "/usr/bin/prlimit"
 """util-linux's (Essential in Debian): sets a command's resource limits, then runs it."""
+WATCH_MIN_S = 0.05
+"""Shortest pause between two measurements of a running command's workspace: a small workspace is looked at 20
+times a second, so a writer at disk speed (~1-2 GB/s into the page cache) gains ~100 MB past a budget at most before
+it is killed (and the cut after it removes that too)."""
 _SIG_EXIT = {128 + signal.SIGXCPU: "cpu_time", 128 + signal.SIGXFSZ: "file_size", 128 + signal.SIGKILL: "killed"}
 
 
@@ -67,9 +77,11 @@ class CommandResult(BaseModel):
     stdout: str
     stderr: str
     duration_s: float
-    limit: Literal["wall_clock", "cpu_time", "file_size", "memory", "processes", "killed"] | None = None
+    limit: Literal["wall_clock", "cpu_time", "file_size", "memory", "processes", "killed", "disk"] | None = None
     """Which limit stopped the command, when one did (read from the exit status and the error text)."""
     truncated: bool = False
+    reason: str | None = None
+    """Why the limit stopped it, in words, when the sandbox knows more than the limit's name (the disk budgets)."""
 
     def report(self) -> str:
         """The command's result as the agent reads it: output, errors, and why it was stopped."""
@@ -77,8 +89,20 @@ class CommandResult(BaseModel):
         if self.stderr.strip():
             parts.append(self.stderr.rstrip("\n"))
         if self.limit:
-            parts.append(f"[sandbox: stopped by the {self.limit.replace('_', ' ')} limit]")
+            why = f": {self.reason}" if self.reason else ""
+            parts.append(f"[sandbox: stopped by the {self.limit.replace('_', ' ')} limit{why}]")
         return "\n".join(parts)
+
+
+class _Over(NamedTuple):
+    """A disk budget a workspace passed: in words, and the size the workspace must be cut back to."""
+
+    why: str
+    back_to: int
+
+
+class DiskBudgetExceeded(ValueError):
+    """A file written from the host (`Sandbox.write_file`) would take the workspace past a disk budget."""
 
 
 class SandboxUnavailable(RuntimeError):
@@ -180,6 +204,8 @@ class Sandbox:
         with tempfile.TemporaryDirectory(prefix="oc-out-") as out_dir:
             out, err = Path(out_dir) / "stdout", Path(out_dir) / "stderr"
             argv = self._limited(self._argv(["/bin/bash", "-c", command], ro_binds or {}, rw_binds or {}))
+            before = self.disk_used()
+            started_at = time.time()
             started = time.monotonic()
             with open(out, "wb") as fo, open(err, "wb") as fe:
                 proc = tracked_popen(
@@ -197,16 +223,38 @@ class Sandbox:
                 timed_out = threading.Event()
                 timer = threading.Timer(wall, lambda: (timed_out.set(), self._kill(proc)))
                 timer.start()
+                finished = threading.Event()
+                over: list[_Over] = []  # the budget the watchdog killed the command at, when it did
+                watchdog = threading.Thread(
+                    target=self._watch_disk, args=(proc, before, finished, over), name="sandbox-disk", daemon=True
+                )
+                watchdog.start()
                 try:
                     proc.communicate(input=stdin.encode() if stdin is not None else None)
                 finally:
                     timer.cancel()
+                    finished.set()
+                    watchdog.join()
                     untrack(proc.pid)
             duration = time.monotonic() - started
             reap_orphans()
+            # Once more after it: a command can write its bytes between two looks of the watchdog.
+            past = over[0] if over else self._over_budget(self.disk_used(), before)
+            if past:
+                self._cut(started_at, past)
             stdout, t1 = _read_clipped(out, self.limits.output_chars)
             stderr, t2 = _read_clipped(err, self.limits.output_chars)
         code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
+        if past:
+            return CommandResult(
+                exit_code=code or 1,
+                stdout=stdout,
+                stderr=stderr,
+                duration_s=round(duration, 3),
+                limit="disk",
+                reason=f"the command passed {past.why}; files it wrote were removed to bring the workspace back under",
+                truncated=t1 or t2,
+            )
         return CommandResult(
             exit_code=124 if timed_out.is_set() else code,
             stdout=stdout,
@@ -215,6 +263,12 @@ class Sandbox:
             limit="wall_clock" if timed_out.is_set() else _limit_from(code, stderr),
             truncated=t1 or t2,
         )
+
+    def disk_used(self) -> int:
+        """Bytes the workspace holds on disk now (allocated blocks, each inode once), recorded with the pool."""
+        used = _tree_bytes(self.workspace)
+        self.pool._record_use(self.workspace, used)
+        return used
 
     def path(self, rel: str) -> Path:
         """A workspace path on the host, refusing anything that resolves outside the workspace."""
@@ -229,6 +283,10 @@ class Sandbox:
         target = self.path(rel)
         if len(content) > self.limits.file_size_mb * 1024 * 1024:
             raise ValueError(f"{rel}: {len(content)} bytes is over the sandbox's file size limit")
+        before = self.disk_used()
+        past = self._over_budget(before + len(content), before)
+        if past:
+            raise DiskBudgetExceeded(f"{rel}: {len(content)} bytes would take the workspace past {past.why}")
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(content.encode() if isinstance(content, str) else content)
         self._own(target)
@@ -278,14 +336,66 @@ class Sandbox:
             _kill_uid(self.uid)
             reap_orphans()
         shutil.rmtree(self.workspace, ignore_errors=True)
+        self.pool._record_use(self.workspace, None)
         if self._lock_fd is not None:
             os.close(self._lock_fd)  # releases the uid lease
 
     # ---- internals ----------------------------------------------------------------
+    def _over_budget(self, used: int, before: int) -> _Over | None:
+        """Which disk budget a workspace of `used` bytes (`before` when the command started) is past, or None."""
+        lim, mb = self.limits, 1024 * 1024
+        if used > lim.workspace_disk_mb * mb:
+            why = f"the workspace's disk budget of {lim.workspace_disk_mb} MB ({used // mb} MB written)"
+            return _Over(why, lim.workspace_disk_mb * mb)
+        others = self.pool._others_use(self.workspace)
+        if others + used > lim.disk_mb * mb:
+            return _Over(
+                f"the disk budget of all workspaces on this env worker ({lim.disk_mb} MB)", lim.disk_mb * mb - others
+            )
+        if used > before and _free_bytes(self.workspace) < lim.disk_reserve_mb * mb:
+            return _Over(f"the free space kept on the workspaces' disk ({lim.disk_reserve_mb} MB)", before)
+        return None
+
+    def _watch_disk(self, proc: subprocess.Popen, before: int, finished: threading.Event, over: list[_Over]) -> None:
+        """Measure the workspace while the command runs; kill it at the first budget it passes. A look costs a walk
+        of the tree, so the next waits five times as long as the last took: a big repository costs the worker at
+        most a sixth of a core while a command runs, and is looked at less often (the look after the command still
+        holds the budget)."""
+        pause = WATCH_MIN_S
+        while not finished.wait(pause):
+            t0 = time.monotonic()
+            past = self._over_budget(self.disk_used(), before)
+            if past:
+                over.append(past)
+                self._kill(proc)
+                return
+            pause = max(WATCH_MIN_S, 5 * (time.monotonic() - t0))
+
+    def _cut(self, started_at: float, past: _Over) -> None:
+        """Bring a workspace that passed a budget back under it: the files this command changed go first, largest
+        first (by ctime, which the agent cannot set back), then the largest others, until it is back under."""
+        files = _tree_files(self.workspace)
+        fresh = sorted((f for f in files if f[2] >= started_at - 1), key=lambda f: -f[1])
+        old = sorted((f for f in files if f[2] < started_at - 1), key=lambda f: -f[1])
+        removed = 0
+        used = self.disk_used()
+        for path, _size, _ctime in fresh + old:
+            if used <= past.back_to:
+                break
+            try:
+                path.unlink()
+            except OSError:
+                continue
+            removed += 1
+            used = self.disk_used()
+        log.warning("sandbox.disk_budget", workspace=self.workspace.name, why=past.why, removed=removed, bytes=used)
+
     def _argv(self, cmd: list[str], ro: dict[Path, str], rw: dict[Path, str]) -> list[str]:
         if self.pool.mode == "unsandboxed":
             return cmd
-        return _bwrap_argv(self.pool.bwrap, self.workspace, cmd, ro, rw)
+        return _bwrap_argv(
+            self.pool.bwrap, self.workspace, cmd, ro, rw, tmp_bytes=self.limits.workspace_disk_mb * 1024 * 1024
+        )
 
     def _env(self) -> dict[str, str]:
         home = INSIDE_WORKSPACE if self.pool.mode == "bwrap" else str(self.workspace)
@@ -341,6 +451,8 @@ class SandboxPool:
         self.limits = limits or SandboxLimits()
         self.mode = mode
         self.bwrap = shutil.which("bwrap") or ""
+        self._use: dict[Path, int] = {}  # each open workspace's bytes at its last measurement
+        self._use_lock = threading.Lock()
         if mode == "bwrap":
             if os.geteuid() != 0:
                 raise SandboxUnavailable("the env pool must run as root to give each sandbox a uid of its own")
@@ -370,6 +482,17 @@ class SandboxPool:
         os.chmod(workspace, 0o700)
         return Sandbox(self, workspace, uid, fd)
 
+    def _record_use(self, workspace: Path, used: int | None) -> None:
+        with self._use_lock:
+            if used is None:
+                self._use.pop(workspace, None)
+            else:
+                self._use[workspace] = used
+
+    def _others_use(self, workspace: Path) -> int:
+        with self._use_lock:
+            return sum(v for k, v in self._use.items() if k != workspace)
+
     @contextmanager
     def session(self, name: str) -> Iterator[Sandbox]:
         box = self.open(name)
@@ -393,9 +516,16 @@ class SandboxPool:
         raise SandboxUnavailable(f"all {UID_SLOTS - 1} sandbox uids are in use")
 
 
-def _bwrap_argv(bwrap: str, workspace: Path, cmd: list[str], ro: dict[Path, str], rw: dict[Path, str]) -> list[str]:
+def _bwrap_argv(
+    bwrap: str,
+    workspace: Path,
+    cmd: list[str],
+    ro: dict[Path, str],
+    rw: dict[Path, str],
+    tmp_bytes: int | None = None,
+) -> list[str]:
     argv = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--hostname", "sandbox"]
-    argv += _system_binds()
+    argv += _system_binds(tmp_bytes)
     argv += ["--bind", str(workspace), INSIDE_WORKSPACE, "--chdir", INSIDE_WORKSPACE]
     for host, inside in ro.items():
         argv += ["--ro-bind", str(host), inside]
@@ -428,7 +558,7 @@ def _closed_to_others(path: Path) -> bool:
         return True
 
 
-def _system_binds() -> list[str]:
+def _system_binds(tmp_bytes: int | None = None) -> list[str]:
     binds = ["--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
     for link in ("bin", "lib", "lib64", "sbin"):
         p = Path("/") / link
@@ -436,7 +566,8 @@ def _system_binds() -> list[str]:
             binds += ["--symlink", os.readlink(p), f"/{link}"]
         elif p.is_dir():
             binds += ["--ro-bind", str(p), f"/{link}"]
-    return binds + ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    size = ["--size", str(tmp_bytes)] if tmp_bytes else []  # /tmp is memory: capped like the workspace
+    return binds + ["--proc", "/proc", "--dev", "/dev", *size, "--tmpfs", "/tmp"]
 
 
 def _as_uid(uid: int) -> dict:
@@ -476,3 +607,59 @@ def _limit_from(code: int, stderr: str) -> str | None:
     if "resource temporarily unavailable" in low and "fork" in low:
         return "processes"
     return _SIG_EXIT.get(code)
+
+
+def _walk(root: Path) -> Iterator[os.DirEntry]:
+    """Every entry under `root`, never following a symlink, without recursion (an agent can nest folders deeper than
+    Python's stack); entries that vanish while the command runs are skipped."""
+    stack = [str(root)]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as it:
+                for entry in it:
+                    yield entry
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            stack.append(entry.path)
+                    except OSError:
+                        continue
+        except OSError:
+            continue
+
+
+def _tree_bytes(root: Path) -> int:
+    """Disk a tree takes: allocated blocks (a sparse file costs what it holds), a hard-linked inode once."""
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for entry in _walk(root):
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) in seen:
+            continue
+        seen.add((st.st_dev, st.st_ino))
+        total += st.st_blocks * 512
+    return total
+
+
+def _tree_files(root: Path) -> list[tuple[Path, int, float]]:
+    """The tree's files (not folders) as (path, bytes on disk, ctime)."""
+    files = []
+    for entry in _walk(root):
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                continue
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        files.append((Path(entry.path), st.st_blocks * 512, st.st_ctime))
+    return files
+
+
+def _free_bytes(path: Path) -> int:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return 1 << 62  # the workspace is gone: nothing of it to guard
+    return st.f_bavail * st.f_frsize

@@ -624,6 +624,16 @@ class SandboxLimits(BaseModel):
     """CPU seconds per process (RLIMIT_CPU)."""
     file_size_mb: int = Field(256, ge=1)
     """Largest file a process may write (RLIMIT_FSIZE), captured output included."""
+    workspace_disk_mb: int = Field(1024, ge=1)
+    """Bytes one workspace may hold, all files together (and the size of its private /tmp, a tmpfs in bwrap mode).
+    Measured while a command runs and after it: past it the command is killed, the files it wrote are removed
+    (largest first) until the workspace is back under, and the command fails with the reason; the episode goes on."""
+    disk_mb: int = Field(16384, ge=1)
+    """Bytes all of this env worker's workspaces may hold together; a command that takes them past it is stopped
+    the same way."""
+    disk_reserve_mb: int = Field(512, ge=0)
+    """Free space kept on the workspaces' file system: a command that writes while less is free is stopped the
+    same way (this guards the machine against every worker on it together)."""
     wall_s: float = Field(30.0, gt=0)
     """Wall-clock limit of one command; past it the whole process tree is killed."""
     output_chars: int = Field(16_000, ge=256)

@@ -7,7 +7,22 @@ from __future__ import annotations
 import redis.asyncio as aioredis
 from pydantic import BaseModel
 
-from store.keys import forgotten, user_adapter
+from store.keys import adapter_forgotten, forgotten, user_adapter
+
+# Record an adapter unless its user was forgotten: the tombstone, or a forget after the adapter began (the marker a
+# new key for the same id does not clear). One script, so no forget falls between the check and the write.
+_PUBLISH = """
+if redis.call('EXISTS', KEYS[2]) == 1 then return {0, false} end
+local at = redis.call('GET', KEYS[3])
+if at and tonumber(at) >= tonumber(ARGV[2]) then return {0, false} end
+return {1, redis.call('SET', KEYS[1], ARGV[1], 'GET')}
+"""
+# Remove the record and mark when: what a publication racing the forget is checked against.
+_FORGET = """
+local now = redis.call('TIME')
+redis.call('SET', KEYS[2], now[1] .. '.' .. string.format('%06d', tonumber(now[2])))
+return redis.call('GETDEL', KEYS[1])
+"""
 
 
 class AdapterRef(BaseModel):
@@ -20,21 +35,34 @@ class AdapterRef(BaseModel):
     so that staleness counts their adapter's steps, not other users')."""
 
 
+class Published(BaseModel):
+    recorded: bool
+    """False: the user was forgotten; nothing was written (the caller takes back what it loaded)."""
+    previous: AdapterRef | None = None
+    """The adapter it replaced."""
+
+
 class AdapterRecords:
     def __init__(self, redis: aioredis.Redis):
         self._r = redis
+        self._publish = redis.register_script(_PUBLISH)
+        self._forget = redis.register_script(_FORGET)
 
     async def current(self, tenant: str) -> AdapterRef | None:
         raw = await self._r.get(user_adapter(tenant))
         return AdapterRef.model_validate_json(raw) if raw else None
 
-    async def publish(self, tenant: str, ref: AdapterRef) -> AdapterRef | None:
-        """Make `ref` the user's adapter; returns the one it replaces."""
-        raw = await self._r.set(user_adapter(tenant), ref.model_dump_json(), get=True)
-        return AdapterRef.model_validate_json(raw) if raw else None
+    async def publish(self, tenant: str, ref: AdapterRef, began_at: float = 0.0) -> Published:
+        """Make `ref` the user's adapter unless the user was forgotten (their tombstone, or a forget at or after
+        `began_at`, the time the trainer began this adapter), checked and written atomically."""
+        keys = [user_adapter(tenant), forgotten(tenant), adapter_forgotten(tenant)]
+        done, raw = await self._publish(keys=keys, args=[ref.model_dump_json(), repr(began_at)])
+        return Published(recorded=bool(done), previous=AdapterRef.model_validate_json(raw) if raw else None)
 
     async def forget(self, tenant: str) -> AdapterRef | None:
-        raw = await self._r.getdel(user_adapter(tenant))
+        """Remove the user's record and mark the time (a publication of an adapter begun before it is refused)."""
+        keys = [user_adapter(tenant), adapter_forgotten(tenant)]
+        raw = await self._forget(keys=keys)
         return AdapterRef.model_validate_json(raw) if raw else None
 
     async def owner_forgotten(self, tenant: str) -> bool:

@@ -181,6 +181,12 @@ def forgotten(tenant: str) -> str:
     return f"{PREFIX}:forgotten:{tenant}"
 
 
+def adapter_forgotten(tenant: str) -> str:
+    """When the user's adapters were last forgotten (Redis time, nothing else): kept when a new key clears the
+    tombstone, so an adapter the trainer began before that forget is never published for the new user."""
+    return f"{PREFIX}:adapter-forgotten:{tenant}"
+
+
 def forgotten_entries(source: str) -> str:
     """Set of sample-stream entry ids deleted by a forget while the trainer had them claimed: the train step skips
     them instead of failing on a missing sample; acknowledging removes them."""

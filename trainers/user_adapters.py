@@ -16,6 +16,7 @@ everyone.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,6 +40,9 @@ class UserAdapter:
     moments: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)
     """LoRA parameter name -> AdamW state (exp_avg, exp_avg_sq, step), absent before the first step."""
     steps: int = 0
+    began_at: float = field(default_factory=time.time)
+    """When this adapter began in this process: a forget of its user at or after it refuses its publication, even
+    once a new key for the same id cleared the tombstone (store.adapters)."""
 
 
 class AdapterBank:
@@ -86,7 +90,9 @@ class AdapterBank:
         try:
             with atomic_dir(Path(folder)) as tmp:
                 self.trainer.model.save_pretrained(tmp, safe_serialization=True)
-                torch.save({"moments": state.moments, "steps": state.steps}, tmp / ADAPTER_STATE)
+                torch.save(
+                    {"moments": state.moments, "steps": state.steps, "began_at": state.began_at}, tmp / ADAPTER_STATE
+                )
                 write_version_info(tmp, {"weight_version": version, "user": user_id, "steps": state.steps})
         finally:
             self._swap_out(state, keep_moments=True)
@@ -105,7 +111,11 @@ class AdapterBank:
                 raise ValueError(f"{folder} holds no {key}: not an adapter of this base and LoRA configuration")
             params[name] = saved[key].to(torch.float32)
         extra = torch.load(folder / ADAPTER_STATE, weights_only=True) if (folder / ADAPTER_STATE).is_file() else {}
-        self.users[user_id] = UserAdapter(params=params, moments=extra.get("moments", {}), steps=extra.get("steps", 0))
+        # When it began, as saved (older saves: when they were written): a forget after it still refuses it.
+        began_at = float(extra.get("began_at", (folder / "adapter_model.safetensors").stat().st_mtime))
+        self.users[user_id] = UserAdapter(
+            params=params, moments=extra.get("moments", {}), steps=extra.get("steps", 0), began_at=began_at
+        )
         meta = folder / "openclaw-rl-version.json"
         if meta.is_file() and json.loads(meta.read_text()).get("user") not in (None, user_id):
             raise ValueError(f"{folder} is another user's adapter")

@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
         CLIENT_STEP,
         CLIENT_STEP_UPDATE,
         CLIENT_TOOL_UPDATE,
+        END_FORGOTTEN_SIGNAL,
         ENV_EXEC,
         ENV_FINAL_ANSWER,
         ENV_TOOL,
@@ -418,6 +419,13 @@ class EpisodeWorkflow:
             )
             self._tools_since.append((call.name, result.model_copy(update={"content": clip(result.content)})))
             return result
+
+    @workflow.signal(name=END_FORGOTTEN_SIGNAL)
+    def end_forgotten(self) -> None:
+        """Its user is being forgotten: end as failed, closing the environment (a signal no earlier history holds,
+        so replays are unchanged)."""
+        if self._finished is None and self._failed is None:
+            self._failed = "its user was forgotten"
 
     @workflow.update(name=CLIENT_EXEC_UPDATE)
     async def client_exec(self, call: ClientExecInput) -> ClientExecResult:

@@ -156,20 +156,51 @@ content): references that resolve to nothing once the user is forgotten (docs/us
 def nothing_left_on_disk(data_dir: Path, user: str, marker: str) -> None:
     """No file holds the user's content; none but Temporal's database names them, and that only in its task
     queues and the training workflow's history (with secure_delete and its log truncated, the deleted histories'
-    bytes are gone from the file too), and the Temporal SDK's warnings in the workers' logs, by workflow id (a
-    session's or its judge's)."""
+    bytes are gone from the file too), and the Temporal SDK's warnings in the workers' logs and the Temporal server's
+    in its own, by workflow id (a session's or its judge's; docs/user-data.md)."""
     assert file_hits(data_dir, [marker]) == []
     assert file_hits(data_dir, [user], skip=("temporal/", "logs/")) == []
-    for log in sorted((data_dir / "logs").glob("*.log")):
-        for line in log.read_text(errors="replace").splitlines():
-            if user in line:  # the Temporal SDK's own warning about a task whose workflow is gone, by its id
-                ids = (
-                    f'workflow ID \\"session/{user}/',
-                    f'workflow ID \\"judge/session/{user}/',
-                )  # a session's, its judge's
-                assert "temporalio_sdk_core" in line and any(i in line for i in ids), (log.name, line)
+    assert log_lines_naming(data_dir, user) == []
     db = data_dir / "temporal" / "temporal.sqlite"
     assert temporal_tables_holding(db, user) <= TEMPORAL_TASK_TABLES | {TRAINING_HISTORY}
+
+
+def log_lines_naming(data_dir: Path, user: str) -> list[tuple[str, str]]:
+    """(log, line) of the stack's logs naming `user` other than by a deleted workflow's id in Temporal's own warnings:
+    the SDK's in the workers' logs, the server's (a visibility or timer task of a workflow deleted under it, which
+    may run after the forget returned) in temporal.log. Those name `session/<user>/...` or `judge/session/<user>/...`
+    and nothing else of the user (docs/user-data.md)."""
+    bad = []
+    for log in sorted((data_dir / "logs").glob("*.log")):
+        for line in log.read_text(errors="replace").splitlines():
+            if user not in line:
+                continue
+            by_id = line.count(f"session/{user}/")
+            if log.name == "temporal.log":
+                allowed = by_id > 0 and line.count(user) == by_id
+            else:
+                ids = (f'workflow ID \\"session/{user}/', f'workflow ID \\"judge/session/{user}/')
+                allowed = "temporalio_sdk_core" in line and any(i in line for i in ids)
+            if not allowed:
+                bad.append((log.name, line))
+    return bad
+
+
+def test_temporals_own_warnings_may_name_a_forgotten_users_workflow_by_id_and_nothing_else(tmp_path: Path):
+    """Under load a visibility task of a deleted session ran after the forget had returned, and the server's
+    warning named the workflow (issue 42, item 14): an id, no content. Anything else naming the user still fails."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    wf = '"wf-id":"session/tess-1/s3"'
+    (logs / "temporal.log").write_text(
+        f'{{"level":"warn","msg":"Fail to process task",{wf},"queue-task-type":"VisibilityUpsertExecution"}}\n'
+        '{"level":"warn","msg":"unrelated"}\n'
+    )
+    assert log_lines_naming(tmp_path, "tess-1") == []
+    (logs / "temporal.log").write_text(f'{{"level":"warn",{wf},"msg":"user tess-1 said okapi"}}\n')
+    assert len(log_lines_naming(tmp_path, "tess-1")) == 1
+    (logs / "api.log").write_text("request from tess-1\n")
+    assert ("api.log", "request from tess-1") in log_lines_naming(tmp_path, "tess-1")
 
 
 def file_hits(data_dir: Path, needles: list[str], skip: tuple[str, ...] = ()) -> list[str]:

@@ -16,6 +16,7 @@ import redis
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
+from envs.sandbox import sandbox_problem
 from store.samples import EpisodeStep, decode_sample
 from tests.api.conftest import chat_stack_env, create_key
 from tests.api.test_user_data import auth, nothing_left_on_disk, store_hits, users_cli
@@ -24,9 +25,17 @@ from tests.helpers import RunningStack
 pytestmark = pytest.mark.timeout(600)
 
 
+SANDBOX_ROOT = Path(f"/tmp/oc-userdata-{uuid.uuid4().hex[:8]}")
+"""The env worker's workspaces (under /tmp: the sandbox uids must traverse its parents)."""
+
+
 @pytest.fixture(scope="module")
 def stack(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory):
-    env = chat_stack_env(tmp_path_factory.mktemp("userdata-episodes") / "data", tiny_model)
+    env = chat_stack_env(
+        tmp_path_factory.mktemp("userdata-episodes") / "data",
+        tiny_model,
+        OPENCLAW_RL_ENVS__SANDBOX__ROOT=str(SANDBOX_ROOT),
+    )
     s = RunningStack(env).start()
     yield s
     s.stop()
@@ -181,3 +190,45 @@ async def _exists(client: Client, wf_id: str) -> bool:
         if exc.status == RPCStatusCode.NOT_FOUND:
             return False
         raise
+
+
+def workspaces_holding(marker: str) -> list[Path]:
+    return (
+        [f for f in SANDBOX_ROOT.rglob("*") if f.is_file() and marker.encode() in f.read_bytes()[: 1 << 20]]
+        if SANDBOX_ROOT.is_dir()
+        else []
+    )
+
+
+@pytest.mark.skipif(sandbox_problem() is not None, reason=f"no sandbox here: {sandbox_problem()}")
+def test_a_forget_ends_the_users_open_task_episode_and_removes_its_workspace(stack):
+    """A forget left the user's open task sandbox on disk, their files in it, 30 s and more after it returned
+    (issue 42, item 12): the episode was terminated, so nothing closed its environment."""
+    user, marker = f"cleo-{uuid.uuid4().hex[:6]}", f"diary{uuid.uuid4().hex[:8]}"
+    key = create_key(stack, user)
+    r = httpx.post(
+        f"{stack.api}/v1/episodes",
+        json={"setting": "terminal", "task_id": "text-top-ips", "samples": 1},
+        headers=auth(key),
+        timeout=120,
+    )
+    assert r.status_code == 200, r.text
+    ep = {"group_id": r.json()["group_id"], **r.json()["episodes"][0]}
+    deadline = time.monotonic() + 120
+    while not httpx.get(f"{stack.api}/v1/episodes/{ep['id']}", headers=auth(key), timeout=60).json().get("ready"):
+        assert time.monotonic() < deadline, "the task's environment never opened"
+        time.sleep(0.5)
+    r = httpx.post(
+        f"{stack.api}/v1/episodes/{ep['id']}/exec",
+        json={"command": f"echo {marker} > notes.txt"},
+        headers=auth(key),
+        timeout=120,
+    )
+    assert r.status_code == 200, r.text
+    assert workspaces_holding(marker), "the exec wrote nothing into a workspace under the sandbox root"
+
+    r = httpx.delete(f"{stack.api}/v1/me/data", headers=auth(key), timeout=300)
+    assert r.status_code == 200, r.text
+    assert workspaces_holding(marker) == []  # at once: not after an idle janitor's hour
+    assert not workflow_exists(stack, ep["workflow_id"])
+    assert not workflow_exists(stack, f"group/{ep['group_id']}")

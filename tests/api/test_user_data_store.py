@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -98,3 +99,97 @@ def test_trained_log_redacts_a_forgotten_sample_now_and_later(tmp_path: Path):
     assert lines[0]["sample_ids"][0].startswith("forgotten:") and lines[1]["stale_ids"][0].startswith("forgotten:")
     with records_lock(tmp_path, exclusive=True):
         assert forget_samples(tmp_path, [mine]) == 0  # twice: nothing more to do
+
+
+def test_an_adapter_publication_racing_a_forget_records_nothing_even_after_a_new_key(port):
+    """Forget raced an adapter publication: the tombstone was checked, then the adapter saved, loaded and recorded
+    with no guard, and a new key for the same id cleared the tombstone (issue 42, item 6). The record is written by
+    one script that checks the tombstone and when the user's adapters were last forgotten."""
+    from store.adapters import AdapterRef
+
+    async def go() -> None:
+        store = store_at(port)
+        tenant, ref = tenant_of("vera"), AdapterRef(name="vera-v1", path="/nowhere/v1", version=1)
+        try:
+            began = 1000.0  # the trainer began this adapter long before the forget below
+            assert (await store.adapters.publish(tenant, ref, began_at=began)).recorded
+            await store.users.tombstone("vera")
+            assert await store.adapters.forget(tenant) == ref
+            late = await store.adapters.publish(tenant, ref.model_copy(update={"name": "vera-v2"}), began_at=began)
+            assert not late.recorded and await store.adapters.current(tenant) is None
+            await store.users.clear_tombstone("vera")  # a new key for the same id: a new user
+            again = await store.adapters.publish(tenant, ref.model_copy(update={"name": "vera-v3"}), began_at=began)
+            assert not again.recorded and await store.adapters.current(tenant) is None
+            # The new user's own adapter, begun after the forget, is theirs to publish.
+            fresh = AdapterRef(name="vera-v1", path="/nowhere/new", version=1)
+            done = await store.adapters.publish(tenant, fresh, began_at=time.time() + 1)
+            assert done.recorded and done.previous is None and await store.adapters.current(tenant) == fresh
+        finally:
+            await store.aclose()
+
+    asyncio.run(go())
+
+
+def test_a_forget_during_an_adapter_publication_leaves_no_record_no_files_nothing_loaded(port, tmp_path, monkeypatch):
+    """The publication's own path (activities/weight_publication.py `_adapters`), on a real valkey, with the policy
+    servers stood in for: the user is forgotten while their new adapter is being loaded. The record is refused, what
+    was loaded is unloaded, the folder written is removed and the trainer drops the adapter."""
+    import activities.weight_publication as wp
+    from control.user_adapters import FileAdapters
+    from openclaw_rl.settings import Settings
+    from trainers.user_adapters import UserAdapter
+
+    settings = Settings(data_dir=tmp_path / "data", redis={"url": f"redis://127.0.0.1:{port}/0"})
+    tenant = tenant_of("wren")
+    loaded: list[str] = []
+    unloaded: list[str] = []
+
+    class Servers:  # the policy servers: loading the adapter is when the forget comes in
+        async def __aenter__(self):
+            return self
+
+        async def __aexit__(self, *exc):
+            return None
+
+        async def load_lora_adapter(self, name: str, path: str) -> list[str]:
+            loaded.append(name)
+            store = store_at(port)
+            try:
+                await store.users.tombstone("wren")
+                await FileAdapters(settings, store).forget("wren")
+            finally:
+                await store.aclose()
+            return ["http://policy"]
+
+        async def unload_lora_adapter(self, name: str) -> None:
+            unloaded.append(name)
+
+    # The publication's and the forget's client alike (control.user_adapters imports the same class).
+    monkeypatch.setattr(wp.WeightSyncClient, "from_settings", classmethod(lambda cls, s: Servers()))
+
+    class Bank:
+        def __init__(self):
+            self.users = {tenant: UserAdapter(params={}, steps=3)}
+
+        def adapter(self, owner):
+            return self.users[owner]
+
+        def save(self, owner, folder, version):
+            folder.mkdir(parents=True)
+            (folder / "adapter_model.safetensors").write_bytes(b"weights")
+
+        def forget(self, owner):
+            return self.users.pop(owner, None) is not None
+
+    class Trainer:
+        touched = {tenant}
+        bank = Bank()
+
+    trainer = Trainer()
+    publisher = wp.WeightPublisher(settings, held=None, step_lock=asyncio.Lock())
+    asyncio.run(publisher._adapters(trainer, 1, time.perf_counter()))
+
+    assert loaded == [f"{tenant}-v3"] and f"{tenant}-v3" in unloaded
+    assert redis.Redis(port=port).get(keys.user_adapter(tenant)) is None
+    assert not (settings.data_dir / "adapters" / tenant / "v3").exists()
+    assert tenant not in trainer.bank.users  # a new key for the id starts from a fresh adapter

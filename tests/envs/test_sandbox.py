@@ -185,3 +185,47 @@ def test_commands_from_many_threads_while_others_log_all_finish(box, pool):
         stop.set()
         for b in boxes:
             b.close()
+
+
+@pytest.mark.parametrize("mode", ["bwrap", "unsandboxed"])
+def test_files_each_under_the_file_limit_but_together_over_the_disk_budget_fail_and_are_cut(mode):
+    """One `exec` of a second wrote 1.25 GB as five files each under the file size limit (issue 42, item 10)."""
+    limits = SandboxLimits(wall_s=20, memory_mb=1024, processes=64, file_size_mb=40, workspace_disk_mb=100)
+    pool = SandboxPool(Path(f"/tmp/oc-sandbox-disk-{uuid.uuid4().hex[:8]}"), limits, mode=mode)
+    with pool.session("disk") as box:
+        box.write_file("task.txt", "the task's own file stays")
+        r = box.run("for i in 1 2 3 4 5 6 7 8; do head -c 35000000 /dev/zero > part$i.bin || exit 3; done; echo done")
+        assert r.exit_code != 0 and r.limit == "disk", r
+        assert "disk budget of 100 MB" in r.report() and "done" not in r.stdout
+        assert box.disk_used() <= 100 * 1024 * 1024
+        assert box.read_file("task.txt") == "the task's own file stays"
+        # A writer too fast for the watchdog's look is caught by the measurement after the command.
+        r = box.run("head -c 35000000 /dev/zero > a.bin; head -c 35000000 /dev/zero > b.bin; echo more")
+        assert r.limit == "disk" and box.disk_used() <= 100 * 1024 * 1024
+        still_serves(box)
+        assert box.run("echo small > small.txt && cat small.txt").stdout.strip() == "small"
+        # Files written from the host count too: refused before they are written.
+        with pytest.raises(ValueError, match="disk budget of 100 MB"):
+            for i in range(4):
+                box.write_file(f"host{i}.bin", b"x" * (39 * 1024 * 1024))
+        assert box.disk_used() <= 100 * 1024 * 1024
+
+
+@pytest.mark.parametrize("mode", ["bwrap", "unsandboxed"])
+def test_the_workspaces_of_one_env_worker_together_have_a_budget(mode):
+    limits = SandboxLimits(wall_s=20, memory_mb=1024, processes=64, file_size_mb=40, workspace_disk_mb=100, disk_mb=120)
+    pool = SandboxPool(Path(f"/tmp/oc-sandbox-disk-{uuid.uuid4().hex[:8]}"), limits, mode=mode)
+    with pool.session("first") as first, pool.session("second") as second:
+        assert first.run("head -c 35000000 /dev/zero > a.bin; head -c 35000000 /dev/zero > b.bin").limit is None
+        r = second.run("head -c 35000000 /dev/zero > a.bin; head -c 35000000 /dev/zero > b.bin; echo done")
+        assert r.limit == "disk" and "all workspaces on this env worker (120 MB)" in r.report()
+        assert first.disk_used() + second.disk_used() <= 120 * 1024 * 1024
+        still_serves(second)
+
+
+def test_the_private_tmp_is_capped_at_the_workspace_budget():
+    limits = SandboxLimits(wall_s=20, memory_mb=1024, processes=64, file_size_mb=40, workspace_disk_mb=50)
+    pool = SandboxPool(Path(f"/tmp/oc-sandbox-disk-{uuid.uuid4().hex[:8]}"), limits)
+    with pool.session("tmp") as box:
+        r = box.run("for i in 1 2 3; do head -c 30000000 /dev/zero > /tmp/t$i.bin; done; du -sm /tmp")
+        assert "No space left on device" in r.stderr and int(r.stdout.split()[0]) <= 50

@@ -108,11 +108,29 @@ def test_a_users_adapters_are_in_their_export_and_gone_when_they_are_forgotten(a
         v["path"].startswith(str(stack.data_dir / "adapters" / tenant_of("ines"))) for v in versions
     )
 
+    assert any(n.startswith(tenant_of("ines")) for n in loaded_adapters(stack))
+    assert engine_info(stack)["prefix_cache"]["cached_blocks"] > 0  # their prompts' KV
+
     gone = httpx.delete(f"{stack.api}/v1/me/data", headers=auth, timeout=180)
     assert gone.status_code == 200, gone.text
     assert gone.json()["adapter_versions"] == len(versions)
+    # The engine: no version of their adapter loaded, and its prefix cache emptied (no per-user eviction exists).
+    assert gone.json()["engine_caches_flushed"] is True
+    assert not [n for n in loaded_adapters(stack) if n.startswith(tenant_of("ines"))], loaded_adapters(stack)
+    assert any(n.startswith(tenant_of("omar")) for n in loaded_adapters(stack))
+    assert engine_info(stack)["prefix_cache"]["cached_blocks"] == 0
     assert r.get(f"oc:adapter:{tenant_of('ines')}") is None
     assert not (stack.data_dir / "adapters" / tenant_of("ines")).exists()
     assert not list(stack.data_dir.glob(f"checkpoints/*/user-adapters/{tenant_of('ines')}"))
     assert r.get(f"oc:adapter:{tenant_of('omar')}") is not None  # the other user's stays
     assert (stack.data_dir / "adapters" / tenant_of("omar")).is_dir()
+
+
+def engine_info(stack: RunningStack) -> dict:
+    return httpx.get(f"{stack.engine}/get_server_info", timeout=30).json()
+
+
+def loaded_adapters(stack: RunningStack) -> list[str]:
+    """The adapters the engine holds: its answer to unloading one it does not have lists them."""
+    r = httpx.post(f"{stack.engine}/unload_lora_adapter", json={"lora_name": "no-such-adapter"}, timeout=30)
+    return list(r.json()["loaded_adapters"])
