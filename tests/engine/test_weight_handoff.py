@@ -320,7 +320,7 @@ async def test_release_waits_for_running_requests_and_an_update_while_released_s
     # Two layers of keys and values for two KV heads of 16 floats, for the prompt at least; not absurdly more.
     assert 2 * 2 * 2 * 16 * 4 * len(PROMPT) <= kv < 10 * 2**20
 
-    succeeded(await release(http, ["kv_cache", "weights", "cuda_graph"]), "the decode graphs go and come back with kv_cache")
+    succeeded(await release(http, ["kv_cache", "weights", "cuda_graph"]), "decode graphs go and come back")
     assert (await server_info(http))["requests_done"] == 1  # the release answered once the request had finished
     answer = (await asyncio.wait_for(running, 10)).json()
     assert answer["meta_info"]["finish_reason"]["type"] == "length" and len(answer["output_ids"]) == 400
