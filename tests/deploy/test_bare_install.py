@@ -35,17 +35,19 @@ NOT_SHIPPED = shutil.ignore_patterns(
 )
 IMPORT_ALL = """
 import importlib, json, pkgutil, sys
-entry, roots = sys.argv[1].split(","), sys.argv[2].split(",")
-every = [m.name for r in roots for m in pkgutil.walk_packages(importlib.import_module(r).__path__, r + ".")]
 failed, count = {}, 0
-for name in entry + sorted(set(roots + every) - set(entry)):
-    if name.endswith(".__main__"):
-        continue
-    try:
-        importlib.import_module(name)
-    except Exception as exc:
-        failed[name] = f"{type(exc).__name__}: {exc}"
-    count += 1
+def load(names):
+    global count
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:
+            failed[name] = f"{type(exc).__name__}: {exc}"
+        count += 1
+entry, roots = sys.argv[1].split(","), sys.argv[2].split(",")
+load(entry)  # first, before anything else is imported
+every = [m.name for r in roots for m in pkgutil.walk_packages(importlib.import_module(r).__path__, r + ".")]
+load(sorted({*roots, *every} - {*entry} - {m for m in every if m.endswith(".__main__")}))
 print(json.dumps({"count": count, "failed": failed, "cli": importlib.import_module("cli").__file__}))
 """
 
