@@ -121,7 +121,12 @@ class CurveWriter:
                 log.warning("the step's W&B points were not written", run=self.run, error=_error(exc))
 
     def _start_wandb(self) -> Any:
-        import wandb
+        try:
+            import wandb
+        except ImportError as exc:  # logged as the reason the run did not start
+            raise ImportError(
+                f"curves.wandb needs the wandb package: pip install 'openclaw-rl[wandb]' ({exc})"
+            ) from exc
 
         assert self._wandb is not None
         self.wandb_dir.mkdir(parents=True, exist_ok=True)

@@ -213,7 +213,12 @@ class _Remote(_Session):
     """OpenEnv's own client over its WebSocket session (one environment per connection)."""
 
     def __init__(self, url: str):
-        from openenv.core import GenericEnvClient
+        try:
+            from openenv.core import GenericEnvClient
+        except ImportError as exc:
+            raise ImportError(
+                f"an OpenEnv server needs openenv-core: pip install 'openclaw-rl[openenv]' ({exc})"
+            ) from exc
 
         self.client = GenericEnvClient(base_url=url).sync()
         self.client.__enter__()

@@ -35,10 +35,16 @@ import types
 import uuid
 from typing import Any, Literal
 
-import verifiers as vf
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from verifiers.clients import OpenAIChatCompletionsClient
-from verifiers.envs import environment as vf_environment
+
+try:
+    import verifiers as vf
+    from verifiers.clients import OpenAIChatCompletionsClient
+    from verifiers.envs import environment as vf_environment
+except ImportError as exc:  # the plugin loader reports this message as the setting's error
+    raise ImportError(
+        f"verifiers settings need the verifiers package: pip install 'openclaw-rl[verifiers]' ({exc})"
+    ) from exc
 
 from envs.base import Action, Observation, TaskInfo, ToolResult, UnknownTask
 from envs.plugins import PluginContext, PluginError

@@ -72,8 +72,13 @@ def run_episode(
     commands it ran, and the checker's outcome."""
     for k, v in OFFLINE.items():
         os.environ.setdefault(k, v)
-    from minisweagent.agents.default import DefaultAgent
-    from minisweagent.config import get_config_from_spec
+    try:
+        from minisweagent.agents.default import DefaultAgent
+        from minisweagent.config import get_config_from_spec
+    except ImportError as exc:
+        raise ImportError(
+            f"this harness needs mini-swe-agent: pip install 'openclaw-rl[mini-swe-agent]' ({exc})"
+        ) from exc
 
     auth = {"Authorization": f"Bearer {key}"}
     with httpx.Client(base_url=api, headers=auth, timeout=900) as http:

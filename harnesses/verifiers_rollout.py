@@ -46,8 +46,11 @@ async def run_rollouts(
     `env` is an environment already loaded (`vf.load_environment(environment, **args)` otherwise). Returns one
     dict per rollout: the episode, verifiers' reward, metrics and stop condition, the outcome the episode took,
     and the rollout's error (if any)."""
-    import verifiers as vf
-    from openai import AsyncOpenAI
+    try:
+        import verifiers as vf
+        from openai import AsyncOpenAI
+    except ImportError as exc:
+        raise ImportError(f"this harness needs verifiers: pip install 'openclaw-rl[verifiers]' ({exc})") from exc
 
     env = env if env is not None else vf.load_environment(environment, **(args or {}))
     rows = env.get_eval_dataset(n=num_examples).to_list()

@@ -41,10 +41,15 @@ def isolated_env(data_dir: Path, model_path: Path | None = None) -> dict[str, st
 
 
 class RunningStack:
-    """`openclaw-rl up` with the settings in `env` (see `isolated_env`); its output goes to `log_path`."""
+    """`openclaw-rl up` with the settings in `env` (see `isolated_env`); its output goes to `log_path`.
 
-    def __init__(self, env: dict[str, str]):
+    `command` runs the CLI (this interpreter's `-m cli` from the checkout unless given; an installed `openclaw-rl`
+    script, for one, run in `cwd` outside the checkout so that only the installed package is importable)."""
+
+    def __init__(self, env: dict[str, str], command: list[str] | None = None, cwd: Path | None = None):
         self.env = env
+        self.command = list(command or CLI)
+        self.cwd = cwd or REPO
         self.data_dir = Path(env["OPENCLAW_RL_DATA_DIR"])
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}-up.log"
         self.proc: subprocess.Popen | None = None
@@ -69,7 +74,9 @@ class RunningStack:
         """Start `up` and wait until its stack.json says every service is up."""
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(CLI + ["up"], env=self.env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+            self.proc = subprocess.Popen(
+                self.command + ["up"], env=self.env, stdout=log, stderr=subprocess.STDOUT, cwd=self.cwd
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -108,7 +115,9 @@ class RunningStack:
 
     def cli(self, *args: str, timeout: float = 120) -> str:
         """Run `openclaw-rl ARGS` against this stack; its stdout, or a RuntimeError with its output."""
-        out = subprocess.run(CLI + list(args), env=self.env, capture_output=True, text=True, timeout=timeout, cwd=REPO)
+        out = subprocess.run(
+            self.command + list(args), env=self.env, capture_output=True, text=True, timeout=timeout, cwd=self.cwd
+        )
         if out.returncode != 0:
             raise RuntimeError(f"openclaw-rl {' '.join(args)} failed: {out.stdout[-800:]}{out.stderr[-800:]}")
         return out.stdout

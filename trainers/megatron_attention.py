@@ -12,8 +12,14 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from megatron.core.transformer.dot_product_attention import DotProductAttention
-from megatron.core.transformer.enums import AttnMaskType
+
+try:
+    from megatron.core.transformer.dot_product_attention import DotProductAttention
+    from megatron.core.transformer.enums import AttnMaskType
+except ImportError as exc:  # reached only through the megatron backend, which checks first (trainers.backend_missing)
+    raise ImportError(
+        f"training.backend=megatron needs megatron-core: pip install 'openclaw-rl[megatron]' ({exc})"
+    ) from exc
 
 
 class SdpaAttention(DotProductAttention):
