@@ -17,7 +17,8 @@ from api.auth import Caller, authenticate
 from api.errors import ApiError
 from api.openapi_spec import USER_DATA_ERRORS
 from control.user_adapters import FileAdapters
-from control.user_data import ForgetReport, UserData, UserExport, UserNotFound
+from control.user_data import UserData
+from control.user_data_models import ForgetReport, UserExport, UserNotFound
 
 router = APIRouter()
 

@@ -363,7 +363,8 @@ async def _memory_line(settings: Settings, trainer: dict[str, int]) -> str:
 
 async def users_command(args: argparse.Namespace, settings: Settings) -> int:
     """A user's rights over their data, for operators: export, forget, opt out of training and back in."""
-    from control.user_data import UserData, UserNotFound
+    from control.user_data import UserData
+    from control.user_data_models import UserNotFound
 
     client = await _client(settings, "users")
     store = Store.from_settings(settings)

@@ -13,7 +13,7 @@ from pathlib import Path
 import structlog
 
 from contracts.chat import tenant_of
-from control.user_data import AdapterVersion
+from control.user_data_models import AdapterVersion
 from openclaw_rl.settings import Settings
 from store.client import Store
 from trainers.user_adapters import USER_ADAPTERS_DIR
