@@ -1,8 +1,8 @@
 """The configuration reference (docs/settings-reference.md), generated from the settings tree itself.
 
 Every field of `Settings`, section by section: its dotted name, the environment variable that sets it, its type,
-its default, and the docstring written under it in openclaw_rl/settings.py. tests/test_settings_reference.py
-fails when the page and the tree disagree, so the page cannot go stale:
+its default, and the docstring written under it in the settings package (openclaw_rl/settings/).
+tests/test_settings_reference.py fails when the page and the tree disagree, so the page cannot go stale:
 
     .venv/bin/python -m openclaw_rl.settings_reference > docs/settings-reference.md
 """
@@ -23,7 +23,7 @@ from openclaw_rl.settings import Settings
 
 HEADER = """# Settings reference
 
-Generated from `openclaw_rl/settings.py` by `python -m openclaw_rl.settings_reference` (a test keeps it in step
+Generated from `openclaw_rl/settings/` by `python -m openclaw_rl.settings_reference` (a test keeps it in step
 with the code). Every setting can come from an environment variable (shown), from the TOML file named by
 `OPENCLAW_RL_CONFIG` (the dotted name's parts are its tables and key), or keep its default; how the sources
 combine, and the security-relevant ones, are in [Configuration and security](configuration.md).
@@ -33,9 +33,10 @@ combine, and the security-relevant ones, are in [Configuration and security](con
 
 def field_docs() -> dict[tuple[str, str], str]:
     """(class name, field name) -> the docstring written under the field."""
-    tree = ast.parse(Path(inspect.getsourcefile(settings_module)).read_text())
     docs: dict[tuple[str, str], str] = {}
-    for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
+    package = Path(inspect.getsourcefile(settings_module)).parent  # the settings package: a module per section
+    classes = [n for f in sorted(package.glob("*.py")) for n in ast.parse(f.read_text()).body]
+    for cls in (n for n in classes if isinstance(n, ast.ClassDef)):
         body = cls.body
         for node, nxt in zip(body, body[1:]):
             if (
@@ -58,7 +59,7 @@ def _model_of(annotation) -> type[BaseModel] | None:
 def _type_name(annotation) -> str:
     text = getattr(annotation, "__name__", None) if not typing.get_args(annotation) else None
     text = text or str(annotation)
-    text = re.sub(r"\b(typing|pathlib|openclaw_rl\.settings|pydantic\.types)\.", "", text)
+    text = re.sub(r"\b(typing|pathlib|openclaw_rl\.settings(\.\w+)?|pydantic\.types)\.", "", text)
     return text.replace("NoneType", "None")
 
 

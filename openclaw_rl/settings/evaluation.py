@@ -1,0 +1,54 @@
+"""Held-out evaluation of policy versions, on a Temporal Schedule."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+
+class EvalSettings(BaseModel):
+    """Evaluation of policy versions on held-out sets, on a Temporal Schedule (docs/evaluation.md)."""
+
+    every_versions: int = Field(10, ge=0)
+    """Evaluate the newest published version each time versions cross a multiple of N (N, 2N, ... or the first
+    version past it). 0: off (`up` then deletes the schedule)."""
+    check_every_s: float = Field(300.0, ge=1)
+    """How often the schedule looks for a version to evaluate (a version crossed between two checks is evaluated at
+    the next)."""
+    personalization: list[Literal["student", "teacher"]] = Field(default_factory=lambda: ["student"])
+    """The personalization benchmark's held-out problems to evaluate, by setting, with its rule scorer."""
+    personalization_problems: int = Field(36, ge=1, le=100)
+    """Held-out problems per personalization setting (the benchmark's table uses the first 36)."""
+    user_sets: dict[str, Path] = Field(default_factory=dict)
+    """Your own evaluation sets: name -> JSONL file (one `{"messages", "expected", "match"}` object a line)."""
+    max_tokens: int = Field(256, ge=1)
+    """Most tokens of each answer."""
+    temperature: float = Field(0.0, ge=0, le=2)
+    """Sampling temperature of the answers (0: greedy, the same answers for the same weights)."""
+    concurrency: int = Field(8, ge=1, le=256)
+    """Answers generated at once (the engine batches them), and episodes of an episode set running at once."""
+    episodes: list[str] = Field(default_factory=list)
+    """General-agent settings whose held-out tasks run as episodes (`episodes-<setting>`): `terminal` (the agents
+    benchmark's counting tasks, count-0600 on), `toolcall` (its math problems, math/2400 on) or any setting named in
+    `held_out_tasks`. Off by default: they hold sandboxes and the engine for whole episodes."""
+    episode_tasks: int = Field(8, ge=1, le=1000)
+    """Held-out tasks per episode set (the first ones of the setting's split)."""
+    episode_samples: int = Field(1, ge=1, le=64)
+    """Episodes per held-out task (at the setting's sampling temperature)."""
+    held_out_tasks: dict[str, list[str]] = Field(default_factory=dict)
+    """A setting's held-out task ids, in place of its built-in split (or for a setting without one)."""
+
+    @field_validator("user_sets")
+    @classmethod
+    def _set_names(cls, sets: dict[str, Path]) -> dict[str, Path]:
+        for name in sets:
+            if not EVAL_SET_NAME.fullmatch(name):
+                raise ValueError(f"eval set {name!r}: a name is lowercase letters, digits, - and _ (at most 40)")
+        return sets
+
+
+EVAL_SET_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
+"""What a user's evaluation set may be called: it names TensorBoard tags and a search attribute's value."""

@@ -1,0 +1,214 @@
+"""The services every process reaches: the API, Temporal, the store, metrics, curves and logs; the worker pools."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Literal
+from urllib.parse import quote
+
+from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator, model_validator
+
+LOOPBACK = "127.0.0.1"
+MASK = "**********"
+"""What `Settings.masked()` shows in place of a secret (pydantic's own rendering of a SecretStr)."""
+
+
+class Pool(str, Enum):
+    """Typed worker pools; each polls its own Temporal task queue."""
+
+    WORKFLOW = "workflow"  # hosts workflow code only (sessions, episodes, training loop)
+    POLICY = "policy"  # generation and teacher log-prob scoring against policy servers
+    JUDGE = "judge"  # PRM votes and hindsight hints
+    TRAINER = "trainer"  # train steps and weight publication
+    ENV = "env"  # general-agent environments in sandboxes (each episode's steps stay on one env worker)
+
+
+POOL_METRICS_OFFSET = {Pool.WORKFLOW: 0, Pool.POLICY: 1, Pool.JUDGE: 2, Pool.ENV: 3, Pool.TRAINER: 4}
+"""Each pool's port is `metrics.port_base` plus its offset (one process per pool on a host)."""
+
+
+class MetricsSettings(BaseModel):
+    """Prometheus metrics of the worker pools: the Temporal SDK's (task latencies, slots, polls) and ours
+    (train steps, samples, policy version, loss; environments held; episode steps), one endpoint per pool."""
+
+    port_base: int | None = Field(None, ge=1, le=65_000)
+    """None: no endpoint. Else pool P serves /metrics on port_base + its offset (workflow 0, policy 1, judge 2,
+    env 3, trainer 4)."""
+    host: str = "127.0.0.1"
+    """The address the endpoints bind (0.0.0.0 for a Prometheus elsewhere)."""
+
+    def address(self, pool: Pool) -> str | None:
+        if self.port_base is None:
+            return None
+        return f"{self.host}:{self.port_base + POOL_METRICS_OFFSET[pool]}"
+
+
+class WandbSettings(BaseModel):
+    """Weights & Biases, offline: the curves' points also go to W&B runs under `<data dir>/wandb/` (the `wandb`
+    extra), never needing a login or the network; `wandb sync <run dir>` uploads one later."""
+
+    enabled: bool = False
+    """Write W&B offline runs beside the TensorBoard event files (which are always written)."""
+    project: str = Field("openclaw-rl", min_length=1)
+    """The W&B project the runs belong to (where `wandb sync` puts them)."""
+
+
+class CurvesSettings(BaseModel):
+    """Training's curves (activities.curves): TensorBoard event files under `<data dir>/tensorboard/`, always;
+    W&B offline runs too when `wandb.enabled`. `openclaw-rl train curves` says where."""
+
+    wandb: WandbSettings = Field(default_factory=WandbSettings)
+    """Weights & Biases in offline mode."""
+
+
+class ApiSettings(BaseModel):
+    host: str = LOOPBACK
+    """Interface the REST API binds to."""
+    port: int = Field(8000, ge=1, le=65535)
+    """Port of the OpenAI-compatible REST API."""
+    model_name: str = "openclaw-rl-policy"
+    """Model id listed by /v1/models; chat requests may name any model (they all reach the one policy)."""
+    max_request_bytes: int = Field(8 * 1024 * 1024, ge=1024)
+    """Largest request body accepted; larger ones get HTTP 413 (OpenClaw sends ~60 KB plus the history)."""
+    max_inflight_per_user: int = Field(64, ge=1)
+    """Concurrent chat requests one user may have in flight; more get HTTP 429."""
+    temporal_retry_s: float = Field(30.0, ge=0)
+    """How long a chat request keeps retrying while Temporal is unreachable (e.g. restarting) before HTTP 503."""
+    codec_token: SecretStr = SecretStr("")
+    """The token the codec server (`/codec`, served while encryption at rest is on: it decrypts conversations)
+    requires, as `Authorization: Bearer <token>` (the Temporal CLI's `--codec-auth`) or as the path segment
+    `/codec/<token>/` (the endpoint `up` gives the embedded Web UI, which sends no header of its own). Empty:
+    derived from the first encryption key (`openclaw-rl encryption codec-token` prints it)."""
+    codec_hosts: list[str] = Field(default_factory=lambda: [LOOPBACK, "localhost", "::1"], min_length=1)
+    """Host names the codec server answers to (the request's Host header, its port aside). Any other name is refused,
+    even on this machine: a web page whose name was rebound to 127.0.0.1 (DNS rebinding) reads nothing. Add the
+    name a proxy in front of the API is reached by."""
+    codec_origins: list[str] | None = None
+    """Browser origins that may call the codec server (its Origin header, and CORS). None: the embedded Web UI's,
+    http://127.0.0.1:<temporal.ui_port> and http://localhost:<temporal.ui_port>. A request without an Origin (the
+    Temporal CLI, curl: not a browser) passes this check; the token still applies."""
+
+    @field_validator("codec_token")
+    @classmethod
+    def _codec_token_fits_a_path(cls, value: SecretStr) -> SecretStr:
+        token = value.get_secret_value()
+        if token and (len(token) < 16 or not token.replace("-", "").replace("_", "").isalnum() or not token.isascii()):
+            raise ValueError("api.codec_token: use at least 16 letters, digits, '-' or '_' (it may travel in a path)")
+        return value
+
+
+class TemporalSettings(BaseModel):
+    address: str | None = Field(None, validation_alias=AliasChoices("address", "TEMPORAL_ADDRESS"))
+    """An existing Temporal cluster (host:port). None: `up` starts the embedded dev server."""
+    namespace: str = "default"
+    """Temporal namespace for every workflow of the system."""
+    port: int = Field(7233, ge=1, le=65535)
+    """gRPC port of the embedded dev server."""
+    ui_port: int = Field(8233, ge=1, le=65535)
+    """Web UI port of the embedded dev server."""
+    headless: bool = False
+    """Start the embedded dev server without its Web UI."""
+    task_queue_prefix: str = "openclaw-rl"
+    """Task queues are named <prefix>-<pool>."""
+    worker_pollers: int = Field(20, ge=2, le=200)
+    """Long polls each worker keeps open per task kind (workflow, activity). A task that finds no poll waiting is
+    written to the task queue's table and read back later; with the SDK's 5, 16 chat sessions at once had one task
+    per turn go that way (chat benchmark: p50 925 -> 749 ms at 20). An open poll costs nothing but a connection."""
+    api_key: SecretStr = Field(SecretStr(""), validation_alias=AliasChoices("api_key", "TEMPORAL_API_KEY"))
+    """Temporal Cloud (or a cluster behind an API-key proxy): sent as `Authorization: Bearer`; turns TLS on."""
+    tls: bool = False
+    """Connect with TLS (system roots unless `tls_ca_path`); on by itself when a key or a client certificate is set."""
+    tls_ca_path: Path | None = None
+    """PEM of the CA that signed the server's certificate (a self-hosted cluster's own CA)."""
+    tls_cert_path: Path | None = None
+    """PEM client certificate for mTLS (Temporal Cloud's certificate auth, or a cluster that requires it)."""
+    tls_key_path: Path | None = None
+    """PEM private key of `tls_cert_path`."""
+    tls_server_name: str | None = None
+    """The name to verify on the server's certificate, when it differs from the address's host."""
+    max_payload_bytes: int = Field(2 * 1024 * 1024, ge=64 * 1024)
+    """The largest payload the Temporal server takes (its dynamic config `limit.blobSize.error`, 2 MiB unless the
+    cluster sets another). A client-driven episode's call that would travel bigger (a tool's arguments, as encoded,
+    encrypted included) gets HTTP 413 from the API before it is sent; Temporal would refuse it with an error."""
+
+    def target(self) -> str:
+        return self.address or f"{LOOPBACK}:{self.port}"
+
+    @model_validator(mode="after")
+    def _security_needs_a_cluster(self) -> "TemporalSettings":
+        if (self.tls_cert_path is None) != (self.tls_key_path is None):
+            raise ValueError("temporal.tls_cert_path and tls_key_path go together: set both or neither")
+        if self.address is None and self.uses_tls:
+            raise ValueError(
+                "temporal.tls, api_key and certificates apply to an existing cluster: set temporal.address "
+                "(TEMPORAL_ADDRESS); the embedded dev server listens on loopback without TLS"
+            )
+        return self
+
+    @property
+    def uses_tls(self) -> bool:
+        return bool(self.tls or self.api_key.get_secret_value() or self.tls_cert_path or self.tls_ca_path)
+
+    @property
+    def embedded(self) -> bool:
+        return self.address is None
+
+    def task_queue(self, pool: Pool | str) -> str:
+        return f"{self.task_queue_prefix}-{Pool(pool).value}"
+
+
+class RedisSettings(BaseModel):
+    url: str | None = Field(None, validation_alias=AliasChoices("url", "REDIS_URL"))
+    """An existing Redis-compatible server (redis://host:port/db). None: `up` starts the embedded valkey server."""
+    port: int = Field(6379, ge=1, le=65535)
+    """Port of the embedded valkey server."""
+    appendfsync: Literal["always", "everysec", "no"] = "everysec"
+    """fsync policy of the embedded server's append-only file (AOF).
+
+    `everysec` (the default): every write reaches the file (the kernel's page cache) before its reply is sent, and
+    the file is fsynced once a second in the background. A crash of the valkey process alone loses no acknowledged
+    write, with two exceptions: while a background fsync is slow (a busy disk) valkey holds writes back for up to
+    2 s and replies first, and a write answered in the instant a write to a full disk failed lives only in memory
+    until a write succeeds again; a crash of the machine (power, kernel) loses the last ~1-2 s of acknowledged writes.
+    A full disk makes valkey refuse writes (`MISCONF`: the API answers 503 `storage_full`, reads go on); it retries
+    its file every second and accepts writes again once there is room, with nothing restarted.
+    `always`: fsync before every reply, so not even a machine crash loses an acknowledged write; but valkey exits on
+    the first failed write (a full disk ends the store until it is restarted with room; `up` warns) and every write
+    waits for the disk. `no`: the kernel flushes when it likes (about every 30 s on Linux): a machine crash loses
+    that much."""
+    password: SecretStr = SecretStr("")
+    """The embedded server requires it (`requirepass`) and every client sends it; for `url`, used when the URL
+    carries no credentials of its own."""
+    maxmemory_mb: int = Field(1024, ge=0)
+    """Memory limit of the embedded server (0: none). What happens at the limit is `maxmemory_policy`."""
+    maxmemory_policy: Literal["noeviction", "volatile-lru", "volatile-ttl"] = "noeviction"
+    """At the limit: `noeviction` refuses writes (new turns get a 503 with the reason; reads, training and expiry
+    go on and free room) and never drops anything; `volatile-*` drop the oldest expiring data (audit records, old
+    turn data) first. No policy here can evict samples waiting for training or API keys: they carry no TTL, and
+    the `allkeys-*` policies, which could, are not offered."""
+    data_ttl_s: int = Field(30 * 24 * 3600, ge=3600)
+    """How long per-turn and per-step data (requests, token data, teacher log-probs, judgements, idempotency keys,
+    episode steps, record streams) is kept: longer than any training lag, as long as the audit should reach back."""
+
+    def target(self) -> str:
+        """The URL clients connect with, the password in it (show it only through `masking.mask_url`)."""
+        url = self.url or f"redis://{LOOPBACK}:{self.port}/0"
+        secret = self.password.get_secret_value()
+        if not secret:
+            return url
+        scheme, sep, rest = url.partition("://")
+        if not sep or "@" in rest.split("/", 1)[0]:
+            return url  # the URL's own credentials win
+        return f"{scheme}://:{quote(secret, safe='')}@{rest}"
+
+    @property
+    def embedded(self) -> bool:
+        return self.url is None
+
+
+class LogSettings(BaseModel):
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    """Lowest level printed."""
+    json_lines: bool = False
+    """One JSON object per line instead of human-readable lines."""
