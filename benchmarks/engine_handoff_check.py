@@ -42,10 +42,9 @@ from activities import weight_publication  # noqa: E402
 from activities.held_trainer import HeldTrainer  # noqa: E402
 from activities.weight_publication import WeightPublisher  # noqa: E402
 from benchmarks.qwen3_shapes import SHAPES, bench_model, start_engine  # noqa: E402
-from benchmarks.train_step import batch  # noqa: E402
-from contracts.learning import JudgeSummary  # noqa: E402
+from benchmarks.train_step import batch, sample  # noqa: E402
 from openclaw_rl.settings import Settings  # noqa: E402
-from store.samples import PersonalTurn, TrainingSample  # noqa: E402
+from store.samples import TrainingSample  # noqa: E402
 
 PROMPT = list(range(1000, 1064))
 
@@ -91,27 +90,14 @@ def trainer_memory(device: torch.device) -> int | None:
 
 def sample_of(i: int, prompt: list[int], answer: dict, temperature: float) -> TrainingSample:
     n = len(answer["ids"])
-    return TrainingSample(
-        sample_id=f"gap#{i}",
-        source="bench",
-        policy_version=str(answer["version"]),
+    return sample(
+        i,
+        prompt,
+        answer["ids"],
+        answer["logprobs"],
+        [0.0] * n,
+        policy_version=answer["version"],
         temperature=temperature,
-        reward=0.0,
-        loss_mask=1,
-        prompt_ids=prompt,
-        response_ids=answer["ids"],
-        rollout_logprobs=answer["logprobs"],
-        advantages=[0.0] * n,
-        provenance=PersonalTurn(
-            method="binary",
-            user_id="u",
-            session_id="s",
-            turn_id=str(i),
-            turn_index=i,
-            use_teacher=False,
-            reason="gap check",
-            judge=JudgeSummary(judge="none"),
-        ),
     )
 
 

@@ -250,10 +250,11 @@ def gui_env_throughput(episodes: int, parallel: int) -> dict:
     from concurrent.futures import ThreadPoolExecutor
 
     from envs.gui.source import GuiTasks
-    from envs.gui.task import TESTED, GuiConfig
+    from envs.gui.task import TESTED
+    from openclaw_rl.settings import GuiSettingConfig
     from tests.envs.gui_support import play
 
-    source = GuiTasks(GuiConfig(), Path(tempfile.mkdtemp(prefix="oc-gui-bench-")))
+    source = GuiTasks(GuiSettingConfig(), Path(tempfile.mkdtemp(prefix="oc-gui-bench-")))
     try:
         warm = source.make("click-button")
         play(warm)

@@ -46,35 +46,42 @@ def lengths(n: int, prompt: int, response: int, vary: float) -> list[tuple[int, 
     return [(max(1, round(prompt * a)), max(1, round(response * b))) for a, b in zip(scale, reversed(scale))]
 
 
+def sample(
+    i: int, prompt: list[int], response: list[int], rollout_logprobs: list[float], advantages: list[float], **core
+) -> TrainingSample:
+    """A personal-turn training sample of these tokens (`core`: other SampleCore fields, e.g. policy_version)."""
+    return TrainingSample(
+        sample_id=f"b#{i}",
+        source="bench",
+        policy_version=str(core.pop("policy_version", "0")),
+        temperature=core.pop("temperature", 1.0),
+        reward=core.pop("reward", 1.0),
+        loss_mask=1,
+        prompt_ids=prompt,
+        response_ids=response,
+        rollout_logprobs=rollout_logprobs,
+        advantages=advantages,
+        provenance=PersonalTurn(
+            method="binary",
+            user_id="u",
+            session_id="s",
+            turn_id=str(i),
+            turn_index=i,
+            use_teacher=False,
+            reason="bench",
+            judge=JudgeSummary(judge="none"),
+        ),
+        **core,
+    )
+
+
 def batch(n: int, prompt: int, response: int, vocab: int, vary: float = 0.0) -> list[TrainingSample]:
     g = torch.Generator().manual_seed(0)
     out = []
     for i, (prompt, response) in enumerate(lengths(n, prompt, response, vary)):
         ids = torch.randint(0, vocab, (prompt + response,), generator=g).tolist()
-        out.append(
-            TrainingSample(
-                sample_id=f"b#{i}",
-                source="bench",
-                policy_version="0",
-                temperature=1.0,
-                reward=1.0,
-                loss_mask=1,
-                prompt_ids=ids[:prompt],
-                response_ids=ids[prompt:],
-                rollout_logprobs=[-10.0] * response,
-                advantages=[1.0 if i % 2 else -1.0] * response,
-                provenance=PersonalTurn(
-                    method="binary",
-                    user_id="u",
-                    session_id="s",
-                    turn_id=str(i),
-                    turn_index=i,
-                    use_teacher=False,
-                    reason="bench",
-                    judge=JudgeSummary(judge="none"),
-                ),
-            )
-        )
+        adv = 1.0 if i % 2 else -1.0
+        out.append(sample(i, ids[:prompt], ids[prompt:], [-10.0] * response, [adv] * response))
     return out
 
 

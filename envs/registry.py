@@ -34,11 +34,9 @@ def _swe(settings: Settings) -> TaskSource:
 
 def _gui(settings: Settings) -> TaskSource:
     from envs.gui.source import GuiTasks
-    from envs.gui.task import GuiConfig
 
-    cfg = settings.envs.gui
     return GuiTasks(
-        GuiConfig.model_validate(cfg.model_dump(include=set(GuiConfig.model_fields))),
+        settings.envs.gui,
         settings.data_dir / "gui" / "screens",
         keep_screens_s=settings.redis.data_ttl_s,
     )

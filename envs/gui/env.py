@@ -27,7 +27,8 @@ from envs.base import Action, Observation, ToolCallAction, ToolResult
 from envs.gui import actions
 from envs.gui import page as js
 from envs.gui.browser import Browser, Page
-from envs.gui.task import GuiConfig, GuiTask
+from envs.gui.task import GuiTask
+from openclaw_rl.settings import GuiSettingConfig
 
 log = structlog.get_logger(__name__)
 
@@ -67,7 +68,7 @@ def outcome_of(status: js.Status | None) -> float:
 class GuiEnv:
     setting = "gui"
 
-    def __init__(self, task: GuiTask, browser: Browser, config: GuiConfig, screens_dir: Path):
+    def __init__(self, task: GuiTask, browser: Browser, config: GuiSettingConfig, screens_dir: Path):
         self.task = task
         self.browser = browser
         self.config = config

@@ -19,7 +19,8 @@ import structlog
 from envs.base import Environment, TaskInfo
 from envs.gui.browser import Browser
 from envs.gui.env import GuiEnv
-from envs.gui.task import TESTED, GuiConfig, parse_task_id, task_names
+from envs.gui.task import TESTED, parse_task_id, task_names
+from openclaw_rl.settings import GuiSettingConfig
 
 log = structlog.get_logger(__name__)
 
@@ -29,7 +30,7 @@ PRUNE_EVERY_S = 3600.0
 class GuiTasks:
     setting = "gui"
 
-    def __init__(self, config: GuiConfig, screens_dir: Path, keep_screens_s: float = 7 * 24 * 3600):
+    def __init__(self, config: GuiSettingConfig, screens_dir: Path, keep_screens_s: float = 7 * 24 * 3600):
         self.config = config
         self.screens_dir = Path(screens_dir)
         self.keep_screens_s = keep_screens_s

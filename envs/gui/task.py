@@ -13,7 +13,7 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from envs.base import UnknownTask
 
@@ -33,20 +33,6 @@ TESTED = (
     "use-autocomplete",
 )
 """Tasks whose oracle and wrong action sequences are tested (envs/gui/oracle.py); every other task runs too."""
-
-
-class GuiConfig(BaseModel):
-    """What the gui setting's environments need (built from `settings.envs.gui`)."""
-
-    max_steps: int = Field(30, ge=1, le=200)
-    time_limit_s: float = Field(600.0, gt=0)
-    """The least time an episode gets on the task's own timer (tasks ship 7-30 s, meant for people)."""
-    settle_s: float = Field(0.3, ge=0, le=10)
-    """Pause after each action before the page is read again (animations, handlers)."""
-    tree_chars: int = Field(6000, ge=200)
-    """Most characters of the element listing the agent reads per state."""
-    chromium: str = "chromium"
-    chromedriver: str = "chromedriver"
 
 
 class GuiTask(BaseModel):

@@ -18,10 +18,11 @@ from envs.base import Action, EnvCrashed, Observation, ToolCallAction, UnknownTa
 from envs.gui.browser import SCALE
 from envs.gui.env import END_AREA, OPENING_SCREENSHOT, TASK_AREA, GuiEnv
 from envs.gui.source import GuiTasks
-from envs.gui.task import TESTED, GuiConfig, parse_task_id
+from envs.gui.task import TESTED, parse_task_id
 from judges.base import StepJudgeContext, StepView
 from judges.gui_prompt import gui_step_messages
 from judges.prompts import STEP_SYSTEM, step_messages
+from openclaw_rl.settings import GuiSettingConfig
 from tests.envs.gui_support import calls_action, gui_problem, play
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.skipif(gui_problem() is not None, reason=f"{gui_problem()}")]
@@ -31,7 +32,7 @@ SEED = 3
 
 @pytest.fixture(scope="module")
 def source(tmp_path_factory: pytest.TempPathFactory):
-    src = GuiTasks(GuiConfig(max_steps=6, settle_s=0.05), tmp_path_factory.mktemp("gui") / "screens")
+    src = GuiTasks(GuiSettingConfig(max_steps=6, settle_s=0.05), tmp_path_factory.mktemp("gui") / "screens")
     yield src
     src.close()
 
