@@ -16,7 +16,7 @@ from contracts.chat import tenant_of
 from control.user_data_models import AdapterVersion
 from openclaw_rl.settings import Settings
 from store.client import Store
-from trainers.user_adapters import USER_ADAPTERS_DIR
+from trainers.user_adapters import USER_ADAPTERS_DIR, mark_forgotten, owners_lock
 
 log = structlog.get_logger(__name__)
 
@@ -31,6 +31,15 @@ class FileAdapters:
         in_checkpoints = sorted(self.settings.checkpoints_dir.glob(f"*/{USER_ADAPTERS_DIR}/{tenant}"))
         return published, in_checkpoints
 
+    def _forget_in_checkpoints(self, tenant: str) -> None:
+        """Marked forgotten, then removed from every durable checkpoint, under the lock a checkpoint write holds to
+        its rename: a checkpoint being written now leaves the user out, or is on disk when this looks."""
+        checkpoints = self.settings.checkpoints_dir
+        with owners_lock(checkpoints):
+            mark_forgotten(checkpoints, tenant)
+            for folder in sorted(checkpoints.glob(f"*/{USER_ADAPTERS_DIR}/{tenant}")):
+                shutil.rmtree(folder, ignore_errors=True)
+
     async def versions(self, user_id: str) -> list[AdapterVersion]:
         published, _ = self._folders(user_id)
         out = []
@@ -43,11 +52,11 @@ class FileAdapters:
         """The record, every published version, the copies in durable checkpoints, and every version's loaded copy
         on every policy server (a publication racing the forget may have loaded one the record never named)."""
         tenant = tenant_of(user_id)
-        published, in_checkpoints = self._folders(user_id)
+        published, _ = self._folders(user_id)
         found = await self.versions(user_id)
         ref = await self.store.adapters.forget(tenant)  # also marks the time: a racing publication is refused
-        for folder in [published, *in_checkpoints]:
-            await asyncio.to_thread(shutil.rmtree, folder, True)
+        await asyncio.to_thread(shutil.rmtree, published, True)
+        await asyncio.to_thread(self._forget_in_checkpoints, tenant)
         names = {f"{tenant}-v{v.version}" for v in found} | ({ref.name} if ref is not None else set())
         if names:
             from policy_client.weight_sync import WeightSyncClient

@@ -15,8 +15,12 @@ everyone.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -152,6 +156,35 @@ USER_ADAPTERS_DIR = "user-adapters"
 """In a durable checkpoint of per-user training: one folder per user (by tenant pseudonym), as `AdapterBank.save`."""
 
 
+FORGOTTEN_OWNERS = "forgotten-adapter-owners"
+"""Beside the durable checkpoints: the pseudonyms of forgotten users, a line each. A checkpoint written while a forget
+ran would otherwise hold the forgotten user's adapter again after the forget removed every copy it found."""
+
+
+@contextlib.contextmanager
+def owners_lock(checkpoints: Path) -> Iterator[set[str]]:
+    """Held by a forget from marking a user forgotten to removing their adapter from every checkpoint, and by a
+    checkpoint write from reading the forgotten to its folder's rename: one of them sees the other's work whole.
+    Yields the forgotten owners."""
+    checkpoints = Path(checkpoints)
+    checkpoints.mkdir(parents=True, exist_ok=True)
+    with open(checkpoints / f".{FORGOTTEN_OWNERS}.lock", "a") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            path = checkpoints / FORGOTTEN_OWNERS
+            yield set(path.read_text().split()) if path.is_file() else set()
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def mark_forgotten(checkpoints: Path, owner: str) -> None:
+    """Add `owner` to the forgotten (call with `owners_lock` held)."""
+    with open(Path(checkpoints) / FORGOTTEN_OWNERS, "a") as f:
+        f.write(owner + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
 def sample_owner(sample: TrainingSample) -> str:
     """Whose adapter a sample trains: its user's tenant pseudonym (contracts.chat.tenant_of: no user id in clear)."""
     from contracts.chat import tenant_of
@@ -190,8 +223,10 @@ class UserAdapterTrainer:
         base = json.loads(meta.read_text()).get("base") if meta.is_file() else None
         trainer = cls(Path(base) if base else (base_of(folder) or folder), cfg)
         users = folder / USER_ADAPTERS_DIR
-        for sub in sorted(users.iterdir()) if users.is_dir() else ():
-            trainer.bank.load(sub.name, sub)
+        with owners_lock(folder.parent) as forgotten:
+            for sub in sorted(users.iterdir()) if users.is_dir() else ():
+                if sub.name not in forgotten:
+                    trainer.bank.load(sub.name, sub)
         trainer.step = int(json.loads(meta.read_text()).get("step", 0)) if meta.is_file() else 0
         return trainer
 
@@ -227,8 +262,14 @@ class UserAdapterTrainer:
         from trainers.trainer_state import Snapshot, copy_tokenizer
 
         def write(folder: Path, version: str, extra: dict | None) -> Path:
-            with atomic_dir(Path(folder)) as tmp:
+            # The lock is held until the folder is in place, so a forget either comes first (its user is left
+            # out here) or finds this checkpoint on disk and removes the user from it.
+            with owners_lock(Path(folder).parent) as forgotten, atomic_dir(Path(folder)) as tmp:
                 for owner in sorted(self.bank.users):
+                    if owner in forgotten:
+                        self.bank.forget(owner)  # never trained, saved or published again
+                        self.touched.discard(owner)
+                        continue
                     self.bank.save(owner, tmp / USER_ADAPTERS_DIR / owner, version)
                 copy_tokenizer(self.source, tmp)
                 write_version_info(

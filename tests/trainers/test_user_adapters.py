@@ -70,3 +70,33 @@ def test_a_saved_adapter_loads_into_a_fresh_bank_and_steps_the_same(tiny_model, 
 def test_per_user_adapters_need_a_lora_trainer(tiny_model):
     with pytest.raises(ValueError, match="LoRA"):
         AdapterBank(TorchTrainer(tiny_model, TrainerConfig()))
+
+
+def test_a_checkpoint_written_after_a_forget_leaves_the_user_out_and_so_does_a_resume(tiny_model, tmp_path):
+    """A forget marks the user forgotten and removes their adapter from the checkpoints on disk under the lock a
+    checkpoint write holds to its rename (control.user_adapters): a checkpoint the trainer writes afterwards, from a
+    bank that still holds the user, must leave them out, and drop them from the bank."""
+    from contracts.chat import tenant_of
+    from trainers.user_adapters import USER_ADAPTERS_DIR, UserAdapterTrainer, mark_forgotten, owners_lock
+
+    def of(user: str, seed: int):
+        return [
+            s.model_copy(update={"provenance": s.provenance.model_copy(update={"user_id": user})})
+            for s in samples(seed, 1.0)
+        ]
+
+    trainer = UserAdapterTrainer(tiny_model, LORA)
+    trainer.train_step(of("ines", 5) + of("omar", 6))
+    ines, omar = tenant_of("ines"), tenant_of("omar")
+    checkpoints = tmp_path / "checkpoints"
+    before = trainer.snapshot().write(checkpoints / "policy-1", "1", None)
+    assert (before / USER_ADAPTERS_DIR / ines).is_dir()
+
+    with owners_lock(checkpoints):  # what the forget does (control.user_adapters.FileAdapters._forget_in_checkpoints)
+        mark_forgotten(checkpoints, ines)
+    after = trainer.snapshot().write(checkpoints / "policy-2", "2", None)
+    assert not (after / USER_ADAPTERS_DIR / ines).exists() and (after / USER_ADAPTERS_DIR / omar).is_dir()
+    assert ines not in trainer.bank.users and ines not in trainer.touched
+
+    resumed = UserAdapterTrainer.resume(before, LORA)  # an older checkpoint the forget has not reached
+    assert ines not in resumed.bank.users and omar in resumed.bank.users
