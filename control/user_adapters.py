@@ -14,9 +14,9 @@ import structlog
 
 from contracts.chat import tenant_of
 from control.user_data_models import AdapterVersion
+from openclaw_rl.adapter_owners import USER_ADAPTERS_DIR, mark_forgotten, owners_lock
 from openclaw_rl.settings import Settings
 from store.client import Store
-from trainers.user_adapters import USER_ADAPTERS_DIR, mark_forgotten, owners_lock
 
 log = structlog.get_logger(__name__)
 

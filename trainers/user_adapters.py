@@ -15,18 +15,15 @@ everyone.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
-import os
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
 from contracts.training import StepMetrics
+from openclaw_rl.adapter_owners import USER_ADAPTERS_DIR, owners_lock
 from openclaw_rl.checkpoints import atomic_dir, write_version_info
 from store.samples import TrainingSample
 from trainers.torch_trainer import TorchTrainer
@@ -150,39 +147,6 @@ class AdapterBank:
             if not keep_moments and opt.state.get(p):
                 state.moments[name] = {k: v.detach().to("cpu", copy=True) for k, v in opt.state[p].items()}
             opt.state.pop(p, None)
-
-
-USER_ADAPTERS_DIR = "user-adapters"
-"""In a durable checkpoint of per-user training: one folder per user (by tenant pseudonym), as `AdapterBank.save`."""
-
-
-FORGOTTEN_OWNERS = "forgotten-adapter-owners"
-"""Beside the durable checkpoints: the pseudonyms of forgotten users, a line each. A checkpoint written while a forget
-ran would otherwise hold the forgotten user's adapter again after the forget removed every copy it found."""
-
-
-@contextlib.contextmanager
-def owners_lock(checkpoints: Path) -> Iterator[set[str]]:
-    """Held by a forget from marking a user forgotten to removing their adapter from every checkpoint, and by a
-    checkpoint write from reading the forgotten to its folder's rename: one of them sees the other's work whole.
-    Yields the forgotten owners."""
-    checkpoints = Path(checkpoints)
-    checkpoints.mkdir(parents=True, exist_ok=True)
-    with open(checkpoints / f".{FORGOTTEN_OWNERS}.lock", "a") as f:
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
-        try:
-            path = checkpoints / FORGOTTEN_OWNERS
-            yield set(path.read_text().split()) if path.is_file() else set()
-        finally:
-            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
-
-
-def mark_forgotten(checkpoints: Path, owner: str) -> None:
-    """Add `owner` to the forgotten (call with `owners_lock` held)."""
-    with open(Path(checkpoints) / FORGOTTEN_OWNERS, "a") as f:
-        f.write(owner + "\n")
-        f.flush()
-        os.fsync(f.fileno())
 
 
 def sample_owner(sample: TrainingSample) -> str:

@@ -77,7 +77,8 @@ def test_a_checkpoint_written_after_a_forget_leaves_the_user_out_and_so_does_a_r
     checkpoint write holds to its rename (control.user_adapters): a checkpoint the trainer writes afterwards, from a
     bank that still holds the user, must leave them out, and drop them from the bank."""
     from contracts.chat import tenant_of
-    from trainers.user_adapters import USER_ADAPTERS_DIR, UserAdapterTrainer, mark_forgotten, owners_lock
+    from openclaw_rl.adapter_owners import USER_ADAPTERS_DIR, mark_forgotten, owners_lock
+    from trainers.user_adapters import UserAdapterTrainer
 
     def of(user: str, seed: int):
         return [
