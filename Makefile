@@ -43,13 +43,13 @@ up: install
 
 test: install
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # The fast tier: no service starts (tests/tiers.py marks what starts one `stack`, learning claims `learns`, at
 # collection; a service that starts anyway fails its test). Under 5 minutes on 2 cores. docs/index.md.
 test-fast: install
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not stack and not learns"
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not stack and not learns"
 
 bench: install
 	$(PY) benchmarks/engine_throughput.py
