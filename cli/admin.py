@@ -80,7 +80,14 @@ async def sessions_command(args: argparse.Namespace, settings: Settings) -> int:
     from control.audit import list_sessions
 
     client = await _client(settings, "sessions")
-    sessions = await list_sessions(client, args.user, args.limit)
+    store = Store.from_settings(settings)
+    try:  # Temporal knows users by pseudonym: the store's name records show them by name
+        sessions = await list_sessions(client, args.user, args.limit, store=store)
+    except StoreUnavailable as exc:
+        _store_unreachable("sessions", settings, exc)
+        return 1
+    finally:
+        await store.aclose()
     if args.json:
         print(json.dumps([s.model_dump(mode="json") for s in sessions], indent=2))
         return 0
