@@ -150,25 +150,46 @@ TEMPORAL_DB_FILES = ("temporal/temporal.sqlite",)
 write-ahead log, is no longer any table's."""
 
 
-def nothing_left_on_disk(data_dir: Path, user: str, marker: str) -> None:
+def nothing_left_on_disk(data_dir: Path, user: str, marker: str, old_ids: bool = False) -> None:
     """No file holds the user's content and none names them: Temporal's database (every table, its task queues
     and the training workflow's history included) and every log, the Temporal server's and the SDK's warnings about
-    a deleted workflow included, name the user's workflows by pseudonym only (docs/user-data.md)."""
+    a deleted workflow included, name the user's workflows by pseudonym only (docs/user-data.md).
+
+    `old_ids`: the user had a session started before ids were pseudonyms (`session/<user id>/...`): Temporal's task
+    queues may still name that workflow, and the server's and the SDK's warnings about it, by its id, until they
+    fire (the migration's leftover, docs/user-data.md)."""
     assert file_hits(data_dir, [marker]) == []
-    assert file_hits(data_dir, [user], skip=TEMPORAL_DB_FILES) == []
-    assert log_lines_naming(data_dir, user) == []
-    assert temporal_tables_holding(data_dir / "temporal" / "temporal.sqlite", user) == set()
+    assert file_hits(data_dir, [user], skip=(*TEMPORAL_DB_FILES, "logs/") if old_ids else TEMPORAL_DB_FILES) == []
+    assert log_lines_naming(data_dir, user, old_ids) == []
+    allowed = OLD_ID_TASK_TABLES if old_ids else set()
+    assert temporal_tables_holding(data_dir / "temporal" / "temporal.sqlite", user) <= allowed
 
 
-def log_lines_naming(data_dir: Path, user: str) -> list[tuple[str, str]]:
+OLD_ID_TASK_TABLES = {"timer_tasks", "transfer_tasks", "visibility_tasks"}
+"""Temporal's own queues of pending timers and tasks: they name a deleted workflow by its id until they fire and are
+cleaned, at most the namespace's retention later; an old-form id names the user (docs/user-data.md)."""
+
+
+def log_lines_naming(data_dir: Path, user: str, old_ids: bool = False) -> list[tuple[str, str]]:
     """(log, line) of the stack's logs naming `user` at all (workflow ids hold pseudonyms: the server's and the SDK's
-    warnings about a deleted workflow, which may come after the forget returned, name no one)."""
-    return [
-        (log.name, line)
-        for log in sorted((data_dir / "logs").glob("*.log"))
-        for line in log.read_text(errors="replace").splitlines()
-        if user in line
-    ]
+    warnings about a deleted workflow, which may come after the forget returned, name no one). `old_ids`: but for
+    Temporal's warnings naming an old-form workflow id (`session/<user>/...`, its judges') and nothing else of the
+    user."""
+    bad = []
+    for log in sorted((data_dir / "logs").glob("*.log")):
+        for line in log.read_text(errors="replace").splitlines():
+            if user not in line:
+                continue
+            if old_ids and log.name == "temporal.log":
+                allowed = line.count(user) == line.count(f"session/{user}/")
+            elif old_ids:
+                ids = (f'workflow ID \\"session/{user}/', f'workflow ID \\"judge/session/{user}/')
+                allowed = "temporalio_sdk_core" in line and any(i in line for i in ids)
+            else:
+                allowed = False
+            if not allowed:
+                bad.append((log.name, line))
+    return bad
 
 
 def test_a_log_line_naming_a_user_even_inside_a_workflow_id_is_found(tmp_path: Path):
@@ -183,6 +204,9 @@ def test_a_log_line_naming_a_user_even_inside_a_workflow_id_is_found(tmp_path: P
     assert log_lines_naming(tmp_path, "tess-1") == []
     (logs / "temporal.log").write_text('{"level":"warn","wf-id":"session/tess-1/s3"}\n')
     assert len(log_lines_naming(tmp_path, "tess-1")) == 1
+    assert log_lines_naming(tmp_path, "tess-1", old_ids=True) == []  # a session of before: its id, nothing else
+    (logs / "temporal.log").write_text('{"level":"warn","wf-id":"session/tess-1/s3","msg":"tess-1 said okapi"}\n')
+    assert len(log_lines_naming(tmp_path, "tess-1", old_ids=True)) == 1
     (logs / "api.log").write_text("request from tess-1\n")
     assert ("api.log", "request from tess-1") in log_lines_naming(tmp_path, "tess-1")
 
@@ -411,4 +435,4 @@ def test_a_session_under_its_old_id_keeps_it_and_goes_with_its_user(stack, monke
     time.sleep(3)
     assert store_hits(stack, [user, marker]) == []
     assert not redis.Redis.from_url(stack.redis).exists(f"oc:user-name:{tenant_of(user)}")
-    nothing_left_on_disk(stack.data_dir, user, marker)
+    nothing_left_on_disk(stack.data_dir, user, marker, old_ids=True)
