@@ -71,7 +71,7 @@ def group_of_sample(sample_id: str) -> str | None:
 
 
 def user_of_sample(sample_id: str) -> str | None:
-    """`session/<user>/<session>@<run>#<turn>` -> the user's pseudonym, or their id in a sample of a session
+    """`session/<pseudonym>/<session>@<run>#<turn>` -> the user's pseudonym, or their id in a sample of a session
     started before ids were pseudonyms (None for a sample of an episode)."""
     parts = sample_id.split("/", 2)
     return parts[1] if len(parts) == 3 and parts[0] == "session" else None
