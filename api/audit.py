@@ -49,7 +49,7 @@ async def turns_of(
 async def end_session(request: Request, session_id: str, caller: Caller = Depends(authenticate)) -> dict:
     """End a session now; its last main-line turn is closed without a next state."""
     client = await request.app.state.gateway.client()
-    handle = session_handle(client, caller.user_id, session_id)
+    handle = await session_handle(client, caller.user_id, session_id)
     try:
         await handle.signal(SessionWorkflow.end, EndSession(reason="requested"))
     except RPCError as exc:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 
 import structlog
@@ -36,7 +37,7 @@ from api.admission import session_busy
 from api.errors import ERROR_STATUS, ApiError
 from contracts.errors import ErrorType
 from contracts.session import TurnRequest, TurnResult
-from control.sessions import session_start, session_workflow_id
+from control.sessions import running_legacy_session, session_start, session_workflow_id
 from openclaw_rl.settings import Settings
 from openclaw_rl.temporal_client import connect
 from workflows.session import SessionWorkflow
@@ -53,6 +54,9 @@ _TRANSIENT_RPC = {
 _RETRY_SLEEP_S = 0.2
 _ROLL_WAIT_S = 20.0
 """How long a request waits for a session that is ending or continuing as new."""
+_NEW_FORM_REMEMBERED = 50_000
+"""Sessions this process knows have no old-form workflow running (their turns skip the look-up): once none runs,
+none starts again, so the answer never goes stale; bounded, the oldest forgotten first."""
 
 _ADVICE = {
     ErrorType.STORE_UNAVAILABLE: (
@@ -78,6 +82,7 @@ class SessionGateway:
         self.settings = settings
         self._client: Client | None = None
         self._lock = asyncio.Lock()
+        self._new_form: OrderedDict[str, None] = OrderedDict()
 
     async def client(self) -> Client:
         async with self._lock:
@@ -100,6 +105,15 @@ class SessionGateway:
             op = session_start(self.settings, user_id, session_id)
             try:
                 client = await self.client()
+                if legacy := await self._running_legacy(client, wf_id, user_id, session_id):
+                    try:  # a plain update: a start here would open a new workflow under the old id
+                        return await client.get_workflow_handle(legacy).execute_update(
+                            SessionWorkflow.turn, req, id=req.turn_id
+                        )
+                    except RPCError as exc:
+                        if exc.status != RPCStatusCode.NOT_FOUND:
+                            raise
+                        continue  # it closed meanwhile: the next try starts (or reaches) the new-form one
                 return await client.execute_update_with_start_workflow(
                     SessionWorkflow.turn, req, start_workflow_operation=op, id=req.turn_id
                 )
@@ -134,6 +148,18 @@ class SessionGateway:
                     ) from exc
                 log.warning("temporal call failed; retrying", workflow_id=wf_id, turn_id=req.turn_id, error=str(exc))
                 await asyncio.sleep(_RETRY_SLEEP_S)
+
+    async def _running_legacy(self, client: Client, wf_id: str, user_id: str, session_id: str) -> str | None:
+        """The session's old-form workflow id (`session/<user id>/...`) while it runs (control.sessions); None once
+        this process has seen it is not, from then on without asking."""
+        if wf_id in self._new_form:
+            return None
+        legacy = await running_legacy_session(client, user_id, session_id)
+        if legacy is None:
+            self._new_form[wf_id] = None
+            while len(self._new_form) > _NEW_FORM_REMEMBERED:
+                self._new_form.popitem(last=False)
+        return legacy
 
 
 async def _take_start_error(op: WithStartWorkflowOperation) -> None:

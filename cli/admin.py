@@ -80,7 +80,14 @@ async def sessions_command(args: argparse.Namespace, settings: Settings) -> int:
     from control.audit import list_sessions
 
     client = await _client(settings, "sessions")
-    sessions = await list_sessions(client, args.user, args.limit)
+    store = Store.from_settings(settings)
+    try:  # Temporal knows users by pseudonym: the store's name records show them by name
+        sessions = await list_sessions(client, args.user, args.limit, store=store)
+    except StoreUnavailable as exc:
+        _store_unreachable("sessions", settings, exc)
+        return 1
+    finally:
+        await store.aclose()
     if args.json:
         print(json.dumps([s.model_dump(mode="json") for s in sessions], indent=2))
         return 0
@@ -260,7 +267,8 @@ async def train_command(args: argparse.Namespace, settings: Settings) -> int:
             if adapters is not None:
                 shown = sorted(adapters.items(), key=lambda kv: -kv[1].version)[:8]
                 more = f" (+{len(adapters) - len(shown)} more)" if len(adapters) > len(shown) else ""
-                listed = ", ".join(f"{t} v{ref.version}" for t, ref in shown) or "none yet"
+                names = await _user_names(settings, [t for t, _ in shown])  # adapters are kept by pseudonym
+                listed = ", ".join(f"{names.get(t, t)} v{ref.version}" for t, ref in shown) or "none yet"
                 print(f"user adapters: {len(adapters)} users, by their own steps: {listed}{more}")
         elif args.train_command == "pause":
             await handle.signal(TrainingWorkflow.pause)
@@ -301,6 +309,12 @@ async def _user_adapters(settings: Settings) -> dict | None:
 
     async with Store.from_settings(settings) as store:
         return await store.adapters.all()
+
+
+async def _user_names(settings: Settings, tenants: list[str]) -> dict[str, str]:
+    """pseudonym -> user id, for the users who still exist (store.user_data's name records)."""
+    async with Store.from_settings(settings) as store:
+        return await store.users.names_of(tenants)
 
 
 async def _watch(handle, wf_id: str, until_version: int | None) -> int:

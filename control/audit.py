@@ -10,7 +10,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from contracts.learning import JudgementRecord
 from contracts.session import TurnRecord, TurnsPage, TurnsPageResult
-from control.sessions import session_handle, session_workflow_id
+from control.sessions import find_session, session_handle, user_query
 from openclaw_rl.search_attributes import POLICY_VERSION, SESSION_ID, USER_ID
 from store.client import Store
 from workflows.session import SessionWorkflow
@@ -47,15 +47,16 @@ class SessionNotFound(LookupError):
     pass
 
 
-def _quote(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-async def list_sessions(client: Client, user_id: str | None = None, limit: int = 50) -> list[SessionInfo]:
+async def list_sessions(
+    client: Client, user_id: str | None = None, limit: int = 50, store: Store | None = None
+) -> list[SessionInfo]:
+    """`user_id`: that user's sessions only (shown under that id). Otherwise each session's `OpenclawUser` (a
+    pseudonym; the user id on sessions started before ids were pseudonyms) is shown as the user's name through the
+    store's name records when `store` is given and the user still exists, else as it is."""
     # A session that continued as new has one closed run per segment: show the live one only.
     query = "WorkflowType = 'SessionWorkflow' AND ExecutionStatus != 'ContinuedAsNew'"
     if user_id is not None:
-        query += f" AND {USER_ID.name} = {_quote(user_id)}"
+        query += f" AND {user_query(user_id)}"
     out: list[SessionInfo] = []
     seen: set[str] = set()
     async for wf in client.list_workflows(query, limit=limit * 2):
@@ -66,7 +67,7 @@ async def list_sessions(client: Client, user_id: str | None = None, limit: int =
         out.append(
             SessionInfo(
                 session_id=attrs.get(SESSION_ID) or wf.id,
-                user_id=attrs.get(USER_ID) or "",
+                user_id=user_id if user_id is not None else attrs.get(USER_ID) or "",
                 workflow_id=wf.id,
                 run_id=wf.run_id,
                 status=wf.status.name.lower() if wf.status else "unknown",
@@ -75,13 +76,24 @@ async def list_sessions(client: Client, user_id: str | None = None, limit: int =
                 policy_version=attrs.get(POLICY_VERSION),
             )
         )
+    if user_id is None and store is not None:
+        names = await store.users.names_of([s.user_id for s in out])
+        out = [s.model_copy(update={"user_id": names.get(s.user_id, s.user_id)}) for s in out]
     return out
 
 
 async def session_turns(
-    client: Client, store: Store, user_id: str, session_id: str, offset: int = 0, limit: int = 50
+    client: Client,
+    store: Store,
+    user_id: str,
+    session_id: str,
+    offset: int = 0,
+    limit: int = 50,
+    workflow_id: str | None = None,
 ) -> TurnLog:
-    wf_id = session_workflow_id(user_id, session_id)
+    """`workflow_id`: that one of the user's session workflows (one of `list_sessions`); None: where the session
+    lives (control.sessions.find_session)."""
+    wf_id = workflow_id or await find_session(client, user_id, session_id)
     handle = client.get_workflow_handle(wf_id)
     try:
         desc = await handle.describe()
@@ -136,7 +148,7 @@ async def is_next_state_of_a_turn(
 
 async def _recent_turns(client: Client, store: Store, user_id: str, session_id: str) -> list[TurnRecord]:
     """The session's last NEXT_STATE_LOOKBACK turn records, archived ones included (it may have continued as new)."""
-    handle = session_handle(client, user_id, session_id)
+    handle = await session_handle(client, user_id, session_id)
     total = (await handle.query(SessionWorkflow.summary)).turns
     page: TurnsPageResult = await handle.query(
         SessionWorkflow.turns, TurnsPage(offset=max(0, total - NEXT_STATE_LOOKBACK), limit=NEXT_STATE_LOOKBACK)

@@ -10,6 +10,7 @@ from typing import Any
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
+from contracts.chat import tenant_of
 from contracts.client_episodes import FREE_FORM_SETTING
 from contracts.episodes import (
     ClientDriven,
@@ -139,9 +140,10 @@ async def start_client_group(
         ),
         id=f"group/{group_id}",
         task_queue=_queue(settings),
-        # Findable by its user (control.user_data: export and forget), as their sessions are.
-        search_attributes=TypedSearchAttributes([SearchAttributePair(USER_ID, owner)]),
-        static_summary=f"driven by {owner}: {name} {task_id or 'free-form'} x{samples}",
+        # Findable by its user (control.user_data: export and forget), as their sessions are: by pseudonym, so
+        # Temporal's records of it name no one once the user is forgotten (control.sessions).
+        search_attributes=TypedSearchAttributes([SearchAttributePair(USER_ID, tenant_of(owner))]),
+        static_summary=f"driven by {tenant_of(owner)}: {name} {task_id or 'free-form'} x{samples}",
     )
     return group_id, [episode_workflow_id(group_id, k) for k in range(samples)]
 

@@ -3,10 +3,11 @@
 CLI (`openclaw-rl users ...`, operators). docs/user-data.md says what is kept where and what a forget leaves.
 
 Where a user's data is found:
-- Temporal: their session workflows (search attribute `OpenclawUser`) and the judge workflows of those sessions
-  (workflow ids `judge/session/<user>/...`): their histories hold turn summaries, so forget deletes them; the
-  client-driven task groups they opened (`/v1/episodes`: `OpenclawUser` too, and the store's index of them) and
-  those groups' episodes (`episode/<group>/<k>`), whose histories hold their calls;
+- Temporal: their session workflows (search attribute `OpenclawUser`: their pseudonym, or their id on sessions
+  started before ids were pseudonyms, control.sessions) and the judge workflows of those sessions (workflow ids
+  `judge/session/<pseudonym>/...` or `judge/session/<user>/...`): their histories hold turn summaries, so forget
+  deletes them; the client-driven task groups they opened (`/v1/episodes`: `OpenclawUser` too, and the store's
+  index of them) and those groups' episodes (`episode/<group>/<k>`), whose histories hold their calls;
 - the store: per-turn keys through the user's turn index (store.user_data), keys whose names hold the user id or
   one of their groups' ids (episode data, step token data, model-call requests), their entries in the record and
   sample streams (a step sample's provenance names its group), their API keys and opt-outs;

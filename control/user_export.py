@@ -15,7 +15,7 @@ from control.user_data_models import (
     UserExport,
     UserNotFound,
 )
-from control.user_lookup import UserLookup, group_of_sample, json_lines, quote, user_of_sample
+from control.user_lookup import UserLookup, group_of_sample, is_users_sample, json_lines, quote
 from openclaw_rl.search_attributes import OUTCOME, SETTING, TASK_ID
 from openclaw_rl.trained_log import TRAINED_LOG
 from store import keys as store_keys
@@ -35,7 +35,7 @@ class UserExporter(UserLookup):
         turns: list[ExportedTurn] = []
         seen: set[str] = set()
         for s in sessions:
-            for t in await self._session_turns(user_id, s.session_id):
+            for t in await self._session_turns(user_id, s.session_id, s.workflow_id):
                 seen.add(t.turn_id)
                 turns.append(t)
         for turn_id in await self.store.users.turn_ids(user_id):  # turns no session lists (refused, failed)
@@ -60,12 +60,13 @@ class UserExporter(UserLookup):
             adapter_versions=await self.adapters.versions(user_id),
         )
 
-    async def _session_turns(self, user_id: str, session_id: str) -> list[ExportedTurn]:
+    async def _session_turns(self, user_id: str, session_id: str, workflow_id: str) -> list[ExportedTurn]:
+        """`workflow_id`: the one listed (a session id may have an old-form workflow and a new one)."""
         out: list[ExportedTurn] = []
         offset = 0
         while True:
             try:
-                log = await session_turns(self.client, self.store, user_id, session_id, offset, 500)
+                log = await session_turns(self.client, self.store, user_id, session_id, offset, 500, workflow_id)
             except SessionNotFound:
                 return out
             for t in log.turns:
@@ -160,7 +161,7 @@ class UserExporter(UserLookup):
         trained: dict[str, list[int]] = {}
         for line in json_lines(self.settings.records_dir / TRAINED_LOG):
             for sid in line.get("sample_ids", []):
-                if user_of_sample(sid) == user_id or group_of_sample(sid) in groups:
+                if is_users_sample(sid, user_id) or group_of_sample(sid) in groups:
                     trained.setdefault(sid, []).append(int(line.get("version", 0)))
         waiting = {s.sample_id: s for s in out}
         for sid, versions in trained.items():

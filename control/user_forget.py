@@ -17,7 +17,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from contracts.client_episodes import END_FORGOTTEN_SIGNAL
 from control.user_data_models import ForgetReport, UserNotFound
-from control.user_lookup import UserLookup, group_of_sample, json_lines, quote, user_of_sample
+from control.user_lookup import UserLookup, group_of_sample, is_users_sample, json_lines, quote
 from openclaw_rl.trained_log import TRAINED_LOG, forget_samples, records_lock, rewrite_atomically
 from store import keys as store_keys
 from store.samples import EpisodeStep, PersonalTurn
@@ -156,7 +156,7 @@ class UserForgetter(UserLookup):
                     dropped += gone
             for line in json_lines(root / TRAINED_LOG):
                 for sid in line.get("sample_ids", []) + line.get("stale_ids", []):
-                    if user_of_sample(sid) == user_id or group_of_sample(sid) in groups:
+                    if is_users_sample(sid, user_id) or group_of_sample(sid) in groups:
                         sample_ids.add(sid)
             trained = forget_samples(root, sample_ids)
         return dropped, trained

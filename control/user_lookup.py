@@ -8,10 +8,11 @@ from pathlib import Path
 
 from temporalio.client import Client
 
+from contracts.chat import tenant_of
 from contracts.episodes import TASK_GROUP_WORKFLOW
 from control.api_keys import USER_ID as USER_ID_FORMAT
+from control.sessions import quote, user_query
 from control.user_data_models import NoAdapters, UserAdapters
-from openclaw_rl.search_attributes import USER_ID
 from openclaw_rl.settings import Settings
 from store.api_keys import KeyRecord
 from store.client import Store
@@ -34,17 +35,18 @@ class UserLookup:
         """The client-driven task groups the user opened: the store's index of them, and those Temporal knows by
         their search attribute (the index may have expired; groups started before either have neither)."""
         found = set(await self.store.users.group_ids(user_id))
-        q = f"WorkflowType = {quote(TASK_GROUP_WORKFLOW)} AND {USER_ID.name} = {quote(user_id)}"
+        q = f"WorkflowType = {quote(TASK_GROUP_WORKFLOW)} AND {user_query(user_id)}"
         async for wf in self.client.list_workflows(q):
             found.add(wf.id.removeprefix("group/"))
         return found
 
     async def _workflows(self, user_id: str, groups: set[str] = frozenset()) -> list[tuple[str, str]]:
         """(workflow id, run id) of every run of the user's session and judge workflows, and of their client groups
-        and those groups' episodes (groups first: their episodes end with them), closed ones too."""
+        and those groups' episodes (groups first: their episodes end with them), closed ones too. Both forms of id:
+        the pseudonym's, and the user id's of those started before (control.sessions)."""
         queries = [
-            f"WorkflowType = 'SessionWorkflow' AND {USER_ID.name} = {quote(user_id)}",
-            f"WorkflowId STARTS_WITH {quote(f'judge/session/{user_id}/')}",
+            f"WorkflowType = 'SessionWorkflow' AND {user_query(user_id)}",
+            *(f"WorkflowId STARTS_WITH {quote(f'judge/session/{u}/')}" for u in (tenant_of(user_id), user_id)),
             *(f"WorkflowId = {quote(f'group/{g}')}" for g in sorted(groups)),
             *(f"WorkflowId STARTS_WITH {quote(f'episode/{g}/')}" for g in sorted(groups)),
         ]
@@ -62,10 +64,6 @@ class UserLookup:
         return bool(await self._groups(user_id) or await self._workflows(user_id))
 
 
-def quote(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
 def group_of_sample(sample_id: str) -> str | None:
     """`episode/<group>/<index>#<step>` -> the group (None for a sample of a chat turn)."""
     parts = sample_id.split("/", 2)
@@ -73,9 +71,15 @@ def group_of_sample(sample_id: str) -> str | None:
 
 
 def user_of_sample(sample_id: str) -> str | None:
-    """`session/<user>/<session>@<run>#<turn>` -> the user (None for a sample of an episode)."""
+    """`session/<pseudonym>/<session>@<run>#<turn>` -> the user's pseudonym, or their id in a sample of a session
+    started before ids were pseudonyms (None for a sample of an episode)."""
     parts = sample_id.split("/", 2)
     return parts[1] if len(parts) == 3 and parts[0] == "session" else None
+
+
+def is_users_sample(sample_id: str, user_id: str) -> bool:
+    """The sample is of a chat turn of `user_id`'s, whichever form of session id names it."""
+    return user_of_sample(sample_id) in (tenant_of(user_id), user_id)
 
 
 def json_lines(path: Path) -> list[dict]:

@@ -10,9 +10,10 @@ Two kinds of line:
 Either names, under `"missing"`, the batches' entries that were gone from their stream when the step read them
 (dropped, never trained). A line is written once per version (checked and appended under the exclusive lock).
 
-Sample ids name their session, and so their user: once a user is forgotten (control.user_data) their ids are
-written as `forgotten:<digest>` instead, in the lines already there and in any line still to come (a step that had
-the samples claimed when the user was forgotten). The digests are kept in records/forgotten-samples.txt.
+Sample ids name their session, and so their user (by pseudonym, or by id for a session started before ids were
+pseudonyms: control.user_lookup.is_users_sample matches either): once a user is forgotten (control.user_data) their
+ids are written as `forgotten:<digest>` instead, in the lines already there and in any line still to come (a step
+that had the samples claimed when the user was forgotten). The digests are kept in records/forgotten-samples.txt.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ from datetime import datetime
 import redis.asyncio as aioredis
 from pydantic import BaseModel
 
+from contracts.chat import tenant_of
 from store import keys
 from store.codec import text
 from store.errors import Records
@@ -28,6 +29,7 @@ class ApiKeyRecords(Records):
         async with self._r.pipeline(transaction=True) as p:
             p.set(keys.api_key(digest), record.model_dump_json())
             p.hset(keys.API_KEY_INDEX, record.key_id, digest)
+            p.set(keys.user_name(tenant_of(record.user_id)), record.user_id)  # store.user_data's name record
             await p.execute()
 
     async def by_digest(self, digest: str) -> KeyRecord | None:

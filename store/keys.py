@@ -164,6 +164,13 @@ def user_groups(tenant: str) -> str:
     return f"{PREFIX}:user:{tenant}:groups"
 
 
+def user_name(tenant: str) -> str:
+    """The user id a pseudonym stands for, so an operator sees names where Temporal shows pseudonyms (workflow ids,
+    `OpenclawUser`; control.sessions). Written with a key and with the user's turns and groups, deleted by the
+    forget: then nothing maps the pseudonym back. No TTL."""
+    return f"{PREFIX}:user-name:{tenant}"
+
+
 def no_train(turn_id: str) -> str:
     """Set when a turn's request came from an opted-out user or key: it is served, never judged into a sample."""
     return f"{PREFIX}:notrain:{turn_id}"

@@ -6,7 +6,9 @@
   key of a group's episodes holds its id in its name (`group_patterns`);
 - `oc:notrain:<turn id>`: a turn an opted-out user or key sent (served, never made a sample);
 - `oc:optout:users` / `oc:optout:keys`: who opted out of training;
-- `oc:forgotten:<pseudonym>`: a forgotten user's tombstone (when, nothing else).
+- `oc:forgotten:<pseudonym>`: a forgotten user's tombstone (when, nothing else);
+- `oc:user-name:<pseudonym>`: the user id, written with a key and with the user's turns and groups, deleted by the
+  forget: how the CLI shows names where Temporal's workflow ids and `OpenclawUser` hold pseudonyms.
 
 The pseudonym is `contracts.chat.tenant_of(user_id)`: none of these keys names the user in clear.
 """
@@ -45,16 +47,18 @@ PER_TURN = (
 
 
 def user_patterns(user_id: str) -> list[str]:
-    """Keys whose names hold the user id (their session's workflow id `session/<user>/...`): prefix links, archived
-    turn logs, the at-least-one flags and the publication markers. User ids are letters, digits, `_.@-`
-    (control.api_keys.USER_ID), nothing a SCAN pattern reads as a wildcard."""
-    session = f"session/{user_id}/"
-    return [
-        keys.prefix_link(user_id, "*"),
-        keys.turn_log_segment(session + "*", 0)[: -len(":0")],
-        keys.session_effective(session + "*"),
-        keys.sample_published(session + "*"),
-    ]
+    """Keys whose names hold the user's session workflow ids (`session/<pseudonym>/...`, or `session/<user id>/...`
+    for a session started before ids were pseudonyms: control.sessions) or the user id: archived turn logs, the
+    at-least-one flags, the publication markers and prefix links. User ids are letters, digits, `_.@-`
+    (control.api_keys.USER_ID) and pseudonyms `u-<hex>`, nothing a SCAN pattern reads as a wildcard."""
+    out = [keys.prefix_link(user_id, "*")]
+    for session in (f"session/{tenant_of(user_id)}/", f"session/{user_id}/"):
+        out += [
+            keys.turn_log_segment(session + "*", 0)[: -len(":0")],
+            keys.session_effective(session + "*"),
+            keys.sample_published(session + "*"),
+        ]
+    return out
 
 
 def group_patterns(group_id: str) -> list[str]:
@@ -133,6 +137,7 @@ class UserRecords(Records):
         async with self._r.pipeline(transaction=True) as p:
             p.sadd(index, turn_id)
             p.expire(index, self._ttl_s)
+            p.set(keys.user_name(tenant_of(user_id)), user_id)  # users whose key predates the name records too
             if not train:
                 p.set(keys.no_train(turn_id), "1", ex=self._ttl_s)
             await p.execute()
@@ -151,7 +156,16 @@ class UserRecords(Records):
         async with self._r.pipeline(transaction=True) as p:
             p.sadd(index, group_id)
             p.expire(index, self._ttl_s)
+            p.set(keys.user_name(tenant_of(user_id)), user_id)
             await p.execute()
+
+    async def names_of(self, tenants: Iterable[str]) -> dict[str, str]:
+        """pseudonym -> user id, for the pseudonyms whose user still exists (a forgotten one's record is gone)."""
+        wanted = sorted(set(tenants))
+        if not wanted:
+            return {}
+        found = await self._r.mget([keys.user_name(t) for t in wanted])
+        return {t: text(v) for t, v in zip(wanted, found) if v is not None}
 
     async def group_ids(self, user_id: str) -> list[str]:
         return sorted(text(g) for g in await self._r.smembers(keys.user_groups(tenant_of(user_id))))
@@ -226,8 +240,9 @@ class UserRecords(Records):
         return deleted
 
     async def forget_named(self, user_id: str) -> int:
-        """Delete the keys whose names hold the user id (`user_patterns`); returns how many."""
-        deleted = 0
+        """Delete the keys whose names hold the user id or their sessions' ids (`user_patterns`), and the record
+        mapping their pseudonym to their id; returns how many."""
+        deleted = int(await self._r.delete(keys.user_name(tenant_of(user_id))))
         for pattern in user_patterns(user_id):
             batch = [k async for k in self._r.scan_iter(match=pattern, count=1000)]
             for i in range(0, len(batch), 500):

@@ -96,7 +96,7 @@ async def test_sessions_table_and_json_unchanged(settings, monkeypatch, capsys):
     async def fake_client(settings, command=None):
         return None
 
-    async def fake_list(client, user, limit):
+    async def fake_list(client, user, limit, store=None):
         return sessions
 
     monkeypatch.setattr(admin, "_client", fake_client)
@@ -110,6 +110,39 @@ async def test_sessions_table_and_json_unchanged(settings, monkeypatch, capsys):
     import json
 
     assert json.loads(capsys.readouterr().out)[0]["session_id"] == "s-1"
+
+
+async def test_sessions_show_users_by_name_where_temporal_holds_pseudonyms():
+    """`OpenclawUser` is a pseudonym on new sessions and the user id on old ones: both show the name while the user
+    exists; a forgotten user's pseudonym (no name record left) shows as it is."""
+    from contracts.chat import tenant_of
+    from control.audit import list_sessions
+    from openclaw_rl.search_attributes import SESSION_ID, USER_ID
+
+    owners = {"s-new": tenant_of("alice"), "s-old": "alice", "s-gone": tenant_of("zoe")}
+    queries = []
+
+    class Client:
+        async def list_workflows(self, query, limit):
+            queries.append(query)
+            for sid, owner in owners.items():
+                yield SimpleNamespace(
+                    id=f"session/{owner}/{sid}",
+                    run_id="r",
+                    status=None,
+                    start_time=T0,
+                    close_time=None,
+                    typed_search_attributes={SESSION_ID: sid, USER_ID: owner},
+                )
+
+    class Users:
+        async def names_of(self, tenants):
+            return {t: "alice" for t in tenants if t == tenant_of("alice")}
+
+    shown = await list_sessions(Client(), store=SimpleNamespace(users=Users()))
+    assert {s.session_id: s.user_id for s in shown} == {"s-new": "alice", "s-old": "alice", "s-gone": tenant_of("zoe")}
+    await list_sessions(Client(), "alice")
+    assert f"OpenclawUser IN ('{tenant_of('alice')}', 'alice')" in queries[-1]  # one user's: both forms asked for
 
 
 class _Client:

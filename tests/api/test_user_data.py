@@ -4,6 +4,7 @@ the user left in the store or the data directory afterwards (docs/user-data.md).
 
 from __future__ import annotations
 
+import json
 import subprocess
 import threading
 import time
@@ -117,11 +118,6 @@ def store_hits(stack: RunningStack, needles: list[str]) -> list[str]:
     return hits
 
 
-TEMPORAL_TASK_TABLES = {"timer_tasks", "transfer_tasks", "visibility_tasks"}
-"""Temporal's own queues of pending timers and tasks: they name a deleted workflow by its id (which holds the user
-id, no content) until they fire and are cleaned, at most the namespace's retention later (docs/user-data.md)."""
-
-
 def temporal_tables_holding(db: Path, needle: str) -> set[str]:
     """The tables of Temporal's database holding `needle`; a workflow history's rows as `history:<workflow id>`."""
     import re
@@ -148,57 +144,69 @@ def temporal_tables_holding(db: Path, needle: str) -> set[str]:
         return out
 
 
-TRAINING_HISTORY = "history:training/openclaw-rl-policy"
-"""The training workflow's history names the samples it trained by id (`session/<user>/<session>@<run>#<turn>`, no
-content): references that resolve to nothing once the user is forgotten (docs/user-data.md)."""
+TEMPORAL_DB_FILES = ("temporal/temporal.sqlite",)
+"""Temporal's database and its write-ahead log and shared-memory index (`-wal`, `-shm`): read through SQLite
+(`temporal_tables_holding`), not as bytes, since a page the database has freed, or an earlier image of a page in the
+write-ahead log, is no longer any table's."""
 
 
-def nothing_left_on_disk(data_dir: Path, user: str, marker: str) -> None:
-    """No file holds the user's content; none but Temporal's database names them, and that only in its task
-    queues and the training workflow's history (with secure_delete and its log truncated, the deleted histories'
-    bytes are gone from the file too), and the Temporal SDK's warnings in the workers' logs and the Temporal server's
-    in its own, by workflow id (a session's or its judge's; docs/user-data.md)."""
+def nothing_left_on_disk(data_dir: Path, user: str, marker: str, old_ids: bool = False) -> None:
+    """No file holds the user's content and none names them: Temporal's database (every table, its task queues
+    and the training workflow's history included) and every log, the Temporal server's and the SDK's warnings about
+    a deleted workflow included, name the user's workflows by pseudonym only (docs/user-data.md).
+
+    `old_ids`: the user had a session started before ids were pseudonyms (`session/<user id>/...`): Temporal's task
+    queues may still name that workflow, and the server's and the SDK's warnings about it, by its id, until they
+    fire (the migration's leftover, docs/user-data.md)."""
     assert file_hits(data_dir, [marker]) == []
-    assert file_hits(data_dir, [user], skip=("temporal/", "logs/")) == []
-    assert log_lines_naming(data_dir, user) == []
-    db = data_dir / "temporal" / "temporal.sqlite"
-    assert temporal_tables_holding(db, user) <= TEMPORAL_TASK_TABLES | {TRAINING_HISTORY}
+    assert file_hits(data_dir, [user], skip=(*TEMPORAL_DB_FILES, "logs/") if old_ids else TEMPORAL_DB_FILES) == []
+    assert log_lines_naming(data_dir, user, old_ids) == []
+    allowed = OLD_ID_TASK_TABLES if old_ids else set()
+    assert temporal_tables_holding(data_dir / "temporal" / "temporal.sqlite", user) <= allowed
 
 
-def log_lines_naming(data_dir: Path, user: str) -> list[tuple[str, str]]:
-    """(log, line) of the stack's logs naming `user` other than by a deleted workflow's id in Temporal's own warnings:
-    the SDK's in the workers' logs, the server's (a visibility or timer task of a workflow deleted under it, which
-    may run after the forget returned) in temporal.log. Those name `session/<user>/...` or `judge/session/<user>/...`
-    and nothing else of the user (docs/user-data.md)."""
+OLD_ID_TASK_TABLES = {"timer_tasks", "transfer_tasks", "visibility_tasks"}
+"""Temporal's own queues of pending timers and tasks: they name a deleted workflow by its id until they fire and are
+cleaned, at most the namespace's retention later; an old-form id names the user (docs/user-data.md)."""
+
+
+def log_lines_naming(data_dir: Path, user: str, old_ids: bool = False) -> list[tuple[str, str]]:
+    """(log, line) of the stack's logs naming `user` at all (workflow ids hold pseudonyms: the server's and the SDK's
+    warnings about a deleted workflow, which may come after the forget returned, name no one). `old_ids`: but for
+    Temporal's warnings naming an old-form workflow id (`session/<user>/...`, its judges') and nothing else of the
+    user."""
     bad = []
     for log in sorted((data_dir / "logs").glob("*.log")):
         for line in log.read_text(errors="replace").splitlines():
             if user not in line:
                 continue
-            by_id = line.count(f"session/{user}/")
-            if log.name == "temporal.log":
-                allowed = by_id > 0 and line.count(user) == by_id
-            else:
+            if old_ids and log.name == "temporal.log":
+                allowed = line.count(user) == line.count(f"session/{user}/")
+            elif old_ids:
                 ids = (f'workflow ID \\"session/{user}/', f'workflow ID \\"judge/session/{user}/')
                 allowed = "temporalio_sdk_core" in line and any(i in line for i in ids)
+            else:
+                allowed = False
             if not allowed:
                 bad.append((log.name, line))
     return bad
 
 
-def test_temporals_own_warnings_may_name_a_forgotten_users_workflow_by_id_and_nothing_else(tmp_path: Path):
+def test_a_log_line_naming_a_user_even_inside_a_workflow_id_is_found(tmp_path: Path):
     """Under load a visibility task of a deleted session ran after the forget had returned, and the server's
-    warning named the workflow (issue 42, item 14): an id, no content. Anything else naming the user still fails."""
+    warning named the workflow (issue 42, item 14): ids hold pseudonyms now, so any line naming the user fails."""
     logs = tmp_path / "logs"
     logs.mkdir()
-    wf = '"wf-id":"session/tess-1/s3"'
     (logs / "temporal.log").write_text(
-        f'{{"level":"warn","msg":"Fail to process task",{wf},"queue-task-type":"VisibilityUpsertExecution"}}\n'
+        '{"level":"warn","msg":"Fail to process task","wf-id":"session/u-0123456789abcdef/s3"}\n'
         '{"level":"warn","msg":"unrelated"}\n'
     )
     assert log_lines_naming(tmp_path, "tess-1") == []
-    (logs / "temporal.log").write_text(f'{{"level":"warn",{wf},"msg":"user tess-1 said okapi"}}\n')
+    (logs / "temporal.log").write_text('{"level":"warn","wf-id":"session/tess-1/s3"}\n')
     assert len(log_lines_naming(tmp_path, "tess-1")) == 1
+    assert log_lines_naming(tmp_path, "tess-1", old_ids=True) == []  # a session of before: its id, nothing else
+    (logs / "temporal.log").write_text('{"level":"warn","wf-id":"session/tess-1/s3","msg":"tess-1 said okapi"}\n')
+    assert len(log_lines_naming(tmp_path, "tess-1", old_ids=True)) == 1
     (logs / "api.log").write_text("request from tess-1\n")
     assert ("api.log", "request from tess-1") in log_lines_naming(tmp_path, "tess-1")
 
@@ -351,3 +359,80 @@ def test_forgetting_during_an_open_turn_crashes_nothing_and_nothing_comes_back(s
     assert httpx.get(f"{stack.api}/readyz", timeout=30).status_code == 200
     other = create_key(stack, f"after-{uuid.uuid4().hex[:6]}")
     assert chat(stack, other, "fine", [{"role": "user", "content": "still up?"}]).status_code == 200
+
+
+# ---- sessions started before workflow ids were pseudonyms ----------------------------------------------------------
+def start_old_form_session(stack: RunningStack, monkeypatch: pytest.MonkeyPatch, user: str, sid: str) -> str:
+    """A session as the API started one before ids were pseudonyms: `session/<user id>/<session>`, `OpenclawUser`
+    the user id, the user id in its summary. Returns its workflow id."""
+    import asyncio
+
+    from temporalio.common import SearchAttributePair, TypedSearchAttributes
+
+    from contracts.session import SessionInput
+    from control.sessions import legacy_session_workflow_id, session_config
+    from openclaw_rl.search_attributes import SESSION_ID, USER_ID
+    from openclaw_rl.settings import Pool, load_settings
+    from openclaw_rl.temporal_client import connect
+    from workflows.session import SessionWorkflow
+
+    for name, value in stack.env.items():
+        if name.startswith("OPENCLAW_RL_"):
+            monkeypatch.setenv(name, value)
+    settings = load_settings()
+    wf_id = legacy_session_workflow_id(user, sid)
+
+    async def start() -> None:
+        client = await connect(settings.temporal, keyring=settings.keyring())
+        await client.start_workflow(
+            SessionWorkflow.run,
+            SessionInput(user_id=user, session_id=sid, config=session_config(settings)),
+            id=wf_id,
+            task_queue=settings.temporal.task_queue(Pool.WORKFLOW),
+            search_attributes=TypedSearchAttributes(
+                [SearchAttributePair(USER_ID, user), SearchAttributePair(SESSION_ID, sid)]
+            ),
+            static_summary=f"chat session {sid} of {user}",
+        )
+
+    asyncio.run(start())
+    return wf_id
+
+
+def test_a_session_under_its_old_id_keeps_it_and_goes_with_its_user(stack, monkeypatch):
+    """A session started under `session/<user id>/...` before the change takes its next turns there (not in a new
+    workflow), is listed, exported and forgotten with the user's new sessions; then nothing names the user."""
+    from contracts.chat import tenant_of
+    from control.sessions import session_workflow_id
+
+    user = f"otto-{uuid.uuid4().hex[:6]}"
+    marker = f"axolotl{uuid.uuid4().hex[:8]}"
+    key = create_key(stack, user)
+    old = start_old_form_session(stack, monkeypatch, user, "old")
+    converse(stack, key, "old", marker, [CORRECTION, THANKS])
+    converse(stack, key, "new", marker, [])
+    log = wait_judged(stack, key, "old", 2)
+    assert len(log) == 3
+    audit = httpx.get(f"{stack.api}/v1/sessions/old/turns", headers=auth(key), timeout=30).json()
+    assert audit["workflow_id"] == old and audit["total"] == 3  # every turn went to the old workflow
+    new = httpx.get(f"{stack.api}/v1/sessions/new/turns", headers=auth(key), timeout=30).json()
+    assert new["workflow_id"] == session_workflow_id(user, "new") == f"session/{tenant_of(user)}/new"
+    assert {s.sample_id.split("@")[0] for s in samples_of(stack, user)} == {old}  # sample ids follow the workflow
+    # The operator sees the user's name on both: the old one's attribute is the id, the new one's a pseudonym.
+    listed = {s["workflow_id"]: s["user_id"] for s in json.loads(stack.cli("sessions", "--json", "--limit", "500"))}
+    assert listed[old] == listed[session_workflow_id(user, "new")] == user
+    mine = json.loads(stack.cli("sessions", "--user", user, "--json"))
+    assert {s["workflow_id"] for s in mine} == {old, session_workflow_id(user, "new")}
+
+    doc = httpx.get(f"{stack.api}/v1/me/data", headers=auth(key), timeout=60).json()
+    assert {s["workflow_id"] for s in doc["sessions"]} == {old, session_workflow_id(user, "new")}
+    assert len([t for t in doc["turns"] if t["session_id"] == "old"]) == 3
+    assert any(s["sample_id"].startswith(f"{old}@") for s in doc["samples"])
+
+    r = httpx.delete(f"{stack.api}/v1/me/data", headers=auth(key), timeout=120)
+    assert r.status_code == 200, r.text
+    assert r.json()["workflows"] >= 4  # both sessions and the old one's judges
+    time.sleep(3)
+    assert store_hits(stack, [user, marker]) == []
+    assert not redis.Redis.from_url(stack.redis).exists(f"oc:user-name:{tenant_of(user)}")
+    nothing_left_on_disk(stack.data_dir, user, marker, old_ids=True)

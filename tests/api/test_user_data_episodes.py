@@ -176,7 +176,7 @@ def test_a_group_opened_while_its_user_is_forgotten_is_removed_by_its_own_reques
 
     async def groups_left() -> list[str]:
         client = await Client.connect(stack.temporal)
-        query = f"WorkflowId STARTS_WITH 'group/' AND OpenclawUser = '{user}'"
+        query = f"WorkflowId STARTS_WITH 'group/' AND OpenclawUser IN ('{tenant_of(user)}', '{user}')"
         return [wf.id async for wf in client.list_workflows(query) if await _exists(client, wf.id)]
 
     assert asyncio.run(groups_left()) == []

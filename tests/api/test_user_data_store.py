@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -99,6 +100,52 @@ def test_trained_log_redacts_a_forgotten_sample_now_and_later(tmp_path: Path):
     assert lines[0]["sample_ids"][0].startswith("forgotten:") and lines[1]["stale_ids"][0].startswith("forgotten:")
     with records_lock(tmp_path, exclusive=True):
         assert forget_samples(tmp_path, [mine]) == 0  # twice: nothing more to do
+
+
+def test_both_forms_of_a_users_session_ids_are_found_and_the_name_record_goes_with_them(port, tmp_path: Path):
+    """Workflow ids name the user by pseudonym, or by id for sessions started before (control.sessions): the forget
+    finds the keys, samples and trained.jsonl ids of both, and takes the pseudonym's name record; another user's
+    stay."""
+    from control.user_forget import UserForgetter
+    from control.user_lookup import is_users_sample
+    from openclaw_rl.settings import Settings
+    from store.api_keys import KeyRecord
+
+    new, old, other = f"session/{tenant_of('ann')}/s", "session/ann/s", f"session/{tenant_of('bob')}/s"
+    assert is_users_sample(f"{new}@r#0", "ann") and is_users_sample(f"{old}@r#0", "ann")
+    assert not is_users_sample(f"{other}@r#0", "ann") and not is_users_sample("episode/client-1/0#0", "ann")
+
+    async def go() -> None:
+        async with store_at(port) as store:
+            await store.api_keys.add("d1", KeyRecord(key_id="k1", user_id="ann", created_at=datetime.now(timezone.utc)))
+            await store.users.note_turn("bob", "t-bob")
+            assert await store.users.names_of([tenant_of("ann"), tenant_of("bob"), "u-none"]) == {
+                tenant_of("ann"): "ann",
+                tenant_of("bob"): "bob",
+            }
+            r = redis.Redis(port=port)
+            for session in (new, old, other):
+                r.set(keys.session_effective(session), "1")
+                r.set(keys.sample_published(f"{session}@r#0"), "1")
+                r.set(keys.turn_log_segment(f"{session}@r", 0), "x")
+            assert await store.users.forget_named("ann") == 7
+            assert await store.users.names_of([tenant_of("ann"), tenant_of("bob")]) == {tenant_of("bob"): "bob"}
+            left = sorted(k.decode() for k in r.scan_iter("oc:*"))
+            assert [k for k in left if "session/" in k] == sorted(
+                [
+                    keys.session_effective(other),
+                    keys.sample_published(f"{other}@r#0"),
+                    keys.turn_log_segment(f"{other}@r", 0),
+                ]
+            )
+
+    asyncio.run(go())
+    settings = Settings(data_dir=tmp_path / "data")
+    record_step(settings.records_dir, 1, 0, "b1", [f"{new}@r#0", f"{old}@r#1", f"{other}@r#2"], [])
+    forgetter = UserForgetter(None, None, settings)  # the files only: no Temporal, no store
+    assert forgetter._forget_files("ann", set(), set()) == (0, 1)
+    text = (settings.records_dir / TRAINED_LOG).read_text()
+    assert "session/ann/" not in text and tenant_of("ann") not in text and f"{other}@r#2" in text
 
 
 def test_an_adapter_publication_racing_a_forget_records_nothing_even_after_a_new_key(port):

@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from contracts.chat import tenant_of
 from tests.api.conftest import chat_stack_env, create_key
 from tests.api.test_user_data import CORRECTION, THANKS, nothing_left_on_disk, samples_of, store_hits, users_cli
 from tests.helpers import RunningStack
@@ -111,4 +112,4 @@ def test_forgetting_a_user_mid_training_crashes_nothing_and_nothing_comes_back(s
     assert samples_of(stack, user) == []
     nothing_left_on_disk(stack.data_dir, user, marker)
     trained = (stack.data_dir / "records" / "trained.jsonl").read_text()
-    assert other in trained  # the other user's samples are named as ever
+    assert tenant_of(other) in trained and other not in trained  # the other user's samples, named by pseudonym

@@ -8,6 +8,7 @@ import pytest
 import redis
 import torch
 
+from control.sessions import session_workflow_id
 from rlmath.logprobs import token_logprobs
 from rlmath.signals import teacher_messages
 from tests.learning.conftest import chat, create_key, samples_of, wait_judged
@@ -58,7 +59,7 @@ def test_corrections_and_thanks_become_the_expected_samples(heuristic_stack, tin
     assert turns[1]["judgement"]["judge"]["hint"] is None
     assert turns[4]["judgement"] is None  # no next state yet
 
-    session_key = f"session/hana/{sid}"
+    session_key = session_workflow_id("hana", sid)
     # Turns are judged concurrently, so the stream's order is the order judging finished in.
     samples = sorted(samples_of(stack, session_key), key=lambda s: s.provenance.turn_index)
     assert [s.provenance.turn_index for s in samples] == [0, 1, 2]  # exactly once each, the dropped turn absent

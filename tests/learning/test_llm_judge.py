@@ -10,6 +10,7 @@ import time
 import pytest
 import redis
 
+from control.sessions import session_workflow_id
 from judges.prompts import PRM_SYSTEM
 from tests.helpers import RunningStack
 from tests.learning.conftest import ScriptedJudge, chat, chat_stack_env, create_key, samples_of, wait_judged
@@ -65,7 +66,7 @@ def test_m_votes_are_issued_aggregated_and_recorded(llm_stack, judge_server):
         and r["temperature"] == 0.6
         for r in sent
     )
-    assert [s.reward for s in samples_of(llm_stack, "session/ivan/votes")] == [1.0]
+    assert [s.reward for s in samples_of(llm_stack, session_workflow_id("ivan", "votes"))] == [1.0]
 
 
 def test_a_judge_that_hangs_leaves_the_turn_neutral_never_stuck(llm_stack):
@@ -97,10 +98,10 @@ def test_killing_the_judge_worker_mid_vote_loses_nothing_and_duplicates_nothing(
     llm_stack.wait_restarted("worker-judge", old)
     turn = wait_judged(llm_stack, key, "kill", [0], timeout=120)[0]
     assert turn["judgement"]["result"]["published"] is True
-    assert len(samples_of(llm_stack, "session/kate/kill")) == 1
+    assert len(samples_of(llm_stack, session_workflow_id("kate", "kill"))) == 1
     records = [
         f
         for _, f in redis.Redis.from_url(llm_stack.redis).xrange("oc:records:personal:v0")
-        if f[b"id"].decode().split("@")[0] == "session/kate/kill" and f[b"id"].endswith(b"#0")
+        if f[b"id"].decode().split("@")[0] == session_workflow_id("kate", "kill") and f[b"id"].endswith(b"#0")
     ]
     assert len(records) == 1

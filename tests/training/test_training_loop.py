@@ -15,6 +15,7 @@ import pytest
 import redis
 
 from activities.step_log import read_steps
+from control.sessions import session_workflow_id
 from tests.api.conftest import chat_stack_env, create_key
 from tests.helpers import CLI, REPO, RunningStack
 from tests.learning.conftest import chat
@@ -281,7 +282,8 @@ def test_a_trainer_killed_between_two_durable_checkpoints_trains_its_versions_ag
     trained = [i for x in lines for i in x["sample_ids"]]
     assert len(trained) == len(set(trained)), "a sample counted as trained twice"
     assert lines[-1]["version"] == s["durable_version"] and len(trained) == s["samples_trained"]
-    mine = {i for i in trained if i.split("#")[0].split("@")[0] in ("session/lena/loop", "session/nico/again")}
+    sessions = (session_workflow_id("lena", "loop"), session_workflow_id("nico", "again"))
+    mine = {i for i in trained if i.split("#")[0].split("@")[0] in sessions}
     assert len(mine) >= 32  # the batch trained before the kill is there (trained again), and the next one
     r = redis.Redis.from_url(stack.redis)
     pending = r.xpending_range("oc:samples:personal", "oc-trainer", min="-", max="+", count=1000)
@@ -323,7 +325,7 @@ def test_redis_and_temporal_restarts_mid_run_lose_nothing_and_train_nothing_twic
         for _, f in r.xrange(key)
         if json.loads(f[b"record"])["result"]["published"]
     }
-    mine = {sid for sid in published if sid.split("#")[0].split("@")[0] == "session/olga/restarts"}
+    mine = {sid for sid in published if sid.split("#")[0].split("@")[0] == session_workflow_id("olga", "restarts")}
     assert len(mine) >= 16  # judging survived the restarts
     # every trained sample is recorded once a durable checkpoint holds it; the rest lives in versions since
     assert set(trained) <= published and len(trained) + s["samples_since_durable"] == s["samples_trained"]
