@@ -1,4 +1,5 @@
-"""Bearer API keys -> the caller's user id."""
+"""API keys -> the caller's user id: `Authorization: Bearer <key>` (OpenAI clients) or `x-api-key: <key>`
+(Anthropic clients send only that)."""
 
 from __future__ import annotations
 
@@ -27,9 +28,11 @@ async def authenticate(request: Request, _declared: HTTPAuthorizationCredentials
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
+        token = request.headers.get("x-api-key", "")
+    if not token.strip():
         raise ApiError(
             401,
-            "missing bearer token: send `Authorization: Bearer <key>` "
+            "missing API key: send `Authorization: Bearer <key>` or `x-api-key: <key>` "
             "(create one with `openclaw-rl keys create --user NAME`)",
             code="missing_api_key",
         )
