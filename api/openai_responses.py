@@ -22,7 +22,7 @@ from typing import Any, AsyncIterator
 import structlog
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from api.auth import Caller, authenticate
 from api.errors import ApiError
@@ -228,7 +228,9 @@ def response_object(t: Turn, req: ResponsesRequest, out: GenerateOutput | None) 
         "store": req.store,
         "temperature": t.sampling.temperature,
         "text": {"format": {"type": "text"}},
-        "tool_choice": req.tool_choice if isinstance(req.tool_choice, str) else "auto",
+        "tool_choice": req.tool_choice.model_dump()
+        if isinstance(req.tool_choice, BaseModel)
+        else req.tool_choice or "auto",
         "tools": [tool.model_dump(exclude_none=True) for tool in req.tools or []],
         "top_p": t.sampling.top_p,
         "truncation": "disabled",
