@@ -270,6 +270,34 @@ def test_responses_stream_follows_the_documented_event_sequence(stack, key):
     assert done["usage"]["total_tokens"] == done["usage"]["input_tokens"] + done["usage"]["output_tokens"]
 
 
+# ---- the chat route's guarantees -----------------------------------------------------------------------------------
+def test_an_idempotency_key_makes_a_retry_the_same_turn_on_both_routes(stack, key):
+    sid = f"idem-{uuid.uuid4().hex[:8]}"
+    h = {**auth(key), "X-Session-Id": sid, "Idempotency-Key": f"k-{uuid.uuid4().hex}"}
+    body = {"model": "policy", "max_tokens": 16, "messages": [{"role": "user", "content": "hello there"}]}
+    a, b = (httpx.post(f"{stack.api}/v1/messages", json=body, headers=h, timeout=120) for _ in range(2))
+    assert a.status_code == b.status_code == 200 and a.json() == b.json()
+    h["Idempotency-Key"] = f"k-{uuid.uuid4().hex}"
+    body = {"model": "policy", "input": "thanks, perfect!", "max_output_tokens": 16}
+    c, d = (httpx.post(f"{stack.api}/v1/responses", json=body, headers=h, timeout=120) for _ in range(2))
+    assert c.status_code == d.status_code == 200 and c.json()["id"] == d.json()["id"]
+    log = httpx.get(f"{stack.api}/v1/sessions/{sid}/turns", headers=auth(key), timeout=30).json()
+    assert log["total"] == 2  # one turn per key, whichever protocol asked
+
+
+def test_a_forgotten_user_leaves_no_kept_conversation_behind(stack):
+    user = f"gone-{uuid.uuid4().hex[:6]}"
+    k = create_key(stack, user)
+    c = openai.OpenAI(base_url=f"{stack.api}/v1", api_key=k, max_retries=0, timeout=120)
+    first = c.responses.create(model="policy", input=f"remember {user}")
+    r = redis.Redis.from_url(stack.redis)
+    kept = f"oc:response:{first.id.removeprefix('resp_')}"
+    assert r.exists(kept)
+    out = httpx.delete(f"{stack.api}/v1/me/data", headers=auth(k), timeout=180)
+    assert out.status_code == 200, out.text
+    assert not r.exists(kept)
+
+
 # ---- hostile input -----------------------------------------------------------------------------------------------
 WRITES = ("oc:request:*", "oc:response:*", "oc:idempotency:*", "oc:turn:*")
 
