@@ -39,6 +39,8 @@ def script(prompt: str) -> str:
         return "Let me look.\n" + tool_call("read", path="notes.txt")
     if "read notes" in last or "What is in notes.txt?" in last:  # the latter: the docs' examples
         return tool_call("read", path="notes.txt")
+    if "say stop" in last:
+        return "alpha STOP beta"
     return "You are welcome."
 
 
@@ -140,6 +142,18 @@ def test_anthropic_sdk_tool_loop_streamed_and_not_is_judged_and_paired(stack, ke
     assert third.headers["x-session-id"] == sid
     assert third.parse().content[0].text == "You are welcome."
     check_judged_tool_loop(stack, key, sid)
+
+
+def test_anthropic_stop_sequence_is_named_streamed_and_not(stack, key):
+    c = anthropic.Anthropic(base_url=stack.api, api_key=key, max_retries=0, timeout=120)
+    ask = {"model": "policy", "max_tokens": 32, "stop_sequences": ["STOP", "never"]}
+    msg = c.messages.create(**ask, messages=[{"role": "user", "content": f"say stop {uuid.uuid4().hex}"}])
+    assert (msg.stop_reason, msg.stop_sequence, msg.content[0].text.strip()) == ("stop_sequence", "STOP", "alpha")
+    with c.messages.stream(**ask, messages=[{"role": "user", "content": f"say stop {uuid.uuid4().hex}"}]) as s:
+        final = s.get_final_message()
+    assert (final.stop_reason, final.stop_sequence) == ("stop_sequence", "STOP")
+    plain = c.messages.create(**ask, messages=[{"role": "user", "content": f"hi {uuid.uuid4().hex}"}])
+    assert (plain.stop_reason, plain.stop_sequence) == ("end_turn", None)
 
 
 def sse(response: httpx.Response) -> list[tuple[str, dict]]:
