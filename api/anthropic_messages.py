@@ -25,7 +25,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import ValidationError
 
 from api.anthropic_schema import Message, MessagesRequest, MessagesUsage, StopReason, TextBlock
-from api.auth import Caller, authenticate
+from api.auth import Caller, authenticate_bearer_or_x_api_key
 from api.errors import ApiError, register_error_shape
 from api.openai_schema import ChatCompletionRequest
 from api.request_body import read_json
@@ -63,7 +63,7 @@ register_error_shape(PATH, error_shape)
 
 
 @router.post(PATH, include_in_schema=False)
-async def messages(request: Request, caller: Caller = Depends(authenticate)) -> Any:
+async def messages(request: Request, caller: Caller = Depends(authenticate_bearer_or_x_api_key)) -> Any:
     app = request.app
     body = await read_json(request, app.state.settings.api.max_request_bytes)
     req = validate(body)
