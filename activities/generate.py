@@ -119,6 +119,7 @@ class GenerateActivities:
             weight_version=gen.weight_version,
             attempt=attempt,
             resumed_at=len(done.ids),
+            stop_sequence=gen.stop_sequence,
         )
 
     async def aclose(self) -> None:

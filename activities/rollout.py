@@ -34,6 +34,8 @@ class RolloutResult(BaseModel):
     logprobs: list[float] = Field(default_factory=list)
     finish: str = "length"
     """`stop` or `length`."""
+    stop_sequence: str | None = None
+    """The caller's stop string that ended generation (a Messages client is told which)."""
     weight_version: str | None = None
 
 
@@ -120,6 +122,7 @@ class Rollout:
                 ids=gen.output_ids,
                 logprobs=gen.output_logprobs,
                 finish=_finish(gen.finish_reason),
+                stop_sequence=_matched(gen.finish_reason),
                 weight_version=str(adapter.version) if adapter is not None else gen.weight_version,
             )
         out = RolloutResult()
@@ -130,6 +133,7 @@ class Rollout:
             )
             if snap.finish_reason is not None:
                 out.finish = _finish(snap.finish_reason)
+                out.stop_sequence = _matched(snap.finish_reason)
             await on_tokens(out.ids, out.logprobs)
         return out
 
@@ -159,6 +163,11 @@ class Rollout:
 
 def _finish(reason: Any) -> str:
     return "length" if reason is None or reason.type == "length" else "stop"
+
+
+def _matched(reason: Any) -> str | None:
+    matched = getattr(reason, "matched", None)
+    return matched if reason is not None and reason.type == "stop" and isinstance(matched, str) else None
 
 
 def _stop_ids(tokenizer: Any) -> list[int]:

@@ -11,7 +11,7 @@ import structlog
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
-from api import audit, chat, codec, episodes, metrics, openapi_spec, user_data
+from api import anthropic_messages, audit, chat, codec, episodes, metrics, openai_responses, openapi_spec, user_data
 from api.admission import Admission
 from api.errors import install_error_handlers
 from api.policy_version import PolicyVersionWatcher
@@ -49,6 +49,8 @@ def create_app(settings: Settings) -> FastAPI:
     app = FastAPI(title="OpenClaw-RL", lifespan=lifespan)
     install_error_handlers(app)
     app.include_router(chat.router)
+    app.include_router(anthropic_messages.router)
+    app.include_router(openai_responses.router)
     app.include_router(audit.router)
     app.include_router(episodes.router)
     app.include_router(user_data.router)

@@ -1,4 +1,6 @@
-"""Bearer API keys -> the caller's user id."""
+"""API keys -> the caller's user id: `Authorization: Bearer <key>`, and on the Anthropic Messages route also
+`x-api-key: <key>` (Anthropic clients send only that; elsewhere it is refused, so a key in an unexpected header is
+never taken by a route that does not speak that protocol)."""
 
 from __future__ import annotations
 
@@ -33,7 +35,26 @@ async def authenticate(request: Request, _declared: HTTPAuthorizationCredentials
             "(create one with `openclaw-rl keys create --user NAME`)",
             code="missing_api_key",
         )
-    rec = await request.app.state.keys.lookup(token.strip())
+    return await _caller(request, token.strip())
+
+
+async def authenticate_bearer_or_x_api_key(request: Request) -> Caller:
+    """The Anthropic Messages route's: its clients send the key as `x-api-key`."""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        token = request.headers.get("x-api-key", "")
+    if not token.strip():
+        raise ApiError(
+            401,
+            "missing API key: send `x-api-key: <key>` or `Authorization: Bearer <key>` "
+            "(create one with `openclaw-rl keys create --user NAME`)",
+            code="missing_api_key",
+        )
+    return await _caller(request, token.strip())
+
+
+async def _caller(request: Request, token: str) -> Caller:
+    rec = await request.app.state.keys.lookup(token)
     if rec is None:
         raise ApiError(401, "invalid api key: it was never issued by this server", code="invalid_api_key")
     if rec.revoked_at is not None:

@@ -1,9 +1,12 @@
-"""Errors in OpenAI's JSON shape: {"error": {"message", "type", "param", "code"}}.
+"""Errors in OpenAI's JSON shape: {"error": {"message", "type", "param", "code"}}, or in the shape of the protocol
+a route speaks (`register_error_shape`: Anthropic's Messages route has its own).
 
 OpenAI clients surface `message` to the person, so each says what to do next.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import structlog
 from fastapi import FastAPI, Request
@@ -58,6 +61,26 @@ class ApiError(Exception):
         return JSONResponse(self.body(), status_code=self.status, headers=headers)
 
 
+ErrorShape = Callable[["ApiError"], tuple[int, dict]]
+"""An ApiError -> (HTTP status, body) in a protocol's own error shape."""
+
+_SHAPES: dict[str, ErrorShape] = {}
+
+
+def register_error_shape(path: str, shape: ErrorShape) -> None:
+    """Errors of requests to `path` (auth, body, validation, the turn's own) answer in `shape`."""
+    _SHAPES[path] = shape
+
+
+def _respond(request: Request, exc: ApiError) -> JSONResponse:
+    shape = _SHAPES.get(request.url.path.rstrip("/"))
+    if shape is None:
+        return exc.response()
+    status, body = shape(exc)
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
 def error_body(status: int, message: str, *, code: str | None = None, param: str | None = None) -> dict:
     return {"error": {"message": message, "type": _TYPES.get(status, "api_error"), "param": param, "code": code}}
 
@@ -90,30 +113,31 @@ def store_error(exc: StoreError) -> ApiError:
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
-        return exc.response()
+        return _respond(request, exc)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0] if exc.errors() else {}
         where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
-        return ApiError(
-            422, f"{where or 'request'}: {first.get('msg', 'invalid value')}", param=where or None
-        ).response()
+        return _respond(
+            request, ApiError(422, f"{where or 'request'}: {first.get('msg', 'invalid value')}", param=where or None)
+        )
 
     @app.exception_handler(StoreError)
     async def _store(request: Request, exc: StoreError) -> JSONResponse:
         log.warning(
             "the store refused or failed a request", path=request.url.path, error=f"{type(exc).__name__}: {exc}"
         )
-        return store_error(exc).response()
+        return _respond(request, store_error(exc))
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error", path=request.url.path)
-        return ApiError(
-            500, f"internal error ({type(exc).__name__}); the request was not completed. See the API log."
-        ).response()
+        return _respond(
+            request,
+            ApiError(500, f"internal error ({type(exc).__name__}); the request was not completed. See the API log."),
+        )
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return ApiError(exc.status_code, str(exc.detail)).response()
+        return _respond(request, ApiError(exc.status_code, str(exc.detail)))

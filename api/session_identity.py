@@ -4,6 +4,8 @@ The stock OpenClaw client sends no session or turn headers (see
 shared/OPENCLAW_CLIENT.md), so identity is resolved from whatever the request
 carries, first match wins:
   1. the reference client's `X-Session-Id` header, then its `session_id` body field;
+  1b. a session the protocol itself names (`SessionHint`): an Anthropic Messages client's `metadata.user_id`
+     session part, a Responses chain's `previous_response_id` (api.anthropic_messages, api.openai_responses);
   2. the stock client's affinity headers `session_id` / `x-session-affinity`
      (value `<sessionId>:<N>`, N counting compactions: the suffix is dropped);
   3. body `prompt_cache_key` (same value and suffix);
@@ -45,10 +47,26 @@ class InvalidSessionId(ValueError):
     """The request names a session id the server cannot use; the client has to send another."""
 
 
+class SessionHint(BaseModel):
+    """A session named by the protocol's own fields rather than by our headers."""
+
+    session_id: str
+    source: Literal["metadata.user_id", "previous_response_id"]
+
+
 class SessionIdentity(BaseModel):
     session_id: str | None
     """None: no hint in the request; link by message-history prefix."""
-    source: Literal["x-session-id", "body", "affinity-header", "prompt_cache_key", "runtime-line", "none"]
+    source: Literal[
+        "x-session-id",
+        "body",
+        "metadata.user_id",
+        "previous_response_id",
+        "affinity-header",
+        "prompt_cache_key",
+        "runtime-line",
+        "none",
+    ]
     turn_type: TurnType
     side_kind: str | None = None
     """Why a turn is a side turn (a marker's kind, or 'explicit')."""
@@ -81,11 +99,15 @@ def _strip_compaction(value: str) -> str:
     return _COMPACTION_SUFFIX.sub("", value)
 
 
-def _session(headers: Mapping[str, str], body: Mapping[str, Any], messages: list[dict]) -> tuple[str | None, str]:
+def _session(
+    headers: Mapping[str, str], body: Mapping[str, Any], messages: list[dict], hint: SessionHint | None
+) -> tuple[str | None, str]:
     if v := _session_header(headers, "x-session-id"):
         return v, "x-session-id"
     if isinstance(body.get("session_id"), str) and body["session_id"].strip():
         return body["session_id"].strip(), "body"
+    if hint is not None:
+        return hint.session_id, hint.source
     for name in ("session_id", "x-session-affinity"):
         if v := _session_header(headers, name):
             return _strip_compaction(v), "affinity-header"
@@ -115,14 +137,18 @@ def _turn_type(
 
 
 def resolve_identity(
-    headers: Mapping[str, str], body: Mapping[str, Any], markers: Mapping[str, str] | None = None
+    headers: Mapping[str, str],
+    body: Mapping[str, Any],
+    markers: Mapping[str, str] | None = None,
+    *,
+    hint: SessionHint | None = None,
 ) -> SessionIdentity:
     """`markers`: system-prompt substring -> side-call kind (default: `session.side_call_markers`).
 
     Raises InvalidSessionId for a session id over MAX_SESSION_ID_CHARS or with a control character.
     """
     messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
-    session_id, source = _session(headers, body, messages)
+    session_id, source = _session(headers, body, messages, hint)
     _check_session_id(session_id, source)
     turn_type, side_kind = _turn_type(
         headers, body, messages, SessionSettings().side_call_markers if markers is None else markers

@@ -65,6 +65,8 @@ class GenerateOutput(BaseModel):
     reasoning: str | None = None
     tool_calls: list[ToolCall] = Field(default_factory=list)
     finish_reason: Literal["stop", "length", "tool_calls"]
+    stop_sequence: str | None = None
+    """The request's stop string that ended the answer (trimmed from `content`); None for an end of turn."""
     prompt_tokens: int
     completion_tokens: int
     weight_version: str | None = None

@@ -69,6 +69,7 @@ def generate_output(
     weight_version: str | None,
     attempt: int = 1,
     resumed_at: int = 0,
+    stop_sequence: str | None = None,
 ) -> GenerateOutput:
     """A turn's answer from its whole decoded text: what `generate` returns, and what the API rebuilds from a turn's
     kept token data when a retried request's turn ran in an earlier run of its session."""
@@ -78,6 +79,7 @@ def generate_output(
         reasoning=parsed.reasoning,
         tool_calls=parsed.tool_calls,
         finish_reason="tool_calls" if parsed.tool_calls and finish == "stop" else finish,
+        stop_sequence=stop_sequence if finish == "stop" and not parsed.tool_calls else None,
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
         weight_version=weight_version,

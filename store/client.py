@@ -19,6 +19,7 @@ from store.idempotency import IdempotencyRecords
 from store.judgements import Judgements
 from store.policy import PolicyVersions
 from store.prefix_links import PrefixLinks
+from store.response_states import ResponseStates
 from store.samples import SampleStreams
 from store.sealing import Sealer
 from store.token_streams import TokenStreams
@@ -63,6 +64,7 @@ class Store:
         self.streams = TokenStreams(redis, sealer)
         self.idempotency = IdempotencyRecords(redis, sealer=sealer)
         self.prefix_links = PrefixLinks(redis)
+        self.responses = ResponseStates(redis, data_ttl_s, sealer)
         self.judgements = Judgements(redis, sealer)
         self.turn_log = TurnLogArchive(redis, data_ttl_s, sealer)
         self.episodes = EpisodeData(redis, data_ttl_s, sealer)

@@ -34,6 +34,11 @@ IDEMPOTENCY_TTL_S = 24 * 3600
 """How long an Idempotency-Key is remembered: far beyond any client's retry window (Stripe and OpenAI use a day)."""
 
 
+def response_state(turn_id: str) -> str:
+    """A Responses API turn's conversation (its history and answer), what `previous_response_id` continues."""
+    return f"{PREFIX}:response:{turn_id}"
+
+
 def token_stream(turn_id: str) -> str:
     """Redis stream of one turn's tokens as they are produced; also the resume checkpoint."""
     return f"{PREFIX}:stream:{turn_id}"

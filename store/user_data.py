@@ -42,6 +42,7 @@ PER_TURN = (
     keys.judgement,
     keys.idempotency,
     keys.no_train,
+    keys.response_state,
 )
 """Every key named by a chat turn's id."""
 

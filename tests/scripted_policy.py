@@ -40,10 +40,24 @@ class ScriptedPolicy:
             prompt = self.tokenizer.decode(ids, skip_special_tokens=False)
             self.prompts.append(prompt)
             text = self.answer(prompt)
-            out = self.tokenizer.encode(text, add_special_tokens=False) + [end]
-            limit = (req.get("sampling_params") or {}).get("max_new_tokens") or len(out)
+            params = req.get("sampling_params") or {}
+            stops = params.get("stop") or []
+            # The caller's stop strings end the answer where one first appears, trimmed, as SGLang does.
+            hit = min(
+                ((text.find(s), s) for s in ([stops] if isinstance(stops, str) else stops) if s and s in text),
+                default=None,
+            )
+            if hit is not None:
+                text = text[: hit[0]]
+            out = self.tokenizer.encode(text, add_special_tokens=False) + ([] if hit else [end])
+            limit = params.get("max_new_tokens") or len(out)
             out = out[:limit]
-            finish = {"type": "stop", "matched": end} if out and out[-1] == end else {"type": "length", "length": limit}
+            if hit is not None and len(out) < limit:
+                finish = {"type": "stop", "matched": hit[1]}
+            elif out and out[-1] == end:
+                finish = {"type": "stop", "matched": end}
+            else:
+                finish = {"type": "length", "length": limit}
             meta = {
                 "id": f"scripted-{len(self.prompts)}",
                 "finish_reason": finish,
