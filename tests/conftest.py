@@ -10,6 +10,11 @@ from openclaw_rl import ports
 from tests.helpers import CLI, REPO, free_port, wait_http
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# One torch thread per process, inherited by every process a test starts: two test workers and their stacks already
+# keep both cores busy, and OpenMP's extra threads only spin against each other (three 2-thread torch processes on 2
+# loaded cores took 60 s for what 1 thread each did in 3 s). Tests that need threads set them (test_engine_threads).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def _own_port_slice() -> None:

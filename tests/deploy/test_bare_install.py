@@ -3,8 +3,8 @@ Makefile's pin), then `pip install <checkout>` with no extras, not editable; eve
 checkout, so only the installed package is importable. The CLI, every image's entry module (and every other product
 module, or an error naming the extra it needs), `up` until healthy, a key and one chat turn.
 
-About 3 minutes on 2 shared cores (pip about 50 s, the imports 35 s, `up` to healthy 75 s, its stop 15 s); the
-timings are printed (pytest -s shows them).
+About 3 minutes on 2 shared cores (pip with bytecode about 95 s, the imports 35 s, `up` to healthy 45 s, its stop
+15 s); the timings are printed (pytest -s shows them).
 """
 
 from __future__ import annotations
@@ -92,7 +92,9 @@ def bare(tmp_path_factory: pytest.TempPathFactory) -> Bare:
     b.seconds["copy"] = round(time.monotonic() - start, 1)
     # No pip inside (ensurepip costs seconds): this interpreter's pip installs into it (`pip --python`).
     b.timed("venv", sys.executable, "-m", "venv", "--without-pip", str(venv))
-    pip = (sys.executable, "-m", "pip", "--python", b.bin("python"), "install", "-q", "--no-compile")  # no .pyc: 45 s
+    # Bytecode compiled, as pip does in the images: without it every service of `up` compiles torch and transformers
+    # from source at once, and on 2 loaded cores the trainer worker missed the stack probe's 30 s (CI, 2026-11-27).
+    pip = (sys.executable, "-m", "pip", "--python", b.bin("python"), "install", "-q")
     b.timed("torch", *pip, TORCH_PIN)
     b.timed("openclaw-rl", *pip, str(root / "src"))
     print(f"\nbare install (seconds): {b.seconds}")
