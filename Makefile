@@ -2,8 +2,8 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-# Two test files at once (pytest-xdist), a file's tests together with its module-scoped stack: about 31 min on
-# 2 cores instead of about 40 one at a time (TEST_WORKERS=0: in this process, no xdist). docs/index.md.
+# Two test files at once (pytest-xdist), a file's tests together with its module-scoped stack: about 41 min on
+# 2 cores (TEST_WORKERS=0: one at a time in this process, no xdist). docs/index.md.
 TEST_WORKERS ?= 2
 
 .PHONY: install system-deps up test test-fast bench

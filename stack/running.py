@@ -22,6 +22,17 @@ OWN_ENV = ("TEMPORAL_ADDRESS", "REDIS_URL")
 """Variables besides OPENCLAW_RL_* that would point the child at another stack's services."""
 
 
+DRAWN_PORTS = (
+    "OPENCLAW_RL_API__PORT",
+    "OPENCLAW_RL_ENGINE__PORT",
+    "OPENCLAW_RL_TEMPORAL__PORT",
+    "OPENCLAW_RL_TEMPORAL__UI_PORT",
+    "OPENCLAW_RL_REDIS__PORT",
+)
+"""The ports `isolated_env` draws (and `RunningStack.start` draws again when one was taken meanwhile)."""
+PORT_RETRIES = 2
+
+
 def isolated_env(data_dir: Path, model_path: Path | None = None) -> dict[str, str]:
     """This process's environment without its stack settings, for a stack on fresh ports in `data_dir`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENCLAW_RL_") and k not in OWN_ENV}
@@ -71,7 +82,24 @@ class RunningStack:
         return f"redis://127.0.0.1:{self.env['OPENCLAW_RL_REDIS__PORT']}/0"
 
     def start(self, timeout: float = 240.0) -> RunningStack:
-        """Start `up` and wait until its stack.json says every service is up."""
+        """Start `up` and wait until its stack.json says every service is up.
+
+        A port drawn by `isolated_env` can be taken by another process between the draw and the service's bind (a
+        free port is only free until someone binds it; seen once in a full suite on 2 workers): then `up` stops
+        with "already in use" (its preflight's or the service's own error), and the stack starts once more on
+        freshly drawn ports (`self.env` is updated in place, so the caller's env and the URLs above follow)."""
+        for attempt in range(PORT_RETRIES + 1):
+            try:
+                return self._start_once(timeout)
+            except RuntimeError as exc:
+                if attempt == PORT_RETRIES or "already in use" not in str(exc):
+                    raise
+                for key in DRAWN_PORTS:
+                    if key in self.env:
+                        self.env[key] = str(free_port())
+        raise AssertionError("unreachable")
+
+    def _start_once(self, timeout: float) -> RunningStack:
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(

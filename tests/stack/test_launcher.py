@@ -77,9 +77,23 @@ def test_up_from_empty_dir_and_down_cleanly_twice(tmp_path):
 
 @pytest.fixture(scope="module")
 def shared_stack(tmp_path_factory, tiny_model):
-    stack = RunningStack(stack_env(tmp_path_factory.mktemp("stack") / "data", tiny_model)).start()
+    """Started while something else holds the port drawn for its API, as when another process binds a drawn port
+    before the stack does: RunningStack draws new ports and starts again (test_a_port_taken_after_the_draw_...)."""
+    env = stack_env(tmp_path_factory.mktemp("stack") / "data", tiny_model)
+    taken = int(env["OPENCLAW_RL_API__PORT"])
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", taken))
+        s.listen()
+        stack = RunningStack(env).start()
+    stack.taken_port = taken
     yield stack
     assert stack.stop() == 0, stack.output()
+
+
+def test_a_port_taken_after_the_draw_is_drawn_again(shared_stack):
+    assert int(shared_stack.env["OPENCLAW_RL_API__PORT"]) != shared_stack.taken_port
+    assert f"port {shared_stack.taken_port} (API) is already in use" in shared_stack.output(20_000)
+    assert httpx.get(f"{shared_stack.api}/readyz", timeout=10).status_code == 200
 
 
 def test_workflow_survives_a_temporal_restart(shared_stack):
