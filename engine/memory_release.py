@@ -87,9 +87,9 @@ class MemoryRelease:
                     f"{self._running_rows()} requests are held by /pause_generation and cannot finish: continue "
                     "generation (or pause with mode abort) before releasing memory; nothing was released"
                 )
-                for _, done in self._releases:
+                refused, self._releases = self._releases, []  # cleared first: a woken caller may read the state at once
+                for _, done in refused:
                     done.set_exception(refusal)
-                self._releases.clear()
             return
         releases, self._releases = self._releases, []
         for tags, done in releases:
