@@ -70,6 +70,12 @@ def engine_url(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory):
 
 from tests.tiers import apply as _apply_tiers  # noqa: E402
 from tests.tiers import guard_services  # noqa: E402, F401  (an autouse fixture)
+from tests.tiers import make_scheduler as _make_scheduler  # noqa: E402
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: `-p no:xdist` must still run
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    return _make_scheduler(config, log)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

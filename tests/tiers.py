@@ -122,7 +122,44 @@ the most tests first, `--loadscope-reorder`) left the single-test learning files
 13-minute test alone after the other had finished (the Makefile passes `--no-loadscope-reorder`)."""
 
 
+SHARED_STACK_FILES = frozenset(
+    f"tests/api/{name}.py"
+    for name in ("test_chat_e2e", "test_chat_errors", "test_cross_user", "test_input_robustness")
+)
+"""The files that share `chat_stack` (tests/api/conftest.py: a package-scoped stack, one set of settings): they
+run as one unit on one worker, one after another (`FileGroups`), so the stack starts once for them all instead of
+once per file (a start is ~30 s of a loaded worker). `check_shared_stacks` fails a file that uses it unlisted."""
+SHARED_STACK = "chat_stack"
+
+
+def check_shared_stacks(items: list[pytest.Item]) -> None:
+    """A file that uses the shared stack but is not listed would start it again on another worker: say so."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        defs = info.name2fixturedefs.get(SHARED_STACK, ()) if info is not None else ()
+        path = item.nodeid.split("::", 1)[0]
+        shared = bool(defs) and defs[-1].func.__module__ == "tests.api.conftest"  # not a file's own override
+        if shared and path not in SHARED_STACK_FILES:
+            raise pytest.UsageError(f"{path} uses `{SHARED_STACK}`: list it in tests/tiers.py SHARED_STACK_FILES")
+
+
+def make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """xdist's `loadfile` scheduling with the shared-stack files as one unit (xdist's own `loadgroup` marks do not
+    reach the scheduler under pytest 9.2: it renames `Node._nodeid`, which pytest now keeps as `_id`)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class FileGroups(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            return "shared:" + SHARED_STACK if path in SHARED_STACK_FILES else path
+
+    return FileGroups(config, log)
+
+
 def apply(items: list[pytest.Item]) -> None:
+    check_shared_stacks(items)
     heaviest: dict[str, int] = {}
     for item in items:
         marks = tier_of(item)

@@ -30,9 +30,10 @@ def chat_stack_env(data_dir: Path, model: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def chat_stack(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory):
-    """The whole stack as `openclaw-rl up` runs it, shared by one test module."""
+    """The whole stack as `openclaw-rl up` runs it, shared by the files that use it: they run on one worker, one
+    after another (tests/tiers.py `SHARED_STACK_FILES`), and their tests take users and keys of their own."""
     stack = RunningStack(chat_stack_env(tmp_path_factory.mktemp("chat") / "data", tiny_model)).start()
     yield stack
     stack.stop()
