@@ -69,5 +69,5 @@ def message_text(content: Any, sep: str = "") -> str:
 
 @lru_cache(maxsize=4)
 def renderer_for(path: str) -> ChatRenderer:
-    """Process-wide cache: loading a tokenizer costs ~0.1-0.3 s (a 150K-token vocabulary)."""
+    """Process-wide cache: loading a tokenizer costs ~0.5 CPU-s (a 150K-token vocabulary)."""
     return ChatRenderer(Path(path))

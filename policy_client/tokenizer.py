@@ -42,6 +42,8 @@ class CheckpointTokenizer:
         self.config: dict[str, Any] = {}
         if config_path.is_file():
             self.config = json.loads(config_path.read_text(encoding="utf-8"))
+        if not (self.path / "tokenizer.json").is_file():  # a slow tokenizer's files only: transformers converts them
+            raise FileNotFoundError(f"{self.path} has no tokenizer.json (save its tokenizer with transformers)")
         self.backend_tokenizer = Tokenizer.from_file(str(self.path / "tokenizer.json"))
         self.backend_tokenizer.no_truncation()
         self.backend_tokenizer.no_padding()
