@@ -18,7 +18,8 @@ import json
 import re
 import threading
 from collections import OrderedDict
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 SEGMENT_CACHE_CHARS = 4_000_000
 """Characters of text whose token ids one encoder keeps (about 40 MB of ids at most)."""
@@ -34,13 +35,26 @@ _NEWLINE_SAFE_PATTERNS = frozenset(
 _NEWLINE_CUT = r"(?<=\n)(?=[^\s])"
 
 
+class TextTokenizer(Protocol):
+    """What the encoder needs of a tokenizer: a transformers one (the engine's) and policy_client.tokenizer's
+    CheckpointTokenizer (the workers') both have it. Optional, read with getattr: `added_tokens_decoder` (id ->
+    tokenizers.AddedToken: special tokens to cut before) and `backend_tokenizer` (the `tokenizers.Tokenizer`: its
+    normalizer, pre-tokenizer and added tokens decide the newline cuts); without them, fewer cuts or none."""
+
+    def encode(self, text: str, add_special_tokens: bool = ...) -> list[int]: ...
+
+    def __call__(self, texts: list[str], add_special_tokens: bool = ...) -> Mapping[str, Any]:
+        """`{"input_ids": [ids of each text]}`."""
+        ...
+
+
 class SegmentEncoder:
     """`encode(text)` == `tokenizer.encode(text, add_special_tokens=False)`, reusing the ids of segments seen before.
 
     Thread-safe: the policy worker renders from activity threads, the engine tokenizes off its event loop.
     """
 
-    def __init__(self, tokenizer: Any, cache_chars: int = SEGMENT_CACHE_CHARS):
+    def __init__(self, tokenizer: TextTokenizer, cache_chars: int = SEGMENT_CACHE_CHARS):
         self.tokenizer = tokenizer
         self.cache_chars = cache_chars
         newline = _NEWLINE_CUT if newline_cuts_are_exact(tokenizer) else None
@@ -140,11 +154,12 @@ def newline_cuts_are_exact(tokenizer: Any) -> bool:
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None:
         return False
-    try:
-        spec = json.loads(backend.to_str())
-    except (ValueError, AttributeError):
+    try:  # the two parts alone: serializing the whole tokenizer (150K merges) costs half a second
+        normalizer = json.loads(backend.normalizer.__getstate__()) if backend.normalizer is not None else None
+        pre = json.loads(backend.pre_tokenizer.__getstate__()) if backend.pre_tokenizer is not None else {}
+        added = list(backend.get_added_tokens_decoder().values())
+    except (ValueError, AttributeError, TypeError):
         return False
-    normalizer, pre = spec.get("normalizer"), spec.get("pre_tokenizer") or {}
     if normalizer is not None and normalizer.get("type") != "NFC":
         return False
     steps = pre.get("pretokenizers") if pre.get("type") == "Sequence" else None
@@ -158,5 +173,4 @@ def newline_cuts_are_exact(tokenizer: Any) -> bool:
     if byte_level.get("type") != "ByteLevel" or byte_level.get("use_regex"):
         return False
     # An added token matched before pre-tokenizing must not hold a newline nor swallow one on its left.
-    added = spec.get("added_tokens") or []
-    return not any("\n" in t["content"] or "\r" in t["content"] or t.get("lstrip") for t in added)
+    return not any("\n" in t.content or "\r" in t.content or t.lstrip for t in added)
