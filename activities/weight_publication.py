@@ -5,9 +5,12 @@ A version published from memory never waits for a durable checkpoint (`training.
   memory (a CPU trainer) or CUDA IPC handles (one GPU), `/update_weights_from_tensor`;
 - distributed: broadcast over a process group kept across versions (trainers.weight_sync), for servers elsewhere;
 - disk: the weights alone, in the served dtype, in `checkpoints/serve/v<version>`, loaded by every server.
-memory and distributed fall back to disk on any failure. A server that already serves the version is skipped, so a
-retried publication reloads nothing. Runs that write a checkpoint at every step publish that checkpoint (disk, or
-distributed when asked).
+memory falls back to disk on any failure; distributed does too unless `weight_sync.disk_fallback` is false (servers
+on hosts of their own, which cannot read this disk): then a failed broadcast fails the activity (retryable), and
+the retry sets a new process group up. A server that already serves the version is skipped, so a retried
+publication reloads nothing. Runs that write a checkpoint at every step, and a workflow resuming from a durable
+checkpoint, publish that checkpoint: from disk, or, distributed, broadcast from the trainer's memory (a trainer
+that restarted since loads the checkpoint first: the servers need not see its folder).
 """
 
 from __future__ import annotations
@@ -246,7 +249,11 @@ class WeightPublisher:
         if self.settings.training.weight_sync.mode == "distributed":
             async with self._step_lock:
                 trainer = self.held.holding(inp.version)
-                if trainer is not None and await self._broadcast(trainer, inp.version):
+                if trainer is None:
+                    # A trainer process that restarted holds nothing yet (or another version): the checkpoint goes
+                    # into its memory and out over the group, like any version; its folder is on this disk only.
+                    trainer = await asyncio.to_thread(self.held.from_durable, inp.version, inp.version)
+                if await self._broadcast(trainer, inp.version):
                     b = self._broadcaster
                     sender = " from the megatron job's rank 0" if b.rank0.sends_own_weights else ""
                     return [
@@ -258,7 +265,8 @@ class WeightPublisher:
     # ---- over a process group ----------------------------------------------------------------------------------------
     async def _broadcast(self, trainer: PolicyTrainer, version: int) -> bool:
         """Broadcast the trainer's weights as `version`; False when the servers must load them from disk instead
-        (the sync failed: logged, generation continued). Call with the step lock held."""
+        (the sync failed: logged, generation continued); with `disk_fallback` false a failure raises a retryable
+        WEIGHT_LOAD_FAILED instead. Call with the step lock held."""
         broadcaster = await self._broadcaster_for(trainer)
         try:
             own = broadcaster.rank0.sends_own_weights  # a megatron job's rank 0 gathers and sends them itself
@@ -272,6 +280,15 @@ class WeightPublisher:
                 type=ErrorType.WEIGHT_LOAD_FAILED,
             ) from exc
         except (WeightSyncError, TypeError) as exc:
+            if not self.settings.training.weight_sync.disk_fallback:
+                # The servers cannot read this disk: retried, on a new group (the broadcaster dropped the old one).
+                log.warning("distributed weight sync failed; retrying", version=version, error=str(exc))
+                raise ApplicationError(
+                    f"version {version} could not be broadcast to the policy servers: {exc} "
+                    "(training.weight_sync.disk_fallback is false: retried, never sent as a folder path)",
+                    type=ErrorType.WEIGHT_LOAD_FAILED,
+                    non_retryable=isinstance(exc, TypeError),  # a trainer that cannot send its weights never will
+                ) from exc
             log.warning(
                 "distributed weight sync failed; the servers load the weights from disk",
                 version=version,

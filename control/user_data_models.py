@@ -139,6 +139,9 @@ class UserExport(BaseModel):
     """Their client-driven episodes."""
     adapter_versions: list[AdapterVersion]
     """Per-user adapters (none until per-user adapters exist)."""
+    incomplete: list[str] = Field(default_factory=list)
+    """What could not be read, and why (the trainer pool, which holds records/trained.jsonl and the adapter
+    folders, did not answer in time): empty when the export is whole."""
 
 
 class ForgetReport(BaseModel):
@@ -170,7 +173,12 @@ class ForgetReport(BaseModel):
     append_only_file_rewritten: bool = False
     """The store rewrote its append-only file, so the deleted writes are no longer on its disk."""
     temporal_log_truncated: bool = False
-    """The embedded Temporal's write-ahead log was checkpointed and truncated (False with a Temporal of its own)."""
+    """The embedded Temporal's write-ahead log was checkpointed and truncated (False with a Temporal of its own, one
+    whose database file this process cannot see, or one busy)."""
+    files_pending: list[str] = Field(default_factory=list)
+    """Workflow ids (`user-files/<pseudonym>/forget-...`) of the forgets of the user's files on the trainer's and the
+    judges' hosts (records/trained.jsonl, the judged-turn mirror, adapter folders) that were not done when this
+    report was written, because a pool was down: they retry until it is back. Their counts are not in this report."""
 
     def removed(self) -> int:
         return (

@@ -15,9 +15,8 @@ from control.user_data_models import (
     UserExport,
     UserNotFound,
 )
-from control.user_lookup import UserLookup, group_of_sample, is_users_sample, json_lines, quote
+from control.user_lookup import UserLookup, quote
 from openclaw_rl.search_attributes import OUTCOME, SETTING, TASK_ID
-from openclaw_rl.trained_log import TRAINED_LOG
 from store import keys as store_keys
 from store.samples import EpisodeStep, PersonalTurn
 
@@ -43,6 +42,7 @@ class UserExporter(UserLookup):
                 t = await self._fill(ExportedTurn(session_id=None, turn_id=turn_id))
                 if t.request is not None or t.response is not None:
                     turns.append(t)
+        incomplete: list[str] = []
         return UserExport(
             user_id=user_id,
             exported_at=datetime.now(timezone.utc),
@@ -55,9 +55,10 @@ class UserExporter(UserLookup):
             ],
             sessions=sessions,
             turns=turns,
-            samples=await self._samples(user_id, groups),
+            samples=await self._samples(user_id, groups, incomplete),
             episodes=await self._episodes(groups),
             adapter_versions=await self.adapters.versions(user_id),
+            incomplete=incomplete,
         )
 
     async def _session_turns(self, user_id: str, session_id: str, workflow_id: str) -> list[ExportedTurn]:
@@ -132,7 +133,7 @@ class UserExporter(UserLookup):
                 )
         return sorted(out, key=lambda e: (e.started_at or datetime.min.replace(tzinfo=timezone.utc), e.id))
 
-    async def _samples(self, user_id: str, groups: set[str]) -> list[ExportedSample]:
+    async def _samples(self, user_id: str, groups: set[str], incomplete: list[str]) -> list[ExportedSample]:
         out: list[ExportedSample] = []
         for source in await self.store.samples.sources():
             for entry_id, s in await self.store.samples.entries(source):
@@ -158,15 +159,17 @@ class UserExporter(UserLookup):
                             reason=p.reason,
                         )
                     )
-        trained: dict[str, list[int]] = {}
-        for line in json_lines(self.settings.records_dir / TRAINED_LOG):
-            for sid in line.get("sample_ids", []):
-                if is_users_sample(sid, user_id) or group_of_sample(sid) in groups:
-                    trained.setdefault(sid, []).append(int(line.get("version", 0)))
+        files = await self.files.export(user_id, groups)  # records/trained.jsonl lives on the trainer's host
+        if files is None:
+            incomplete.append(
+                "the trainer pool did not answer: samples trained into a version (records/trained.jsonl) and adapter "
+                "versions are not listed"
+            )
+            return out
         waiting = {s.sample_id: s for s in out}
-        for sid, versions in trained.items():
-            if sid in waiting:
-                waiting[sid].trained_into = sorted(set(versions))
+        for t in files.trained:
+            if t.sample_id in waiting:
+                waiting[t.sample_id].trained_into = t.versions
             else:
-                out.append(ExportedSample(sample_id=sid, source="", trained_into=sorted(set(versions))))
+                out.append(ExportedSample(sample_id=t.sample_id, source="", trained_into=t.versions))
         return out

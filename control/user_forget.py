@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from datetime import datetime, timezone
 
@@ -17,8 +16,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from contracts.client_episodes import END_FORGOTTEN_SIGNAL
 from control.user_data_models import ForgetReport, UserNotFound
-from control.user_lookup import UserLookup, group_of_sample, is_users_sample, json_lines, quote
-from openclaw_rl.trained_log import TRAINED_LOG, forget_samples, records_lock, rewrite_atomically
+from control.user_lookup import UserLookup, quote
 from store import keys as store_keys
 from store.samples import EpisodeStep, PersonalTurn
 
@@ -75,6 +73,9 @@ class UserForgetter(UserLookup):
         report.engine_caches_flushed = await self._flush_engines()
         report.append_only_file_rewritten = await self.store.users.rewrite_aof()
         report.temporal_log_truncated = await asyncio.to_thread(self._truncate_temporal_wal)
+        report.files_pending = list(self.files.pending)
+        if report.files_pending:
+            log.warning("user_data.forget_files_pending", workflows=len(report.files_pending))
         return report
 
     async def _flush_engines(self) -> bool:
@@ -129,37 +130,11 @@ class UserForgetter(UserLookup):
                 report.samples += deleted
                 report.samples_claimed += claimed
                 await self.store.users.compact_stream(store_keys.sample_stream(source))
-        lines, trained = await asyncio.to_thread(self._forget_files, user_id, groups, sample_ids)
-        report.record_lines += lines
-        report.trained_lines += trained
-
-    def _forget_files(self, user_id: str, groups: set[str], sample_ids: set[str]) -> tuple[int, int]:
-        """records/: the user's judged-turn lines dropped, their sample ids (their turns', their client groups'
-        steps') in trained.jsonl redacted. Episode steps write no judged-turn lines."""
-        root = self.settings.records_dir
-        if not root.is_dir():
-            return 0, 0
-        dropped = 0
-        with records_lock(root, exclusive=True):
-            for path in sorted(root.glob("policy-*/*.jsonl")):
-                keep, gone = [], 0
-                for raw in path.read_text(encoding="utf-8").splitlines(keepends=True):
-                    try:
-                        mine = json.loads(raw).get("user_id") == user_id
-                    except (ValueError, AttributeError):
-                        mine = False
-                    gone += mine
-                    if not mine:
-                        keep.append(raw)
-                if gone:
-                    rewrite_atomically(path, keep)
-                    dropped += gone
-            for line in json_lines(root / TRAINED_LOG):
-                for sid in line.get("sample_ids", []) + line.get("stale_ids", []):
-                    if is_users_sample(sid, user_id) or group_of_sample(sid) in groups:
-                        sample_ids.add(sid)
-            trained = forget_samples(root, sample_ids)
-        return dropped, trained
+        # records/trained.jsonl on the trainer's host, the judged-turn mirror on the judges' (control.user_files).
+        done = await self.files.forget(user_id, groups, sample_ids, records=True)
+        if done is not None:
+            report.record_lines += done.record_lines
+            report.trained_lines += done.trained_lines
 
     async def _end_episodes(self, groups: set[str]) -> None:
         """Tell the open episodes of `groups` to end and wait (EPISODE_END_WAIT_S) until they have: each closes its

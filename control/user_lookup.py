@@ -3,16 +3,15 @@ that name a user or a group inside a sample id (control.user_data)."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 from temporalio.client import Client
 
 from contracts.chat import tenant_of
 from contracts.episodes import TASK_GROUP_WORKFLOW
+from contracts.user_files import user_of_sample
 from control.api_keys import USER_ID as USER_ID_FORMAT
 from control.sessions import quote, user_query
 from control.user_data_models import NoAdapters, UserAdapters
+from control.user_files import UserFiles
 from openclaw_rl.settings import Settings
 from store.api_keys import KeyRecord
 from store.client import Store
@@ -26,6 +25,11 @@ class UserLookup:
         self.store = store
         self.settings = settings
         self.adapters = adapters or NoAdapters()
+        self.files = UserFiles(client, settings)
+        """The user's files on the trainer's and the judges' hosts, reached through Temporal (control.user_files)."""
+        attach = getattr(self.adapters, "attach", None)
+        if attach is not None:
+            attach(self.files)
 
     # ---- who --------------------------------------------------------------------------------------------------
     async def _keys(self, user_id: str) -> list[KeyRecord]:
@@ -64,35 +68,6 @@ class UserLookup:
         return bool(await self._groups(user_id) or await self._workflows(user_id))
 
 
-def group_of_sample(sample_id: str) -> str | None:
-    """`episode/<group>/<index>#<step>` -> the group (None for a sample of a chat turn)."""
-    parts = sample_id.split("/", 2)
-    return parts[1] if len(parts) == 3 and parts[0] == "episode" else None
-
-
-def user_of_sample(sample_id: str) -> str | None:
-    """`session/<pseudonym>/<session>@<run>#<turn>` -> the user's pseudonym, or their id in a sample of a session
-    started before ids were pseudonyms (None for a sample of an episode)."""
-    parts = sample_id.split("/", 2)
-    return parts[1] if len(parts) == 3 and parts[0] == "session" else None
-
-
 def is_users_sample(sample_id: str, user_id: str) -> bool:
     """The sample is of a chat turn of `user_id`'s, whichever form of session id names it."""
     return user_of_sample(sample_id) in (tenant_of(user_id), user_id)
-
-
-def json_lines(path: Path) -> list[dict]:
-    try:
-        raw = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        return []
-    out = []
-    for line in raw:
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(rec, dict):
-            out.append(rec)
-    return out

@@ -80,8 +80,14 @@ def rewrite_atomically(path: Path, lines: Iterable[str]) -> None:
 def forget_samples(records_dir: Path, sample_ids: Iterable[str]) -> int:
     """Redact `sample_ids` in trained.jsonl, now and in every line written from now on; returns the lines changed.
     The caller holds `records_lock(records_dir, exclusive=True)`."""
+    return forget_digests(records_dir, {_digest(i) for i in sample_ids})
+
+
+def forget_digests(records_dir: Path, digests: Iterable[str]) -> int:
+    """`forget_samples` by the ids' digests (contracts.user_files.id_digest: how a forget names them to the trainer
+    pool). The caller holds `records_lock(records_dir, exclusive=True)`."""
     records_dir = Path(records_dir)
-    new = {_digest(i) for i in sample_ids}
+    new = set(digests)
     if not new:
         return 0
     known = _forgotten(records_dir)

@@ -43,6 +43,7 @@ def components_for(pool: Pool, settings: Settings) -> PoolComponents:
         from workflows.stack_probe import StackProbeWorkflow
         from workflows.task_group import TaskGroupWorkflow
         from workflows.training import TrainingWorkflow
+        from workflows.user_files import UserFilesWorkflow
 
         parts.workflows += [
             StackProbeWorkflow,
@@ -53,6 +54,7 @@ def components_for(pool: Pool, settings: Settings) -> PoolComponents:
             TaskGroupWorkflow,
             RolloutWorkflow,
             EvaluationWorkflow,
+            UserFilesWorkflow,
         ]
         # Bookkeeping runs beside the workflows: same task queue, so it is dispatched eagerly.
         turn_log = TurnLogActivities(settings)
@@ -81,9 +83,11 @@ def components_for(pool: Pool, settings: Settings) -> PoolComponents:
         import rlmath.advantages  # noqa: F401  (torch, for publish_sample: loaded at start, not on the first sample)
         from activities.learning import LearningActivities
         from activities.step_learning import StepLearningActivities
+        from activities.user_files import JudgementMirrorFiles
 
         learning, steps = LearningActivities(settings), StepLearningActivities(settings)
         parts.activities += [
+            JudgementMirrorFiles(settings).forget_judgement_lines,
             learning.prm_vote,
             learning.hint,
             learning.publish_sample,
@@ -93,6 +97,7 @@ def components_for(pool: Pool, settings: Settings) -> PoolComponents:
         parts.closers += [learning.aclose, steps.aclose]
     elif pool is Pool.TRAINER:
         from activities.training import TrainingActivities
+        from activities.user_files import TrainerUserFiles
 
         # Its own queue too: the versions since the last durable checkpoint live in this process only, so the
         # training workflow sends every call about them here (and notices when this process is gone).
@@ -110,6 +115,10 @@ def components_for(pool: Pool, settings: Settings) -> PoolComponents:
             training.ack_batch,
             training.find_resume_point,
         ]
+        # The files a user's data leaves here (trained.jsonl, adapter folders): the API exports and forgets them
+        # through these, never by opening them (no shared disk).
+        files = TrainerUserFiles(settings)
+        parts.activities += [files.export_user_files, files.forget_user_files]
         parts.closers.append(training.aclose)
     elif pool is Pool.ENV:
         from activities.env_step import EnvActivities

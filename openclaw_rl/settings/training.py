@@ -35,8 +35,8 @@ class WeightSyncSettings(BaseModel):
     handles on one GPU), for servers on the trainer's machine (the embedded engines). distributed: broadcast over a
     process group (`/init_weights_update_group` + `/update_weights_from_distributed`), for servers elsewhere. disk:
     the weights alone, in the served dtype, written to `checkpoints/serve/v<version>` and loaded by every server
-    (`/update_weights_from_disk`). auto: memory for the embedded engines, else disk. memory and distributed fall
-    back to disk on any failure."""
+    (`/update_weights_from_disk`). auto: memory for the embedded engines, else disk. memory falls back to disk on
+    any failure; distributed does unless `disk_fallback` is false."""
     backend: Literal["auto", "nccl", "gloo"] = "auto"
     """Process-group backend: auto is nccl when the trainer and servers have CUDA, gloo on CPU."""
     bucket_mb: float = Field(256.0, gt=0)
@@ -50,7 +50,13 @@ class WeightSyncSettings(BaseModel):
     master_port: int | None = Field(None, ge=1, le=65535)
     """Rendezvous port; None: a free port picked when the group is set up."""
     timeout_s: float = Field(120.0, gt=0)
-    """Upper bound on setting the group up and on one bucket's broadcast; past it the update falls back to disk."""
+    """Upper bound on setting the group up and on one bucket's broadcast; past it the update falls back to disk (or,
+    with `disk_fallback` false, fails and is retried)."""
+    disk_fallback: bool = True
+    """distributed: a broadcast that fails (or a version the trainer does not hold) goes out through disk instead,
+    `checkpoints/serve/v<version>` or the durable checkpoint's folder, loaded by every server by its path. Only
+    servers that see the trainer's disk can load it: set false when the engines run on hosts of their own (no shared
+    filesystem); a failed broadcast then fails the publication, which is retried on a new process group."""
 
 
 class MegatronSettings(BaseModel):

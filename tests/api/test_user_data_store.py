@@ -106,7 +106,8 @@ def test_both_forms_of_a_users_session_ids_are_found_and_the_name_record_goes_wi
     """Workflow ids name the user by pseudonym, or by id for sessions started before (control.sessions): the forget
     finds the keys, samples and trained.jsonl ids of both, and takes the pseudonym's name record; another user's
     stay."""
-    from control.user_forget import UserForgetter
+    from activities.user_files import forget_trained
+    from control.user_files import UserFiles
     from control.user_lookup import is_users_sample
     from openclaw_rl.settings import Settings
     from store.api_keys import KeyRecord
@@ -142,8 +143,8 @@ def test_both_forms_of_a_users_session_ids_are_found_and_the_name_record_goes_wi
     asyncio.run(go())
     settings = Settings(data_dir=tmp_path / "data")
     record_step(settings.records_dir, 1, 0, "b1", [f"{new}@r#0", f"{old}@r#1", f"{other}@r#2"], [])
-    forgetter = UserForgetter(None, None, settings)  # the files only: no Temporal, no store
-    assert forgetter._forget_files("ann", set(), set()) == (0, 1)
+    # The files only, where they live (the trainer pool's activity; no Temporal, no store).
+    assert forget_trained(settings.records_dir, UserFiles.request("ann")) == 1
     text = (settings.records_dir / TRAINED_LOG).read_text()
     assert "session/ann/" not in text and tenant_of("ann") not in text and f"{other}@r#2" in text
 

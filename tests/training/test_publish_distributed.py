@@ -7,9 +7,11 @@ import contextlib
 import httpx
 import pytest
 import redis
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.training import TrainingActivities
+from contracts.errors import ErrorType
 from contracts.training import PublishWeightsInput
 from openclaw_rl.settings import Settings
 from store import keys
@@ -84,6 +86,85 @@ async def test_a_failed_group_setup_falls_back_to_disk_and_still_publishes(tmp_p
             assert info["weight_version"] == "1" and info["weight_update_groups"] == []
             assert not info["generation_paused"]
         assert redis.Redis(port=valkey).get(keys.POLICY_VERSION) == b"1"
+    finally:
+        await acts.aclose()
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+async def test_a_restarted_trainer_broadcasts_the_durable_checkpoint_it_loads_never_a_path(
+    tmp_path,
+    valkey,  # noqa: F811
+    tiny_model,
+    monkeypatch,
+):
+    """No shared disk: a trainer process that restarted holds nothing, and the servers cannot read its checkpoint
+    folder. Publishing the checkpoint loads it into the trainer's memory and broadcasts it."""
+    from activities.weight_publication import WeightPublisher
+
+    proc, url, acts, summary, _ = await trained_and_published(tmp_path, valkey, tiny_model, "gloo")
+    await acts.aclose()
+    try:
+        async with httpx.AsyncClient(base_url=url, timeout=120) as http:
+            sent_before = await logprobs(http)
+            r = await http.post("/update_weights_from_disk", json={"model_path": str(tiny_model)})  # back to v0
+            assert r.status_code == 200, r.text
+
+        def no_path(self, checkpoint, version):
+            raise AssertionError(f"the servers were sent a path: {checkpoint}")
+
+        monkeypatch.setattr(WeightPublisher, "_load_from_disk", no_path)
+        monkeypatch.setattr(TrainingActivities, "_preload", lambda self: None)  # holds nothing, as after a crash
+        settings = distributed_settings(tmp_path, valkey, tiny_model, url, "gloo")
+        settings.training.weight_sync.disk_fallback = False
+        restarted = TrainingActivities(settings)
+        try:
+            assert restarted.held.version is None
+            messages = await ActivityEnvironment().run(
+                restarted.publish_weights, PublishWeightsInput(checkpoint=summary.checkpoint, version=1)
+            )
+            assert "broadcast" in messages[0] and restarted.held.version == 1
+            async with httpx.AsyncClient(base_url=url, timeout=120) as http:
+                info = (await http.get("/get_server_info")).json()
+                assert info["weight_version"] == "1" and not info["generation_paused"]
+                assert await logprobs(http) == sent_before  # version 1's weights, from the trainer's memory
+        finally:
+            await restarted.aclose()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+async def test_without_disk_fallback_a_failed_broadcast_is_retried_never_sent_as_a_path(
+    tmp_path,
+    valkey,  # noqa: F811
+    tiny_model,
+    monkeypatch,
+):
+    from activities.weight_publication import WeightPublisher
+
+    def no_path(self, checkpoint, version):
+        raise AssertionError(f"the servers were sent a path: {checkpoint}")
+
+    monkeypatch.setattr(WeightPublisher, "_load_from_disk", no_path)
+    (tmp_path / "data").mkdir(parents=True, exist_ok=True)
+    proc, url = start_engine(tiny_model, tmp_path / "data")
+    publish(valkey, 0, 4)
+    settings = distributed_settings(tmp_path, valkey, tiny_model, url, "nccl")  # the CPU engine refuses to join
+    settings.training.weight_sync.disk_fallback = False
+    acts = TrainingActivities(settings)
+    try:
+        summary = await claim_and_train(acts, batch=4, version=0, max_staleness=4)
+        for _ in range(2):  # each attempt sets a group up again
+            with pytest.raises(ApplicationError) as failed:
+                await ActivityEnvironment().run(
+                    acts.publish_weights, PublishWeightsInput(checkpoint=summary.checkpoint, version=1)
+                )
+            assert failed.value.type == ErrorType.WEIGHT_LOAD_FAILED and not failed.value.non_retryable
+        async with httpx.AsyncClient(base_url=url, timeout=120) as http:
+            info = (await http.get("/get_server_info")).json()
+            assert info["weight_version"] != "1" and not info["generation_paused"]
+        assert redis.Redis(port=valkey).get(keys.POLICY_VERSION) != b"1"
     finally:
         await acts.aclose()
         proc.terminate()
