@@ -82,6 +82,15 @@ from contracts.training import (
     TrainInput,
     training_workflow_id,
 )
+from contracts.user_files import (
+    AdapterFolder,
+    ExportedUserFiles,
+    ForgottenUserFiles,
+    TrainedSample,
+    UserFilesInput,
+    UserFilesRequest,
+    UserFilesResult,
+)
 from openclaw_rl.search_attributes import POLICY_VERSION
 from tests.workflows.mocks import (
     JudgeActivities,
@@ -109,6 +118,7 @@ from workflows.rollout import RolloutWorkflow
 from workflows.session import SessionWorkflow
 from workflows.task_group import TaskGroupWorkflow
 from workflows.training import KEEP_LOSSES, TrainingWorkflow
+from workflows.user_files import UserFilesWorkflow
 
 HISTORIES = Path(__file__).resolve().parents[1] / "fixtures" / "histories"
 SESSION_ID = "replayed"
@@ -667,6 +677,47 @@ async def evaluation_moved_on() -> None:
             await save(env.client, "evaluation_moved_on", wf_id)
 
 
+# ---- a user's files: UserFilesWorkflow --------------------------------------------------------------------------
+
+
+@activity.defn(name="export_user_files")
+async def export_user_files(inp: UserFilesInput) -> ExportedUserFiles:
+    return ExportedUserFiles(
+        trained=[TrainedSample(sample_id=f"session/{inp.tenant}/s@r#0", versions=[1])],
+        adapter_versions=[AdapterFolder(version="v1", path="/adapters/v1", created_at="2026-11-28T00:00:00Z")],
+    )
+
+
+@activity.defn(name="forget_user_files")
+async def forget_user_files(inp: UserFilesInput) -> ForgottenUserFiles:
+    return ForgottenUserFiles(trained_lines=2, adapter_versions=["v1"] if inp.adapters else [])
+
+
+@activity.defn(name="forget_judgement_lines")
+async def forget_judgement_lines(inp: UserFilesInput) -> int:
+    return 3
+
+
+async def user_files() -> None:
+    """An export (trainer pool) and a forget (trainer and judge pools at once) of one user's files."""
+    async with fresh_env() as env:
+        q, trainer_q, judge_q = new_queue(), new_queue(), new_queue()
+        files = UserFilesInput(tenant="u-replayed", user_digest="d" * 32, adapters=True)
+        async with (
+            Worker(env.client, task_queue=q, workflows=[UserFilesWorkflow]),
+            Worker(env.client, task_queue=trainer_q, activities=[export_user_files, forget_user_files]),
+            Worker(env.client, task_queue=judge_q, activities=[forget_judgement_lines]),
+        ):
+            for action in ("export", "forget"):
+                wf_id = f"user-files/u-replayed/{action}-replayed"
+                req = UserFilesRequest(action=action, files=files, trainer_queue=trainer_q, judge_queue=judge_q)
+                out: UserFilesResult = await env.client.execute_workflow(
+                    UserFilesWorkflow.run, req, id=wf_id, task_queue=q
+                )
+                assert (out.exported or out.forgotten) is not None, out
+                await save(env.client, f"user_files_{action}", wf_id)
+
+
 SCENARIOS = (
     session_paired_and_rolled,
     judge_turn_opd,
@@ -682,6 +733,7 @@ SCENARIOS = (
     rollout_mixed_queued,
     evaluation_sets_and_episodes,
     evaluation_moved_on,
+    user_files,
 )
 
 

@@ -28,6 +28,7 @@ from workflows.rollout import RolloutWorkflow
 from workflows.session import SessionWorkflow
 from workflows.task_group import TaskGroupWorkflow
 from workflows.training import PUBLISH_FROM_MEMORY, TrainingWorkflow
+from workflows.user_files import UserFilesWorkflow
 
 PATCH = "skip-publish-of-all-stale-batch"
 RECORDED = {
@@ -50,6 +51,8 @@ RECORDED = {
     "rollout_mixed_queued.json",
     "evaluation_sets_and_episodes.json",
     "evaluation_moved_on.json",
+    "user_files_export.json",
+    "user_files_forget.json",
 }
 EPISODE_STEPS = [  # three steps; each step's vote is scheduled after the next call (judging never holds a step up)
     "env_open",
@@ -98,6 +101,7 @@ def replayer(*workflows: type) -> Replayer:
             TaskGroupWorkflow,
             RolloutWorkflow,
             EvaluationWorkflow,
+            UserFilesWorkflow,
         ],
         data_converter=pydantic_data_converter,
     )
