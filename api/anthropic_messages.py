@@ -30,7 +30,7 @@ from api.errors import ApiError, register_error_shape
 from api.openai_schema import ChatCompletionRequest
 from api.request_body import read_json
 from api.session_identity import ROUTING_BODY_FIELDS, SessionHint, header_value
-from api.turn_core import Turn, open_stream, split_deltas, start_turn, stream_error, validate_chat
+from api.turn_core import Turn, function_tool, open_stream, split_deltas, start_turn, stream_error, translated_chat
 from contracts.chat import GenerateOutput
 from contracts.session import TurnResult
 from store.errors import StoreError
@@ -162,13 +162,7 @@ def to_chat(req: MessagesRequest) -> ChatCompletionRequest:
         "stream": req.stream,
     }
     if req.tools:
-        chat["tools"] = [
-            {
-                "type": "function",
-                "function": {"name": t.name, "description": t.description, "parameters": t.input_schema},
-            }
-            for t in req.tools
-        ]
+        chat["tools"] = [function_tool(t.name, t.description, t.input_schema) for t in req.tools]
     if req.tool_choice is not None:
         choice = req.tool_choice
         if choice.type == "tool" and not choice.name:
@@ -179,10 +173,7 @@ def to_chat(req: MessagesRequest) -> ChatCompletionRequest:
             "none": "none",
             "tool": {"type": "function", "function": {"name": choice.name}},
         }[choice.type]
-    try:
-        return validate_chat(chat)
-    except ApiError as exc:
-        raise ApiError(400, exc.message, param=exc.param) from None
+    return translated_chat(chat)
 
 
 def stop_reason(out: GenerateOutput) -> StopReason:

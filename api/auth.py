@@ -25,32 +25,35 @@ _BEARER = HTTPBearer(
 """Declares the scheme in /openapi.json only: authenticate() reads the header itself, for its own error bodies."""
 
 
+def _bearer(request: Request) -> str:
+    """The key of an `Authorization: Bearer <key>` header, or ""."""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
 async def authenticate(request: Request, _declared: HTTPAuthorizationCredentials | None = Security(_BEARER)) -> Caller:
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
+    token = _bearer(request)
+    if not token:
         raise ApiError(
             401,
             "missing bearer token: send `Authorization: Bearer <key>` "
             "(create one with `openclaw-rl keys create --user NAME`)",
             code="missing_api_key",
         )
-    return await _caller(request, token.strip())
+    return await _caller(request, token)
 
 
 async def authenticate_bearer_or_x_api_key(request: Request) -> Caller:
     """The Anthropic Messages route's: its clients send the key as `x-api-key`."""
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        token = request.headers.get("x-api-key", "")
-    if not token.strip():
+    token = _bearer(request) or request.headers.get("x-api-key", "").strip()
+    if not token:
         raise ApiError(
             401,
             "missing API key: send `x-api-key: <key>` or `Authorization: Bearer <key>` "
             "(create one with `openclaw-rl keys create --user NAME`)",
             code="missing_api_key",
         )
-    return await _caller(request, token.strip())
+    return await _caller(request, token)
 
 
 async def _caller(request: Request, token: str) -> Caller:

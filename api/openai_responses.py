@@ -33,11 +33,12 @@ from api.session_identity import ROUTING_BODY_FIELDS, SessionHint, header_value
 from api.turn_core import (
     Turn,
     assistant_message,
+    function_tool,
     open_stream,
     split_deltas,
     start_turn,
     stream_error,
-    validate_chat,
+    translated_chat,
 )
 from contracts.chat import GenerateOutput, tenant_of
 from contracts.session import TurnResult
@@ -146,22 +147,13 @@ def to_chat(req: ResponsesRequest, history: list[dict[str, Any]]) -> ChatComplet
         "stream": req.stream,
     }
     if req.tools:
-        chat["tools"] = [
-            {
-                "type": "function",
-                "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
-            }
-            for t in req.tools
-        ]
+        chat["tools"] = [function_tool(t.name, t.description, t.parameters) for t in req.tools]
     if req.tool_choice is not None:
         choice = req.tool_choice
         chat["tool_choice"] = (
             choice if isinstance(choice, str) else {"type": "function", "function": {"name": choice.name}}
         )
-    try:
-        return validate_chat(chat)
-    except ApiError as exc:
-        raise ApiError(400, exc.message, param=exc.param) from None
+    return translated_chat(chat)
 
 
 async def _keep(

@@ -159,6 +159,20 @@ def validate_chat(body: dict[str, Any]) -> ChatCompletionRequest:
         raise ApiError(422, f"{where or 'body'}: {first['msg']}", param=where or None) from None
 
 
+def function_tool(name: str, description: str | None, parameters: dict[str, Any] | None) -> dict[str, Any]:
+    """A tool of another protocol (Anthropic's, the Responses API's) as the chat completion's function tool."""
+    return {"type": "function", "function": {"name": name, "description": description, "parameters": parameters}}
+
+
+def translated_chat(chat: dict[str, Any]) -> ChatCompletionRequest:
+    """Another protocol's request, translated to a chat completion body, validated: a field the translation carried
+    over that the chat completion refuses is the client's error (400), as any other bad field of their request."""
+    try:
+        return validate_chat(chat)
+    except ApiError as exc:
+        raise ApiError(400, exc.message, param=exc.param) from None
+
+
 async def _prepare(
     app: FastAPI,
     user_id: str,
