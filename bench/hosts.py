@@ -102,7 +102,9 @@ class HostsBench:
         history: list[dict] = [{"role": "system", "content": "You are a helpful personal agent."}]
         turn = 0
         while self._more_turns(turn):
-            history.append({"role": "user", "content": f"session {s}, question {turn}: what should I do next?"})
+            # The reply to the previous answer judges it (the heuristic judge reads explicit feedback): +1 or -1.
+            verdict = ("Thanks, that is great. " if (s + turn) % 2 else "That's wrong, try again. ") if turn else ""
+            history.append({"role": "user", "content": f"{verdict}Session {s}, question {turn}: what next?"})
             body = {"model": "policy", "messages": history, "max_tokens": self.load.tokens, "temperature": 1.0}
             t = time.perf_counter()
             try:
