@@ -283,7 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_help=False,  # `openclaw-rl bench --help` is the benchmarks' own help:
         prefix_chars="+",  # every word after `bench`, options too, is passed on as written
         help="benchmarks that run the whole system: personalization (Table 3), two-users (an agent per user), "
-        "agents (Table 4, Figure 4)",
+        "agents (Table 4, Figure 4), hosts (the deployment as 8 hosts in network namespaces)",
         description="The benchmarks, run as their own program (python -m bench): `openclaw-rl bench --help` lists "
         "them, `openclaw-rl bench <benchmark> --help` tells one's options.",
     )

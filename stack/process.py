@@ -49,6 +49,9 @@ class ServiceSpec:
     cwd: Path | None = None
     secrets: tuple[str, ...] = ()
     """Values on the command line that its log's start line masks (the log outlives the process)."""
+    inherit_env: bool = True
+    """Start from the launcher's environment (`up`); False: `env` is the whole environment (a host of
+    stack.hosts, whose settings must not leak in from the harness's own)."""
 
 
 class ServiceFailed(RuntimeError):
@@ -77,7 +80,8 @@ class ManagedProcess:
         for secret in filter(None, self.spec.secrets):
             command = command.replace(secret, "***")
         out.write(f"\n--- {time.strftime('%Y-%m-%dT%H:%M:%S')} starting {command}\n".encode())
-        env = ONE_BOX_ENV | os.environ | {"PYTHONUNBUFFERED": "1"} | self.spec.env
+        base = ONE_BOX_ENV | (dict(os.environ) if self.spec.inherit_env else {})
+        env = base | {"PYTHONUNBUFFERED": "1"} | self.spec.env
         self.proc = subprocess.Popen(
             self.spec.argv,
             stdout=out,

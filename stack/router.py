@@ -45,21 +45,22 @@ class RouterCallError(RuntimeError):
     """The router refused a control call (its answer says why)."""
 
 
-def router_argv(settings: Settings) -> list[str]:
-    """How `up` starts the router: no workers on the command line; each engine is admitted once it has caught up."""
+def router_argv(settings: Settings, host: str = "127.0.0.1") -> list[str]:
+    """How `up` starts the router: no workers on the command line; each engine is admitted once it has caught up.
+    `host`: the address it serves on (and its metrics), loopback for `up`'s."""
     r = settings.router
     return [
         sys.executable,
         "-m",
         "stack.router",
         "--host",
-        "127.0.0.1",
+        host,
         "--port",
         str(r.port),
         "--policy",
         r.policy,
         "--prometheus-host",
-        "127.0.0.1",
+        host,
         "--prometheus-port",
         str(r.metrics_port),
         "--health-check-interval-secs",

@@ -48,7 +48,7 @@ def temporal_service(settings: Settings) -> ServiceSpec:
         "--db-filename",
         str(settings.temporal_db),
         "--ip",
-        LOOPBACK,
+        t.bind_host,
         "--port",
         str(t.port),
         "--namespace",
@@ -89,7 +89,7 @@ def valkey_service(settings: Settings) -> ServiceSpec:
     argv = [
         str(find_valkey_binary()),
         "--bind",
-        LOOPBACK,
+        r.bind_host,
         "--port",
         str(r.port),
         "--dir",
@@ -219,6 +219,7 @@ def worker_service(pool: Pool) -> ServiceSpec:
 
 
 def api_service(settings: Settings) -> ServiceSpec:
+    host = LOOPBACK if settings.api.host in ("0.0.0.0", "::", "") else settings.api.host
     return ServiceSpec(
-        "api", PYTHON_CLI + ["api"], _http_ok(f"http://{LOOPBACK}:{settings.api.port}/healthz"), ready_timeout_s=60
+        "api", PYTHON_CLI + ["api"], _http_ok(f"http://{host}:{settings.api.port}/healthz"), ready_timeout_s=60
     )

@@ -43,6 +43,7 @@ STARTS_A_SERVICE = frozenset(
         "MegatronJobTrainer",  # a megatron job: trainer worker processes, one per rank
         "Bare",  # tests/deploy/test_bare_install.py: a clean venv installed from the checkout, its CLI run as a process
         "run_gpu_check",  # benchmarks/gpu_*_check.sh on a CPU: engines, and the whole stack for its soak
+        "Deployment",  # stack.hosts: the deployment as hosts in network namespaces, every service
     }
 )
 CLI_MODULE = "cli"

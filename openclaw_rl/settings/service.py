@@ -105,6 +105,9 @@ class TemporalSettings(BaseModel):
     """Temporal namespace for every workflow of the system."""
     port: int = Field(7233, ge=1, le=65535)
     """gRPC port of the embedded dev server."""
+    bind_host: str = LOOPBACK
+    """The address the embedded dev server listens on (gRPC and Web UI): loopback, or a host's own address when
+    workers on other hosts reach it (it has no auth: only on a private network)."""
     ui_port: int = Field(8233, ge=1, le=65535)
     """Web UI port of the embedded dev server."""
     headless: bool = False
@@ -163,6 +166,9 @@ class RedisSettings(BaseModel):
     """An existing Redis-compatible server (redis://host:port/db). None: `up` starts the embedded valkey server."""
     port: int = Field(6379, ge=1, le=65535)
     """Port of the embedded valkey server."""
+    bind_host: str = LOOPBACK
+    """The address the embedded valkey server listens on: loopback, or a host's own address when processes on
+    other hosts reach it (set `password` then)."""
     appendfsync: Literal["always", "everysec", "no"] = "everysec"
     """fsync policy of the embedded server's append-only file (AOF).
 

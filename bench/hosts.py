@@ -1,0 +1,365 @@
+"""`openclaw-rl bench hosts`: the deployment as several hosts on one machine (stack.hosts), under load.
+
+Chat sessions talk to the API host while task groups run on the two env hosts; the trainer host trains versions
+from both streams and broadcasts each to the two engines over the network (gloo). At the end every sample published
+is accounted for (trained, or still waiting in its stream) from the hosts' own records, and the last line says so:
+`hosts: <turns> turns, <steps> env steps, <versions> versions on 2 engines, lost 0, duplicated 0, 5xx 0`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import shutil
+import tempfile
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from stack.hosts import Deployment, Knobs, hosts_problem
+
+TERMINAL_TASKS = ["files-dedupe", "files-checksum-manifest", "debug-python-average", "files-backup-archive"]
+
+
+@dataclass
+class Load:
+    """How much to ask of the hosts."""
+
+    sessions: int = 16
+    turns_per_session: int | None = 4
+    """None: keep talking until `minutes` have passed."""
+    minutes: float | None = None
+    tokens: int = 16
+    groups: int = 1
+    """Task groups (terminal tasks, in turn); with `minutes`, groups keep starting until then."""
+    samples: int = 2
+    max_steps: int = 3
+    versions: int = 2
+    """Versions that must be trained and served on both engines before the run ends."""
+    timeout_s: float = 900.0
+
+
+@dataclass
+class Figures:
+    turns: int = 0
+    chat_errors: Counter = field(default_factory=Counter)
+    """By HTTP status (5xx and others); 0 transport errors expected."""
+    latencies: list[float] = field(default_factory=list)
+    env_steps: int = 0
+    groups: int = 0
+    group_failures: int = 0
+    versions: int = 0
+    engine_versions: dict[str, str] = field(default_factory=dict)
+    published: int = 0
+    trained: int = 0
+    waiting: int = 0
+    missing: int = 0
+    stale_unrecorded: int = 0
+    """Dropped as too stale in batches that made no version: in the trainer's log only, not in trained.jsonl."""
+    lost: int = 0
+    duplicated: int = 0
+    seconds: float = 0.0
+    cpu: dict[str, float] = field(default_factory=dict)
+    disk: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def status_5xx(self) -> int:
+        return sum(n for code, n in self.chat_errors.items() if isinstance(code, int) and code >= 500)
+
+    def last_line(self) -> str:
+        return (
+            f"hosts: {self.turns} turns, {self.env_steps} env steps, {self.versions} versions on "
+            f"{len(self.engine_versions)} engines, lost {self.lost}, duplicated {self.duplicated}, "
+            f"5xx {self.status_5xx}"
+        )
+
+
+class HostsBench:
+    def __init__(self, deployment: Deployment, load: Load):
+        self.d, self.load = deployment, load
+        self.fig = Figures()
+        self.key = ""
+        self.deadline = 0.0
+
+    # ---- chat ----
+    def create_key(self) -> str:
+        api = self.d.hosts["api"]
+        out = api.run([*_cli(), "keys", "create", "--user", "bench-hosts"], timeout=180)
+        if out.returncode != 0:
+            raise RuntimeError(f"keys create on the API host failed: {out.stdout[-500:]}{out.stderr[-800:]}")
+        self.key = out.stdout.split()[0]
+        return self.key
+
+    async def chat(self) -> None:
+        async with httpx.AsyncClient(timeout=600, headers={"Authorization": f"Bearer {self.key}"}) as http:
+            await asyncio.gather(*(self._session(http, s) for s in range(self.load.sessions)))
+
+    async def _session(self, http: httpx.AsyncClient, s: int) -> None:
+        sid = f"hosts-{uuid.uuid4().hex[:8]}-{s}"
+        history: list[dict] = [{"role": "system", "content": "You are a helpful personal agent."}]
+        turn = 0
+        while self._more_turns(turn):
+            # The reply to the previous answer judges it (the heuristic judge reads explicit feedback): +1 or -1.
+            verdict = ("Thanks, that is great. " if (s + turn) % 2 else "That's wrong, try again. ") if turn else ""
+            history.append({"role": "user", "content": f"{verdict}Session {s}, question {turn}: what next?"})
+            body = {"model": "policy", "messages": history, "max_tokens": self.load.tokens, "temperature": 1.0}
+            t = time.perf_counter()
+            try:
+                r = await http.post(f"{self.d.api_url}/v1/chat/completions", json=body, headers={"X-Session-Id": sid})
+            except httpx.HTTPError as exc:
+                self.fig.chat_errors[type(exc).__name__] += 1
+                history.pop()
+                await asyncio.sleep(1)
+                continue
+            if r.status_code != 200:
+                self.fig.chat_errors[r.status_code] += 1
+                history.pop()
+                await asyncio.sleep(1)
+                continue
+            self.fig.latencies.append(time.perf_counter() - t)
+            self.fig.turns += 1
+            history.append({"role": "assistant", "content": r.json()["choices"][0]["message"].get("content") or ""})
+            turn += 1
+
+    def _more_turns(self, turn: int) -> bool:
+        if time.monotonic() > self.deadline:
+            return False
+        if self.load.turns_per_session is not None:
+            return turn < self.load.turns_per_session
+        return time.monotonic() < self.load_until
+
+    # ---- task groups ----
+    async def rollout(self) -> None:
+        from control.episodes import episode_config, start_task_group
+        from openclaw_rl.temporal_client import connect
+
+        settings = self.d.hosts["workflow"].settings()
+        client = await connect(settings.temporal, keyring=settings.keyring())
+        config = episode_config(settings, "terminal").model_copy(update={"max_steps": self.load.max_steps})
+        i = 0
+        while i < self.load.groups or (self.load.minutes and time.monotonic() < self.load_until):
+            task = TERMINAL_TASKS[i % len(TERMINAL_TASKS)]
+            handle = await start_task_group(
+                client, settings, "terminal", task, samples=self.load.samples, config=config
+            )
+            result = await handle.result()
+            self.fig.groups += 1
+            self.fig.group_failures += result.failed
+            self.fig.env_steps += result.published + result.dropped_steps
+            i += 1
+
+    # ---- versions ----
+    async def served_versions(self) -> dict[str, str]:
+        out = {}
+        auth = {"Authorization": f"Bearer {self.d.secrets['engine']}"}
+        async with httpx.AsyncClient(timeout=30, headers=auth) as http:
+            for url in self.d.engine_urls:
+                r = await http.get(f"{url}/get_weight_version")
+                r.raise_for_status()
+                body = r.json()
+                out[url] = str(body.get("weight_version", body) if isinstance(body, dict) else body)
+        return out
+
+    async def wait_versions(self, at_least: int) -> dict[str, str]:
+        """Until both engines serve one version >= `at_least` (the trainer's broadcast reached both)."""
+        while True:
+            versions = await self.served_versions()
+            values = set(versions.values())
+            if len(values) == 1 and (v := values.pop()).isdigit() and int(v) >= at_least:
+                return versions
+            if time.monotonic() > self.deadline:
+                raise TimeoutError(f"engines serve {versions}, wanted version {at_least} on both")
+            self.d.check_alive()
+            await asyncio.sleep(1)
+
+    async def settle(self) -> None:
+        """After the load: until the last version trained is durable (named in records/trained.jsonl) and served
+        by both engines, and no step is under way."""
+        quiet_since, last = time.monotonic(), None
+        while time.monotonic() - quiet_since < 3 * self.d.knobs.wait_s + 5:
+            versions = await self.served_versions()
+            durable = max((line["version"] for line in self.trained_lines() if line.get("durable")), default=0)
+            state = (tuple(sorted(versions.values())), durable)
+            agreed = len(set(versions.values())) == 1 and str(durable) == next(iter(versions.values()))
+            if state != last or not agreed:
+                quiet_since, last = time.monotonic(), state
+            if time.monotonic() > self.deadline:
+                raise TimeoutError(f"training did not settle: engines {versions}, durable {durable}")
+            await asyncio.sleep(1)
+
+    # ---- accounting ----
+    def trained_lines(self) -> list[dict]:
+        path = self.d.hosts["trainer"].data_dir / "records" / "trained.jsonl"
+        lines = []
+        try:
+            for raw in path.read_text().splitlines():
+                try:
+                    lines.append(json.loads(raw))
+                except ValueError:
+                    continue
+        except FileNotFoundError:
+            pass
+        return lines
+
+    async def account(self) -> None:
+        """lost: samples added to a stream that are neither trained (a durable line of records/trained.jsonl names
+        them, as trained or dropped stale), nor named missing, nor still in their stream; duplicated: sample ids
+        named twice by the durable lines, or judged twice in the records/ mirrors of any host."""
+        from store.client import Store
+        from store.keys import sample_stream
+
+        settings = self.d.hosts["trainer"].settings()
+        lines = [line for line in self.trained_lines() if line.get("durable")]
+        named = Counter(i for line in lines for i in line.get("sample_ids", []) + line.get("stale_ids", []))
+        missing = sum(len(ids) for line in lines for ids in (line.get("missing") or {}).values())
+        records = Counter()
+        for host in self.d.hosts.values():
+            for f in (host.data_dir / "records").glob("policy-*/*.jsonl"):
+                for raw in f.read_text().splitlines():
+                    try:
+                        records[json.loads(raw)["sample_id"]] += 1
+                    except (ValueError, KeyError):
+                        continue
+        added, waiting = 0, set()
+        async with Store.from_settings(settings) as store:
+            redis = store._redis  # XINFO: how many entries a stream ever took, deleted ones too
+            for source in await store.samples.sources():
+                info = await redis.xinfo_stream(sample_stream(source))
+                added += int(info.get("entries-added", info.get(b"entries-added", 0)))
+                waiting |= {s.sample_id for _, s in await store.samples.entries(source)}
+        # A batch whose samples are all too stale makes no step and no version, so no line of trained.jsonl names
+        # them (activities/training.py acknowledges it, and only its log says how many): counted from that log.
+        stale_logged = 0
+        for log_file in (self.d.hosts["trainer"].logs_dir).glob("worker-trainer*.log"):
+            for raw in log_file.read_text(errors="replace").splitlines():
+                if "stale samples dropped" in raw and (m := re.search(r"\bcount=(\d+)", raw)):
+                    stale_logged += int(m.group(1))
+        stale_recorded = sum(len(line.get("stale_ids", [])) for line in lines)
+        f = self.fig
+        f.published, f.trained, f.waiting, f.missing = added, len(named), len(waiting - set(named)), missing
+        f.stale_unrecorded = max(0, stale_logged - stale_recorded)
+        f.lost = max(0, added - len(set(named) | waiting) - missing - f.stale_unrecorded)
+        f.duplicated = sum(n - 1 for n in named.values() if n > 1) + sum(n - 1 for n in records.values() if n > 1)
+
+    # ---- the run ----
+    async def run(self) -> Figures:
+        started = time.monotonic()
+        self.deadline = started + self.load.timeout_s
+        self.load_until = started + 60 * (self.load.minutes or 0)
+        self.create_key()
+        cpu0 = self.d.cpu_seconds()
+        await asyncio.gather(self.chat(), self.rollout())
+        await self.wait_versions(self.load.versions)
+        await self.settle()
+        self.fig.engine_versions = await self.served_versions()
+        self.fig.versions = int(next(iter(self.fig.engine_versions.values())))
+        await self.account()
+        cpu1 = self.d.cpu_seconds()
+        self.fig.cpu = {h: cpu1[h] - cpu0.get(h, 0.0) for h in cpu1}
+        self.fig.disk = self.d.disk_bytes()
+        self.fig.seconds = time.monotonic() - started
+        return self.fig
+
+
+def _cli() -> list[str]:
+    from stack.services import PYTHON_CLI
+
+    return list(PYTHON_CLI)
+
+
+async def run_hosts(root: Path, load: Load, knobs: Knobs | None = None, model: Path | None = None):
+    """Bring the hosts up under `root`, run `load`, take everything down; (figures, the deployment)."""
+    from engine.tiny_qwen3 import ensure_tiny_model
+
+    model = model or ensure_tiny_model(root / "image" / "tiny-qwen3")
+    deployment = Deployment(root, knobs)
+    try:
+        t = time.monotonic()
+        await deployment.start(model)
+        up_s = time.monotonic() - t
+        figures = await HostsBench(deployment, load).run()
+        figures.cpu["(up, s)"] = up_s
+        return figures, deployment
+    finally:
+        await deployment.close()
+
+
+def report(fig: Figures, deployment: Deployment) -> str:
+    lat = sorted(fig.latencies)
+    p50 = lat[len(lat) // 2] * 1000 if lat else 0.0
+    p99 = lat[min(len(lat) - 1, int(0.99 * len(lat)))] * 1000 if lat else 0.0
+    lines = [
+        f"{len(deployment.hosts)} hosts on bridge {deployment.net.bridge} ({deployment.net.subnet}.0/24), "
+        f"up in {fig.cpu.get('(up, s)', 0):.0f} s, load for {fig.seconds:.0f} s",
+        f"{'host':<10}{'address':<16}{'services':<44}{'cpu s':>8}{'data MB':>9}",
+    ]
+    for name, host in deployment.hosts.items():
+        services = ",".join(p.spec.name for p in host.processes)
+        lines.append(
+            f"{name:<10}{host.ip:<16}{services:<44}{fig.cpu.get(name, 0):>8.1f}{fig.disk.get(name, 0) / 1e6:>9.1f}"
+        )
+    lines.append(
+        f"chat: {fig.turns} turns, p50 {p50:.0f} ms, p99 {p99:.0f} ms, errors {dict(fig.chat_errors) or 0}; "
+        f"task groups: {fig.groups} ({fig.group_failures} episodes failed), {fig.env_steps} env steps"
+    )
+    lines.append(
+        f"training: {fig.published} samples published, {fig.trained} trained (durable), {fig.waiting} waiting, "
+        f"{fig.missing} missing, {fig.stale_unrecorded} dropped stale in batches with no version (named only by the "
+        f"trainer's log); engines serve {fig.engine_versions}"
+    )
+    lines.append(fig.last_line())
+    return "\n".join(lines)
+
+
+# ---- command line (wired in by bench/cli.py) ----
+
+
+def add_parser(bsub: argparse._SubParsersAction) -> None:
+    p = bsub.add_parser(
+        "hosts",
+        help="the deployment as 8 hosts in network namespaces on this machine, under chat and rollout load (root)",
+        description="Runs the deployment as hosts in Linux network namespaces, each with its own data directory and "
+        "no path shared: control (Temporal, valkey, router), API, workflow+judge, two env hosts, two policy hosts "
+        "(an engine and a policy worker each), a trainer. 16 chat sessions and task groups for --minutes; versions "
+        "trained and broadcast to both engines; every sample accounted for. Needs root and iproute2.",
+    )
+    p.add_argument("--minutes", type=float, default=2.0, help="how long the chat and rollout load runs")
+    p.add_argument("--sessions", type=int, default=16, help="chat sessions talking at once")
+    p.add_argument("--versions", type=int, default=2, help="versions trained and served on both engines, at least")
+    p.add_argument("--batch-size", type=int, default=8, help="training.batch_size")
+    p.add_argument("--root", type=Path, help="the hosts' folders (default: a fresh one under /var/tmp; not /tmp)")
+    p.add_argument("--keep", action="store_true", help="keep the hosts' folders (logs, records) afterwards")
+
+
+def bench_command(args: argparse.Namespace, settings) -> int:
+    from openclaw_rl import console
+
+    if why := hosts_problem():
+        console.error(None, f"bench hosts: {why}")
+        return 2
+    root = args.root or Path(tempfile.mkdtemp(prefix="openclaw-rl-hosts-", dir="/var/tmp"))
+    load = Load(
+        sessions=args.sessions,
+        turns_per_session=None,
+        minutes=args.minutes,
+        groups=1,
+        samples=4,
+        max_steps=4,
+        versions=args.versions,
+        timeout_s=60 * args.minutes + 1200,
+    )
+    try:
+        figures, deployment = asyncio.run(run_hosts(root, load, Knobs(batch_size=args.batch_size)))
+        print(report(figures, deployment), flush=True)
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+        else:
+            print(f"hosts' folders kept in {root}")
+    return 0
