@@ -73,7 +73,7 @@ from openclaw_rl.checkpoints import (
     version_dir,
 )
 from openclaw_rl.settings import Settings
-from openclaw_rl.trained_log import record_step
+from openclaw_rl.trained_log import record_dropped, record_step
 from policy_client.weight_sync import WeightSyncClient, WeightSyncError
 from store.client import Store
 from store.samples import TrainingSample
@@ -221,6 +221,7 @@ class TrainingActivities:
             raise TrainerLost(inp.version, self.held.version)
         samples, stale, missing = await self._batch(inp)
         if not samples:  # nothing left to learn from: no step; the batch is still acknowledged
+            await asyncio.to_thread(_record_dropped, self.settings, inp.version, digest, stale, missing)
             version = inp.version
             if inp.from_durable:  # but the durable checkpoint is taken again, as a new version the servers get
                 version = inp.version + 1
@@ -310,6 +311,7 @@ class TrainingActivities:
             return done
         samples, stale, missing = await self._batch(inp)
         if not samples:
+            await asyncio.to_thread(_record_dropped, self.settings, inp.version, digest, stale, missing)
             return StepSummary(
                 version=inp.version,
                 checkpoint="",
@@ -529,6 +531,13 @@ def _record(settings: Settings, summary: StepSummary, from_version: int) -> None
         summary.stale_ids,
         summary.missing,
     )
+
+
+def _record_dropped(
+    settings: Settings, version: int, batch: str, stale: list[str], missing: dict[str, list[str]]
+) -> None:
+    if stale or missing:
+        record_dropped(settings.records_dir, version, batch, stale, missing)
 
 
 def _finite(trainer: PolicyTrainer, metrics: StepMetrics) -> bool:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import re
 import shutil
 import tempfile
 import time
@@ -60,8 +59,8 @@ class Figures:
     trained: int = 0
     waiting: int = 0
     missing: int = 0
-    stale_unrecorded: int = 0
-    """Dropped as too stale in batches that made no version: in the trainer's log only, not in trained.jsonl."""
+    stale_alone: int = 0
+    """Dropped as too stale in batches that made no version (their `"dropped": true` lines of trained.jsonl)."""
     lost: int = 0
     duplicated: int = 0
     seconds: float = 0.0
@@ -209,15 +208,19 @@ class HostsBench:
 
     async def account(self) -> None:
         """lost: samples added to a stream that are neither trained (a durable line of records/trained.jsonl names
-        them, as trained or dropped stale), nor named missing, nor still in their stream; duplicated: sample ids
+        them, as trained or dropped stale), nor dropped stale in a batch that made no version (a `"dropped"` line),
+        nor named missing, nor still in their stream; duplicated: sample ids
         named twice by the durable lines, or judged twice in the records/ mirrors of any host."""
         from store.client import Store
         from store.keys import sample_stream
 
         settings = self.d.hosts["trainer"].settings()
-        lines = [line for line in self.trained_lines() if line.get("durable")]
+        every = self.trained_lines()
+        lines = [line for line in every if line.get("durable")]
+        dropped = [line for line in every if line.get("dropped")]  # batches that made no version
         named = Counter(i for line in lines for i in line.get("sample_ids", []) + line.get("stale_ids", []))
-        missing = sum(len(ids) for line in lines for ids in (line.get("missing") or {}).values())
+        stale_alone = {i for line in dropped for i in line.get("stale_ids", [])}
+        missing = sum(len(ids) for line in lines + dropped for ids in (line.get("missing") or {}).values())
         records = Counter()
         for host in self.d.hosts.values():
             for f in (host.data_dir / "records").glob("policy-*/*.jsonl"):
@@ -233,18 +236,10 @@ class HostsBench:
                 info = await redis.xinfo_stream(sample_stream(source))
                 added += int(info.get("entries-added", info.get(b"entries-added", 0)))
                 waiting |= {s.sample_id for _, s in await store.samples.entries(source)}
-        # A batch whose samples are all too stale makes no step and no version, so no line of trained.jsonl names
-        # them (activities/training.py acknowledges it, and only its log says how many): counted from that log.
-        stale_logged = 0
-        for log_file in (self.d.hosts["trainer"].logs_dir).glob("worker-trainer*.log"):
-            for raw in log_file.read_text(errors="replace").splitlines():
-                if "stale samples dropped" in raw and (m := re.search(r"\bcount=(\d+)", raw)):
-                    stale_logged += int(m.group(1))
-        stale_recorded = sum(len(line.get("stale_ids", [])) for line in lines)
         f = self.fig
         f.published, f.trained, f.waiting, f.missing = added, len(named), len(waiting - set(named)), missing
-        f.stale_unrecorded = max(0, stale_logged - stale_recorded)
-        f.lost = max(0, added - len(set(named) | waiting) - missing - f.stale_unrecorded)
+        f.stale_alone = len(stale_alone - set(named))
+        f.lost = max(0, added - len(set(named) | stale_alone | waiting) - missing)
         f.duplicated = sum(n - 1 for n in named.values() if n > 1) + sum(n - 1 for n in records.values() if n > 1)
 
     # ---- the run ----
@@ -310,8 +305,8 @@ def report(fig: Figures, deployment: Deployment) -> str:
     )
     lines.append(
         f"training: {fig.published} samples published, {fig.trained} trained (durable), {fig.waiting} waiting, "
-        f"{fig.missing} missing, {fig.stale_unrecorded} dropped stale in batches with no version (named only by the "
-        f"trainer's log); engines serve {fig.engine_versions}"
+        f"{fig.missing} missing, {fig.stale_alone} dropped stale in batches that made no version; "
+        f"engines serve {fig.engine_versions}"
     )
     lines.append(fig.last_line())
     return "\n".join(lines)

@@ -198,6 +198,24 @@ def record_step(
     _append_once(Path(records_dir) / TRAINED_LOG, record, "batch")
 
 
+def record_dropped(
+    records_dir: Path, version: int, batch: str, stale_ids: list[str], missing: dict[str, list[str]] | None = None
+) -> None:
+    """A batch that made no version (every sample too stale to learn from, or gone from its stream), once: its ids on
+    a line of their own (`"dropped": true`, no `sample_ids`) before the batch is acknowledged, so every published
+    sample is named on disk as trained or as dropped with its reason, whatever becomes of the processes."""
+    record = {
+        "version": version,
+        "dropped": True,
+        "batch": batch,
+        "sample_ids": [],
+        "stale_ids": stale_ids,
+        **_missing([missing or {}]),
+        "at": round(time.time(), 3),
+    }
+    _append_once(Path(records_dir) / TRAINED_LOG, record, "batch")
+
+
 def record_durable(
     records_dir: Path,
     version: int,
