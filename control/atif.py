@@ -15,6 +15,7 @@ advantage, the weight version that served a step, and the temperature its log-pr
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from importlib.metadata import PackageNotFoundError
@@ -55,8 +56,16 @@ def atif_path(json_path: Path) -> Path:
     return json_path.with_name(stem + ".atif.json")
 
 
+def write_private(path: Path, text: str) -> None:
+    """A file only its owner reads (mode 600): it holds users' conversations, as `users export` does."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.chmod(path, 0o600)  # a file that was there before keeps its mode through O_TRUNC
+
+
 def write_trajectory(trajectory: Trajectory, path: Path) -> None:
-    path.write_text(json.dumps(trajectory.to_json_dict(), indent=2, ensure_ascii=False) + "\n")
+    write_private(path, json.dumps(trajectory.to_json_dict(), indent=2, ensure_ascii=False) + "\n")
 
 
 def _text(content: Any) -> str:
