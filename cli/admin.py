@@ -121,6 +121,9 @@ async def turns_command(args: argparse.Namespace, settings: Settings) -> int:
             f"no session {args.session_id!r} for user {args.user!r} (see `openclaw-rl sessions --user {args.user}`)",
         )
         return 1
+    else:
+        if getattr(args, "export", None):
+            return await _export_turns(store, log, args)
     finally:
         await store.aclose()
     if args.json:
@@ -160,6 +163,29 @@ async def turns_command(args: argparse.Namespace, settings: Settings) -> int:
                 print(f"  hint:     {_one_line(j.hint)}")
         if t.error:
             print(f"  error:    {t.error}")
+    return 0
+
+
+async def _export_turns(store: Store, log, args: argparse.Namespace) -> int:
+    """`turns --export FILE`: our JSON at FILE and the ATIF trajectory beside it (or one of them, by --format)."""
+    from pathlib import Path
+
+    from control.atif import atif_path, load_turns_trajectory, write_private, write_trajectory
+
+    path = Path(args.export)
+    fmt = getattr(args, "format", "both")
+    written = []
+    if fmt in ("both", "json"):
+        write_private(path, log.model_dump_json(indent=2) + "\n")
+        written.append(str(path))
+    if fmt in ("both", "atif"):
+        if not log.turns:
+            style.error("turns", f"session {log.session_id}: no turns in this page to export as ATIF")
+            return 1
+        where = atif_path(path) if fmt == "both" else path
+        write_trajectory(await load_turns_trajectory(store, log, user_id=args.user), where)
+        written.append(str(where))
+    print(f"{len(log.turns)} turns of session {log.session_id}: " + ", ".join(written))
     return 0
 
 

@@ -153,6 +153,8 @@ async def episodes_command(args: argparse.Namespace, settings: Settings, client:
             return await list_episodes(client, args)
         if sub == "show":
             return await show_episode(client, settings, args)
+        if sub == "export":
+            return await export_episode(client, settings, args)
         if sub == "retry":
             return await retry_episodes(client, settings, args)
         if sub == "watch":
@@ -255,23 +257,40 @@ async def _result(client: Client, workflow_id: str) -> EpisodeResult | None:
         return None
 
 
-async def show_episode(client: Client, settings: Settings, args: argparse.Namespace) -> int:
-    handle = client.get_workflow_handle(args.episode_id)
+class _Episode:
+    """What `show` and `export` read of one episode: its status, and its steps from its result (finished) or its
+    progress (running); `steps` None when it ended without a result (failed)."""
+
+    def __init__(self, status: str, attempt: int, steps, outcome: float | None, result: EpisodeResult | None):
+        self.status, self.attempt, self.steps, self.outcome, self.result = status, attempt, steps, outcome, result
+
+
+async def _read_episode(client: Client, episode_id: str) -> _Episode | None:
+    """None: no such episode."""
+    handle = client.get_workflow_handle(episode_id)
     try:
         desc = await handle.describe()
     except RPCError:
-        style.error("episodes", f"no episode {args.episode_id!r} (see `openclaw-rl episodes`)")
-        return 1
+        return None
     status = desc.status.name.lower() if desc.status else "unknown"
-    result = await _result(client, args.episode_id) if desc.status == WorkflowExecutionStatus.COMPLETED else None
+    result = await _result(client, episode_id) if desc.status == WorkflowExecutionStatus.COMPLETED else None
     if result is None and desc.status == WorkflowExecutionStatus.RUNNING:
         from workflows.episode import EpisodeWorkflow
 
         progress = await handle.query(EpisodeWorkflow.progress)
-        steps, outcome, attempt = progress.steps, progress.outcome, progress.attempt
-    elif result is not None:
-        steps, outcome, attempt = result.steps, result.outcome, result.attempt
-    else:
+        return _Episode(status, progress.attempt, progress.steps, progress.outcome, None)
+    if result is not None:
+        return _Episode(status, result.attempt, result.steps, result.outcome, result)
+    return _Episode(status, 0, None, None, None)
+
+
+async def show_episode(client: Client, settings: Settings, args: argparse.Namespace) -> int:
+    ep = await _read_episode(client, args.episode_id)
+    if ep is None:
+        style.error("episodes", f"no episode {args.episode_id!r} (see `openclaw-rl episodes`)")
+        return 1
+    status, result, steps, outcome, attempt = ep.status, ep.result, ep.steps, ep.outcome, ep.attempt
+    if steps is None:
         inp = await original_input(client, args.episode_id)
         print(f"episode {args.episode_id}: {status} ({inp.setting} {inp.task_id}); see the Web UI for its failure")
         return 0
@@ -282,20 +301,7 @@ async def show_episode(client: Client, settings: Settings, args: argparse.Namesp
     # gui steps' screenshot files (gone from here once the episode's data expires)
     shots = {i: o.screenshot for i, o in observed.items() if o.screenshot}
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "episode_id": args.episode_id,
-                    "status": status,
-                    "attempt": attempt,
-                    "outcome": outcome,
-                    "result": result.model_dump() if result else None,
-                    "advantages": {i: {"reward": r, "advantage": a} for i, (r, a) in adv.items()},
-                    "screenshots": shots,
-                },
-                indent=2,
-            )
-        )
+        print(json.dumps(_episode_json(args.episode_id, ep, adv, shots), indent=2))
         return 0
     head = f"episode {args.episode_id}: {status}, attempt {attempt}"
     if result is not None:
@@ -314,6 +320,65 @@ async def show_episode(client: Client, settings: Settings, args: argparse.Namesp
         print(f"  votes [{votes}], step reward {reward}{a}" + (f"; ended: {s.done_reason}" if s.done_reason else ""))
         if s.index in shots:
             print(f"  screenshot:  {shots[s.index]}")
+    return 0
+
+
+def _episode_json(episode_id: str, ep: _Episode, adv: dict, shots: dict) -> dict:
+    """Our JSON of an episode (`episodes show --json`, `episodes export`)."""
+    return {
+        "episode_id": episode_id,
+        "status": ep.status,
+        "attempt": ep.attempt,
+        "outcome": ep.outcome,
+        "result": ep.result.model_dump() if ep.result else None,
+        "advantages": {i: {"reward": r, "advantage": a} for i, (r, a) in adv.items()},
+        "screenshots": shots,
+    }
+
+
+async def export_episode(client: Client, settings: Settings, args: argparse.Namespace) -> int:
+    """Our JSON of the episode (`show --json`) and, beside it, its ATIF trajectory (control/atif.py); --format picks
+    one of them."""
+    from control.atif import atif_path, episode_trajectory, write_private, write_trajectory
+
+    ep = await _read_episode(client, args.episode_id)
+    if ep is None:
+        style.error("episodes", f"no episode {args.episode_id!r} (see `openclaw-rl episodes`)")
+        return 1
+    if ep.steps is None:
+        style.error("episodes", f"episode {args.episode_id}: {ep.status} without a result, nothing to export")
+        return 1
+    path = Path(args.out or re.sub(r"[^A-Za-z0-9._-]+", "_", args.episode_id) + ".json")
+    async with Store.from_settings(settings) as store:
+        adv = await store.episodes.advantages(args.episode_id)
+        key = ep.result.attempt_key if ep.result is not None else keys.episode_attempt(args.episode_id, ep.attempt)
+        opening, recorded = await store.episodes.recorded(key)
+        tokens = {s.index: await store.turns.load(s.step_id) for s in ep.steps}
+    written = []
+    if args.format in ("both", "json"):
+        shots = {i: o.observation.screenshot for i, (_, o) in recorded.items() if o and o.observation.screenshot}
+        write_private(path, json.dumps(_episode_json(args.episode_id, ep, adv, shots), indent=2) + "\n")
+        written.append(str(path))
+    if args.format in ("both", "atif"):
+        if not ep.steps and opening is None:
+            style.error("episodes", f"episode {args.episode_id}: no steps, and its data is gone: no ATIF to write")
+            return 1
+        trajectory = episode_trajectory(
+            args.episode_id,
+            status=ep.status,
+            attempt=ep.attempt,
+            steps=ep.steps,
+            outcome=ep.outcome,
+            tokens=tokens,
+            opening=opening,
+            recorded=recorded,
+            advantages=adv,
+            result=ep.result,
+        )
+        where = atif_path(path) if args.format == "both" else path
+        write_trajectory(trajectory, where)
+        written.append(str(where))
+    print(f"episode {args.episode_id} ({ep.status}, {len(ep.steps)} steps): " + ", ".join(written))
     return 0
 
 
@@ -464,6 +529,19 @@ def add_parser(sub: argparse._SubParsersAction, func) -> None:
     sh = esub.add_parser("show", help="one episode's trajectory: action, observation, votes, step reward, advantage")
     sh.add_argument("episode_id")
     sh.add_argument("--json", action="store_true")
+    ex = esub.add_parser(
+        "export",
+        help="write one episode as our JSON (what show --json prints) and, beside it, as an ATIF trajectory "
+        "(Harbor's trajectory format: FILE.json -> FILE.atif.json, token ids and log-probs included)",
+    )
+    ex.add_argument("episode_id")
+    ex.add_argument("--out", metavar="FILE", help="our JSON's file (default: the episode id, made a file name, .json)")
+    ex.add_argument(
+        "--format",
+        choices=("both", "json", "atif"),
+        default="both",
+        help="both files (default), our JSON only, or the ATIF file only (written to FILE itself)",
+    )
     rt = esub.add_parser("retry", help="start failed episodes again with their original input")
     _filters(rt)
     rt.add_argument("--dry-run", action="store_true", help="only say what would be retried")

@@ -31,7 +31,11 @@ EXAMPLES: dict[str, list[str]] = {
     "users opt-out": ["openclaw-rl users opt-out alice", "openclaw-rl users opt-out --key 3f2a9c01d4e5"],
     "users opt-in": ["openclaw-rl users opt-in alice"],
     "sessions": ["openclaw-rl sessions --user alice"],
-    "turns": ["openclaw-rl turns tour --user alice", "openclaw-rl turns tour --user alice --json"],
+    "turns": [
+        "openclaw-rl turns tour --user alice",
+        "openclaw-rl turns tour --user alice --json",
+        "openclaw-rl turns tour --user alice --export tour.json   # and tour.atif.json (ATIF)",
+    ],
     "train": ["openclaw-rl train status", "openclaw-rl train batch-size 4"],
     "train start": ["openclaw-rl train start"],
     "train status": ["openclaw-rl train status", "openclaw-rl train status --watch --until-version 3"],
@@ -43,6 +47,10 @@ EXAMPLES: dict[str, list[str]] = {
     "episodes": ["openclaw-rl episodes --setting terminal --status failed --since 1d"],
     "episodes list": ["openclaw-rl episodes list --status completed --limit 20"],
     "episodes show": ["openclaw-rl episodes show EPISODE_ID"],
+    "episodes export": [
+        "openclaw-rl episodes export EPISODE_ID --out ep.json   # and ep.atif.json (ATIF)",
+        "openclaw-rl episodes export EPISODE_ID --format atif --out ep.atif.json",
+    ],
     "episodes retry": [
         "openclaw-rl episodes retry --status failed --since 1d --dry-run",
         "openclaw-rl episodes retry --status failed --since 1d",

@@ -255,6 +255,18 @@ def build_parser() -> argparse.ArgumentParser:
     tt.add_argument("--offset", type=int, default=0)
     tt.add_argument("--limit", type=int, default=50)
     tt.add_argument("--json", action="store_true", help="JSON instead of a table")
+    tt.add_argument(
+        "--export",
+        metavar="FILE",
+        help="write the page of turns to FILE as our JSON (what --json prints) and, beside it, as an ATIF trajectory "
+        "(FILE.json -> FILE.atif.json: Harbor's trajectory format, token ids and log-probs included)",
+    )
+    tt.add_argument(
+        "--format",
+        choices=("both", "json", "atif"),
+        default="both",
+        help="with --export: both files (default), our JSON only, or the ATIF file only (written to FILE itself)",
+    )
     tt.set_defaults(func=cmd_turns, exits_hard=True)
     tr = sub.add_parser("train", help="the training workflow: start, status, pause, resume, batch size, checkpoint")
     trs = tr.add_subparsers(dest="train_command", required=True)
