@@ -33,7 +33,7 @@ EXAMPLES: dict[str, list[str]] = {
     "personalization": [
         "openclaw-rl bench personalization --recipe fast --method combined --setting student --steps 3",
     ],
-    "hosts": ["sudo openclaw-rl bench hosts --minutes 2"],
+    "hosts": ["openclaw-rl bench hosts --minutes 2  # as root (network namespaces)"],
 }
 """By subcommand path, as cli/examples.py keeps the command line's."""
 
