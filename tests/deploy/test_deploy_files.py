@@ -4,6 +4,7 @@ Deployment, with GPUs where the models run."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -82,9 +83,43 @@ def test_kubernetes_runs_megatron_nodes_that_reach_the_trainer_pools_rendezvous(
     (container,) = nodes["spec"]["template"]["spec"]["containers"]
     assert "openclaw-rl megatron-node" in " ".join(container["command"]) and "NODE_RANK" in container["command"][-1]
     assert {v["persistentVolumeClaim"]["claimName"] for v in nodes["spec"]["template"]["spec"]["volumes"]} >= {
-        "openclaw-rl-data"
-    }  # the checkpoints folder is one shared path on every node
+        "openclaw-rl-trainer-data"
+    }  # the checkpoints folder is one shared path on every node of the job
     services = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Service"}
     rendezvous = services["worker-trainer-rendezvous"]
     assert rendezvous["spec"]["selector"] == {"app.kubernetes.io/component": "worker-trainer"}
     assert rendezvous["spec"]["ports"][0]["port"] == 29500
+
+
+TRAINER_GROUP = {"worker-trainer", "megatron-node"}
+"""The trainer and a megatron job's nodes: the one group whose pods share a writable volume (one distributed
+checkpoint written by every rank)."""
+
+
+def test_no_pod_outside_the_trainer_group_shares_a_writable_volume_and_weights_travel_by_broadcast(monkeypatch):
+    """docs/deployment.md, "What needs a shared disk": nothing. A pool's data dir is its own; the model files are
+    mounted read-only; new weights are broadcast from the trainer (no disk fallback), as `bench hosts` runs them."""
+    docs = [d for m in MANIFESTS for d in yaml.safe_load_all(m.read_text()) if d]
+    for d in docs:
+        if d["kind"] not in ("Deployment", "StatefulSet"):
+            continue
+        pod = d["spec"]["template"]["spec"]
+        claims = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in pod.get("volumes", [])
+                  if "persistentVolumeClaim" in v}  # fmt: skip
+        for container in pod["containers"]:
+            for mount in container.get("volumeMounts", []):
+                if mount["name"] in claims and d["metadata"]["name"] not in TRAINER_GROUP:
+                    assert mount.get("readOnly") is True, (d["metadata"]["name"], mount)
+    config = next(d for d in docs if d["kind"] == "ConfigMap")["data"]
+    for key in list(os.environ):
+        if key.startswith("OPENCLAW_RL_") or key == "TEMPORAL_ADDRESS":
+            monkeypatch.delenv(key)
+    for key, value in config.items():
+        monkeypatch.setenv(key, value)
+    from openclaw_rl.settings import Settings
+
+    sync = Settings().training.weight_sync
+    assert (sync.mode, sync.disk_fallback, sync.master_port) == ("distributed", False, 29600)
+    services = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Service"}
+    assert sync.master_addr.split(".")[0] in services
+    assert services[sync.master_addr.split(".")[0]]["spec"]["ports"][0]["port"] == sync.master_port
