@@ -5,6 +5,7 @@ runs it). A test installs what is missing there itself, so a fresh checkout need
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -15,6 +16,12 @@ from tests.helpers import REPO
 CODEX_VERSION = "0.171.0"
 HERMES_VERSION = "0.19.0"
 HARNESSES = Path(os.environ.get("OPENCLAW_RL_HARNESSES", REPO / ".harnesses"))
+
+
+def docs_block(lang: str) -> str:
+    """The ```lang block of docs/protocol-openai-responses.md: the harness configs the tests run as written."""
+    page = (REPO / "docs" / "protocol-openai-responses.md").read_text()
+    return re.search(rf"```{lang}\n(.*?)```", page, re.DOTALL).group(1)
 
 
 def codex_bin() -> Path:

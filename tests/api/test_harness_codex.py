@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.api.conftest import create_key
-from tests.api.harness_install import HARNESSES, codex_bin
+from tests.api.harness_install import HARNESSES, codex_bin, docs_block
 from tests.api.test_protocols_e2e import sample_turn_ids, session_turns
 from tests.helpers import RunningStack, stack_env
 from tests.scripted_policy import ScriptedPolicy, tool_call
@@ -60,16 +60,8 @@ def stack(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory):
 
 
 def codex_config(api: str) -> str:
-    """$CODEX_HOME/config.toml: our API as a model provider speaking the Responses wire API (the docs' example)."""
-    return f"""model = "openclaw-rl-policy"
-model_provider = "openclaw-rl"
-
-[model_providers.openclaw-rl]
-name = "openclaw-rl"
-base_url = "{api}/v1"
-wire_api = "responses"
-env_key = "OPENCLAW_RL_API_KEY"
-"""
+    """$CODEX_HOME/config.toml: the docs' example as written (docs/protocol-openai-responses.md), our address in it."""
+    return docs_block("toml").replace("http://127.0.0.1:8000", api)
 
 
 def run_codex(stack: RunningStack, key: str, tmp: Path, task: str, *extra: str) -> tuple[str, list[dict]]:

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from tests.api.conftest import create_key
-from tests.api.harness_install import hermes_bin
+from tests.api.harness_install import docs_block, hermes_bin
 from tests.api.test_protocols_e2e import sample_turn_ids, session_turns
 from tests.helpers import RunningStack, stack_env
 from tests.scripted_policy import ScriptedPolicy, tool_call
@@ -52,17 +52,9 @@ def stack(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory):
 
 
 def hermes_config(api: str, key: str) -> str:
-    """$HERMES_HOME/config.yaml: our API as a custom provider on the Responses wire API (the docs' example)."""
-    return f"""model:
-  provider: openclaw-rl
-  default: openclaw-rl-policy
-custom_providers:
-  - name: openclaw-rl
-    base_url: {api}/v1
-    api_key: {key}
-    api_mode: codex_responses
-    model: openclaw-rl-policy
-"""
+    """$HERMES_HOME/config.yaml: the docs' example as written (docs/protocol-openai-responses.md), our address and
+    key in it."""
+    return docs_block("yaml").replace("http://127.0.0.1:8000", api).replace("ocrl-...", key)
 
 
 def test_hermes_one_shot_writes_a_file_through_our_responses_api(stack, tmp_path):
