@@ -6,12 +6,13 @@ PY     := $(VENV)/bin/python
 # 2 cores (TEST_WORKERS=0: one at a time in this process, no xdist). docs/index.md.
 TEST_WORKERS ?= 2
 
-.PHONY: install system-deps up test test-fast bench
+.PHONY: install system-deps harnesses up test test-fast bench
 
 # Agent sandboxes (envs/sandbox.py) need bubblewrap, and what tasks run inside them:
 # Debian's python3 with pytest (terminal checkers), git, sqlite3, jq. The gui setting drives Debian's headless
 # chromium through its matching chromium-driver (nothing is downloaded at run time).
-SYSTEM_PACKAGES := bubblewrap python3 python3-pytest git sqlite3 jq chromium chromium-driver
+# nodejs and npm: the Codex CLI, installed from the npm registry for the harness tests (tests/api/harness_install.py).
+SYSTEM_PACKAGES := bubblewrap python3 python3-pytest git sqlite3 jq chromium chromium-driver nodejs npm
 
 # torch is installed first, pinned: the CPU wheel for 2.13.0 is available locally,
 # while a bare `torch` requirement would pull a multi-GB CUDA build.
@@ -25,7 +26,12 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q --no-deps bfcl-eval==2026.3.23
 	touch $@
 
-install: system-deps $(VENV)/.installed
+install: system-deps $(VENV)/.installed harnesses
+
+# Unmodified agent harnesses the API is tested against, pinned, into .harnesses/ (git-ignored): the Codex CLI from
+# npm, Hermes from PyPI in a venv of its own. The tests install what is missing themselves.
+harnesses: $(VENV)/.installed
+	$(PY) -c "from tests.api.harness_install import codex_bin, hermes_bin; codex_bin(); hermes_bin()"
 
 system-deps:
 	@missing=$$(for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \

@@ -28,7 +28,7 @@ from api.auth import Caller, authenticate
 from api.errors import ApiError
 from api.openai_schema import ChatCompletionRequest
 from api.request_body import read_json
-from api.responses_schema import ResponsesRequest
+from api.responses_schema import CustomTool, FunctionTool, NamespaceTool, ResponsesRequest
 from api.session_identity import ROUTING_BODY_FIELDS, SessionHint, header_value
 from api.turn_core import (
     Turn,
@@ -116,12 +116,9 @@ def to_messages(req: ResponsesRequest) -> list[dict[str, Any]]:
         if item.type == "message":
             role = "system" if item.role == "developer" else item.role
             out.append({"role": role, "content": item.text()})
-        elif item.type == "function_call":
-            call = {
-                "id": item.call_id,
-                "type": "function",
-                "function": {"name": item.name, "arguments": item.arguments},
-            }
+        elif item.type in ("function_call", "custom_tool_call"):
+            arguments = item.arguments if item.type == "function_call" else json.dumps({"input": item.input})
+            call = {"id": item.call_id, "type": "function", "function": {"name": item.name, "arguments": arguments}}
             last = out[-1] if out else None
             if last is not None and last["role"] == "assistant":
                 last.setdefault("tool_calls", []).append(call)
@@ -129,7 +126,7 @@ def to_messages(req: ResponsesRequest) -> list[dict[str, Any]]:
                     last["content"] = None
             else:
                 out.append({"role": "assistant", "content": None, "tool_calls": [call]})
-        elif item.type == "function_call_output":
+        elif item.type in ("function_call_output", "custom_tool_call_output"):
             out.append({"role": "tool", "tool_call_id": item.call_id, "content": item.text()})
     return out
 
@@ -146,14 +143,65 @@ def to_chat(req: ResponsesRequest, history: list[dict[str, Any]]) -> ChatComplet
         "top_p": req.top_p,
         "stream": req.stream,
     }
-    if req.tools:
-        chat["tools"] = [function_tool(t.name, t.description, t.parameters) for t in req.tools]
+    if tools := policy_tools(req):
+        chat["tools"] = tools
     if req.tool_choice is not None:
         choice = req.tool_choice
         chat["tool_choice"] = (
             choice if isinstance(choice, str) else {"type": "function", "function": {"name": choice.name}}
         )
     return translated_chat(chat)
+
+
+def custom_parameters(tool: CustomTool) -> dict[str, Any]:
+    """A custom tool's one free-text input as a function's JSON parameters; its format (a grammar) described."""
+    fmt = tool.format or {}
+    described = "The tool's whole input, free text"
+    if fmt.get("type") == "grammar" and isinstance(fmt.get("definition"), str):
+        described += f", in this {fmt.get('syntax', '')} grammar:\n{fmt['definition']}"
+    return {
+        "type": "object",
+        "properties": {"input": {"type": "string", "description": described}},
+        "required": ["input"],
+    }
+
+
+def policy_tools(req: ResponsesRequest) -> list[dict[str, Any]]:
+    """The request's tools as the policy sees them (chat function tools): function tools as they are, a custom tool
+    as a function of one string `input`, a namespace's functions by their names; hosted tools are left out."""
+    out: list[dict[str, Any]] = []
+    for tool in req.tools or []:
+        if isinstance(tool, FunctionTool):
+            out.append(function_tool(tool.name, tool.description, tool.parameters))
+        elif isinstance(tool, CustomTool):
+            out.append(function_tool(tool.name, tool.description, custom_parameters(tool)))
+        elif isinstance(tool, NamespaceTool):
+            out += [function_tool(t.name, t.description, t.parameters) for t in tool.tools]
+    return out
+
+
+def tool_kinds(req: ResponsesRequest) -> dict[str, str]:
+    """Tool name -> "custom" or the namespace it came in: how a call of it is written back."""
+    kinds: dict[str, str] = {}
+    for tool in req.tools or []:
+        if isinstance(tool, CustomTool):
+            kinds.setdefault(tool.name, "custom")
+        elif isinstance(tool, NamespaceTool):
+            for t in tool.tools:
+                kinds.setdefault(t.name, f"namespace:{tool.name}")
+    return kinds
+
+
+def custom_input(arguments: str) -> str:
+    """A custom tool call's free-text input from the policy's function-call arguments (`{"input": ...}`); arguments
+    of any other shape are handed over as they are."""
+    try:
+        parsed = json.loads(arguments)
+    except ValueError:
+        return arguments
+    if isinstance(parsed, dict) and isinstance(parsed.get("input"), str):
+        return parsed["input"]
+    return arguments
 
 
 async def _keep(
@@ -176,8 +224,20 @@ def _message_item(t: Turn, text: str, status: str) -> dict[str, Any]:
     return {"type": "message", "id": f"msg_{t.turn_id}", "status": status, "role": "assistant", "content": content}
 
 
-def _call_item(t: Turn, i: int, call: Any, status: str) -> dict[str, Any]:
-    return {
+def _call_item(t: Turn, i: int, call: Any, status: str, kinds: dict[str, str]) -> dict[str, Any]:
+    """The call as a `function_call` item, or a `custom_tool_call` for a custom tool (its input: free text); a
+    call of a namespace's function names the namespace."""
+    kind = kinds.get(call.name, "")
+    if kind == "custom":
+        return {
+            "type": "custom_tool_call",
+            "id": f"ctc_{t.turn_id}_{i}",
+            "call_id": call.id,
+            "name": call.name,
+            "input": custom_input(call.arguments) if status == "completed" else "",
+            "status": status,
+        }
+    item = {
         "type": "function_call",
         "id": f"fc_{t.turn_id}_{i}",
         "call_id": call.id,
@@ -185,11 +245,15 @@ def _call_item(t: Turn, i: int, call: Any, status: str) -> dict[str, Any]:
         "arguments": call.arguments if status == "completed" else "",
         "status": status,
     }
+    if kind.startswith("namespace:"):
+        item["namespace"] = kind.removeprefix("namespace:")
+    return item
 
 
-def output_items(t: Turn, out: GenerateOutput) -> list[dict[str, Any]]:
+def output_items(t: Turn, req: ResponsesRequest, out: GenerateOutput) -> list[dict[str, Any]]:
     items = [_message_item(t, out.content, "completed")] if out.content else []
-    return items + [_call_item(t, i, c, "completed") for i, c in enumerate(out.tool_calls)]
+    kinds = tool_kinds(req)
+    return items + [_call_item(t, i, c, "completed", kinds) for i, c in enumerate(out.tool_calls)]
 
 
 def response_object(t: Turn, req: ResponsesRequest, out: GenerateOutput | None) -> dict[str, Any]:
@@ -214,7 +278,7 @@ def response_object(t: Turn, req: ResponsesRequest, out: GenerateOutput | None) 
         "instructions": req.instructions,
         "max_output_tokens": req.max_output_tokens,
         "model": t.model,
-        "output": [] if out is None else output_items(t, out),
+        "output": [] if out is None else output_items(t, req, out),
         "parallel_tool_calls": True,
         "previous_response_id": req.previous_response_id,
         "store": req.store,
@@ -283,20 +347,19 @@ async def _events(
             yield event("response.content_part.done", item_id=msg_id, output_index=index, content_index=0, part=part)
             yield event("response.output_item.done", output_index=index, item=_message_item(t, text, "completed"))
             index += 1
+        kinds = tool_kinds(req)
         for i, call in enumerate(out.tool_calls):
-            item_id = f"fc_{t.turn_id}_{i}"
-            yield event("response.output_item.added", output_index=index, item=_call_item(t, i, call, "in_progress"))
-            yield event(
-                "response.function_call_arguments.delta", item_id=item_id, output_index=index, delta=call.arguments
-            )
-            yield event(
-                "response.function_call_arguments.done",
-                item_id=item_id,
-                output_index=index,
-                name=call.name,
-                arguments=call.arguments,
-            )
-            yield event("response.output_item.done", output_index=index, item=_call_item(t, i, call, "completed"))
+            added, done = _call_item(t, i, call, "in_progress", kinds), _call_item(t, i, call, "completed", kinds)
+            yield event("response.output_item.added", output_index=index, item=added)
+            if done["type"] == "custom_tool_call":
+                where = {"item_id": done["id"], "output_index": index}
+                yield event("response.custom_tool_call_input.delta", **where, delta=done["input"])
+                yield event("response.custom_tool_call_input.done", **where, input=done["input"])
+            else:
+                where = {"item_id": done["id"], "output_index": index}
+                yield event("response.function_call_arguments.delta", **where, delta=call.arguments)
+                yield event("response.function_call_arguments.done", **where, name=call.name, arguments=call.arguments)
+            yield event("response.output_item.done", output_index=index, item=done)
             index += 1
         await _keep(app, t, req, history, out)
         final = response_object(t, req, out)

@@ -124,13 +124,58 @@ def test_responses_items_become_the_chat_form_and_calls_join_the_assistant_messa
     assert orr.to_messages(orr.validate({"input": "hello"})) == [{"role": "user", "content": "hello"}]
 
 
+def test_codex_tools_and_items_map_onto_function_tools_and_calls():
+    """What Codex CLI sends (tests/api/test_harness_codex.py): custom and namespace tools become function tools the
+    policy can call, hosted ones are left out; a custom tool's call and output round-trip as chat tool calls."""
+    grammar = {"type": "grammar", "syntax": "lark", "definition": "start: hunk+"}
+    req = orr.validate(
+        {
+            "input": [
+                {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "rules"}]},
+                {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "patch it"}]},
+                {"type": "custom_tool_call", "call_id": "c1", "name": "apply_patch", "input": "*** Begin Patch"},
+                {"type": "custom_tool_call_output", "call_id": "c1", "output": "Success"},
+            ],
+            "tools": [
+                {"type": "function", "name": "exec_command", "strict": False, "parameters": {"type": "object"}},
+                {"type": "custom", "name": "apply_patch", "description": "edit files", "format": grammar},
+                {"type": "namespace", "name": "agents", "tools": [{"type": "function", "name": "spawn_agent"}]},
+                {"type": "web_search", "external_web_access": False},
+                {"type": "tool_search", "execution": "client", "parameters": {"type": "object"}},
+            ],
+            "tool_choice": "auto",
+            "parallel_tool_calls": True,
+            "reasoning": {"summary": "auto"},
+            "store": False,
+            "include": ["reasoning.encrypted_content"],
+            "prompt_cache_key": "thread-1",
+            "text": {"verbosity": "low"},
+            "client_metadata": {"x": "y"},
+        }
+    )
+    history = orr.to_messages(req)
+    assert [m["role"] for m in history] == ["system", "user", "assistant", "tool"]
+    call = history[2]["tool_calls"][0]["function"]
+    assert call == {"name": "apply_patch", "arguments": '{"input": "*** Begin Patch"}'}
+    tools = orr.to_chat(req, history).tools
+    assert [t.function.name for t in tools] == ["exec_command", "apply_patch", "spawn_agent"]
+    assert tools[1].function.parameters["required"] == ["input"]
+    assert "start: hunk+" in tools[1].function.parameters["properties"]["input"]["description"]
+    assert orr.tool_kinds(req) == {"apply_patch": "custom", "spawn_agent": "namespace:agents"}
+    assert orr.custom_input(json.dumps({"input": "*** Begin Patch\n"})) == "*** Begin Patch\n"
+    assert orr.custom_input("not json") == "not json"
+
+
 @pytest.mark.parametrize(
     "body",
     [
         {"input": 5},
         {"input": [{"type": "input_image", "image_url": "x"}]},
         {"input": [{"type": "function_call", "name": "x"}]},
-        {"input": "hi", "tools": [{"type": "web_search"}]},
+        {"input": "hi", "tools": [{"type": "teleport"}]},
+        {"input": "hi", "tools": [{"type": "custom"}]},
+        {"input": "hi", "tools": [{"type": "namespace", "name": "n", "tools": [{"type": "web_search"}]}]},
+        {"input": [{"type": "custom_tool_call", "call_id": "c", "name": "x", "input": 5}]},
         {"input": "hi", "store": "maybe"},
     ],
 )
