@@ -26,10 +26,10 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q --no-deps bfcl-eval==2026.3.23
 	touch $@
 
-install: system-deps $(VENV)/.installed harnesses
+install: system-deps $(VENV)/.installed
 
 # Unmodified agent harnesses the API is tested against, pinned, into .harnesses/ (git-ignored): the Codex CLI from
-# npm, Hermes from PyPI in a venv of its own. The tests install what is missing themselves.
+# npm, Hermes from PyPI in a venv of its own; for `make test`, not `make up`. A test installs what is missing itself.
 harnesses: $(VENV)/.installed
 	$(PY) -c "from tests.api.harness_install import codex_bin, hermes_bin; codex_bin(); hermes_bin()"
 
@@ -47,7 +47,7 @@ system-deps:
 up: install
 	$(VENV)/bin/openclaw-rl up
 
-test: install
+test: install harnesses
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
