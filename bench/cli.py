@@ -13,6 +13,7 @@ import sys
 
 from pydantic import ValidationError
 
+from bench import fairness
 from bench.agents import cli as agents_cli
 from bench.personalization import cli as personalization_cli
 from bench.personalization import two_users_cli
@@ -20,7 +21,12 @@ from openclaw_rl import console
 from openclaw_rl.logs import configure_logging
 from openclaw_rl.settings import ConfigError, load_settings
 
-COMMANDS = {"personalization": personalization_cli, "two-users": two_users_cli, "agents": agents_cli}
+COMMANDS = {
+    "personalization": personalization_cli,
+    "two-users": two_users_cli,
+    "agents": agents_cli,
+    "fairness": fairness,
+}
 EXAMPLES: dict[str, list[str]] = {
     "": ["openclaw-rl bench personalization --method combined --setting student"],
     "two-users": ["openclaw-rl bench two-users --mode both --seed 0 --steps 8,16"],
@@ -35,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench = argparse.ArgumentParser(
         prog="openclaw-rl bench",
         description="Benchmarks that run the whole system: personalization (Table 3), two-users (an agent per "
-        "user), agents (Table 4, Figure 4).",
+        "user), agents (Table 4, Figure 4), fairness (one user's flood against another's chat).",
     )
     bsub = bench.add_subparsers(dest="bench_command", required=True)
     for command in COMMANDS.values():
