@@ -29,6 +29,7 @@ COMMANDS = {
 }
 EXAMPLES: dict[str, list[str]] = {
     "": ["openclaw-rl bench personalization --method combined --setting student"],
+    "fairness": ["openclaw-rl bench fairness --seconds 15 --modes today,on"],
     "two-users": ["openclaw-rl bench two-users --mode both --seed 0 --steps 8,16"],
     "personalization": [
         "openclaw-rl bench personalization --recipe fast --method combined --setting student --steps 3",
