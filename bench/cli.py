@@ -13,6 +13,7 @@ import sys
 
 from pydantic import ValidationError
 
+from bench import fairness
 from bench import hosts as hosts_cli
 from bench.agents import cli as agents_cli
 from bench.personalization import cli as personalization_cli
@@ -26,9 +27,11 @@ COMMANDS = {
     "two-users": two_users_cli,
     "agents": agents_cli,
     "hosts": hosts_cli,
+    "fairness": fairness,
 }
 EXAMPLES: dict[str, list[str]] = {
     "": ["openclaw-rl bench personalization --method combined --setting student"],
+    "fairness": ["openclaw-rl bench fairness --seconds 15 --modes today,on"],
     "two-users": ["openclaw-rl bench two-users --mode both --seed 0 --steps 8,16"],
     "personalization": [
         "openclaw-rl bench personalization --recipe fast --method combined --setting student --steps 3",
@@ -42,7 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench = argparse.ArgumentParser(
         prog="openclaw-rl bench",
         description="Benchmarks that run the whole system: personalization (Table 3), two-users (an agent per "
-        "user), agents (Table 4, Figure 4), hosts (the deployment as 8 hosts in network namespaces).",
+        "user), agents (Table 4, Figure 4), hosts (the deployment as 8 hosts in network namespaces), fairness "
+        "(one user's flood against another's chat).",
     )
     bsub = bench.add_subparsers(dest="bench_command", required=True)
     for command in COMMANDS.values():

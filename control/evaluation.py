@@ -22,6 +22,7 @@ from temporalio.client import (
     ScheduleUpdate,
     ScheduleUpdateInput,
 )
+from temporalio.common import Priority
 from temporalio.service import RPCError, RPCStatusCode
 
 from contracts.episodes import EpisodeConfig
@@ -32,6 +33,7 @@ from contracts.evaluation import (
     EvalResult,
     eval_schedule_id,
 )
+from contracts.priorities import Rank
 from control.episodes import episode_config
 from evals.registry import configured_sets
 from openclaw_rl.settings import Pool, Settings
@@ -70,6 +72,7 @@ def schedule_action(settings: Settings, every_versions: int | None = None) -> Sc
         id=f"eval/{policy}/scheduled",  # Temporal appends each run's time
         task_queue=settings.temporal.task_queue(Pool.WORKFLOW),
         static_summary=f"evaluate every {every_versions or settings.eval.every_versions}th version of {policy}",
+        priority=Priority(priority_key=Rank.EVALUATION),
     )
 
 
@@ -143,4 +146,5 @@ async def run_evaluation(
         id=f"eval/{settings.api.model_name}/run-{uuid.uuid4().hex[:12]}",
         task_queue=settings.temporal.task_queue(Pool.WORKFLOW),
         static_summary="evaluation run from the command line",
+        priority=Priority(priority_key=Rank.EVALUATION),
     )

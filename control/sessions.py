@@ -14,11 +14,12 @@ import hashlib
 import re
 
 from temporalio.client import Client, WithStartWorkflowOperation, WorkflowExecutionStatus, WorkflowHandle
-from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
+from temporalio.common import Priority, SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
 from contracts.chat import tenant_of
 from contracts.learning import LearningPlan, Method
+from contracts.priorities import Rank, fairness_key
 from contracts.session import SessionConfig, SessionInput
 from openclaw_rl.search_attributes import SESSION_ID, USER_ID
 from openclaw_rl.settings import Pool, Settings
@@ -114,6 +115,19 @@ def session_config(settings: Settings) -> SessionConfig:
     )
 
 
+def session_priority(settings: Settings, user_id: str) -> Priority:
+    """Chat first (contracts.priorities), and each user a fair share of the queues: the fairness key is the user's
+    pseudonym (the OpenclawUser search attribute's value); the session's generate calls and judge children inherit
+    it. With `temporal.fairness.enabled` off, every session shares one key (first come, first served)."""
+    fair = settings.temporal.fairness
+    if not fair.enabled:
+        return Priority(priority_key=Rank.CHAT)
+    tenant = tenant_of(user_id)
+    return Priority(
+        priority_key=Rank.CHAT, fairness_key=fairness_key(tenant), fairness_weight=fair.weight_of(user_id, tenant)
+    )
+
+
 def session_start(settings: Settings, user_id: str, session_id: str) -> WithStartWorkflowOperation:
     """The start half of an Update-with-start: the session's workflow, started unless it runs."""
     return WithStartWorkflowOperation(
@@ -126,6 +140,7 @@ def session_start(settings: Settings, user_id: str, session_id: str) -> WithStar
             [SearchAttributePair(USER_ID, tenant_of(user_id)), SearchAttributePair(SESSION_ID, session_id)]
         ),
         static_summary=f"chat session {session_id} of {tenant_of(user_id)}",
+        priority=session_priority(settings, user_id),
     )
 
 

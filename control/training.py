@@ -4,8 +4,9 @@ benchmarks)."""
 from __future__ import annotations
 
 from temporalio.client import Client
-from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.common import Priority, WorkflowIDConflictPolicy
 
+from contracts.priorities import Rank
 from contracts.training import TrainingConfig, TrainingInput, training_workflow_id
 from openclaw_rl.settings import Pool, Settings
 from workflows.training import TrainingWorkflow
@@ -41,6 +42,7 @@ async def start_training(client: Client, settings: Settings) -> str:
         task_queue=settings.temporal.task_queue(Pool.WORKFLOW),
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         static_summary=f"training {inp.policy}",
+        priority=Priority(priority_key=Rank.TRAINING),
     )
     return wf_id
 

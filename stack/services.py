@@ -35,6 +35,7 @@ DEV_SERVER_DYNAMIC_CONFIG = {
     # than the task's waits for forwarding (measured with the rollout benchmark: dispatch 6.4 -> 2.8 ms).
     "matching.numTaskqueueReadPartitions": 1,
     "matching.numTaskqueueWritePartitions": 1,
+    "matching.enableFairness": "true",  # per-key fair shares within a rank (contracts.priorities); JSON true
 }
 
 

@@ -2,6 +2,8 @@
 
 The name, result type, timeouts and retry policy all come from the definition;
 a workflow passes only the task queue and the timeouts a deployment configures.
+The priority comes from here too (contracts.priorities): every activity runs at its
+workflow's rank, with the workflow's fairness key and weight.
 """
 
 from __future__ import annotations
@@ -10,10 +12,11 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import Priority, RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from contracts.activity import ActivityDef, Retry
+    from contracts.priorities import rank_of
 
 In = TypeVar("In")
 Out = TypeVar("Out")
@@ -26,6 +29,19 @@ def retry_policy(r: Retry) -> RetryPolicy:
         maximum_interval=r.maximum_interval,
         maximum_attempts=r.maximum_attempts,
         non_retryable_error_types=[str(t) for t in r.non_retryable] or None,
+    )
+
+
+def priority() -> Priority:
+    """The calling workflow's rank (contracts.priorities), fairness key and weight.
+
+    The key and weight are written out although the server would inherit them: the scheduled event then shows
+    what the task was queued with (Temporal 1.32's ActivityTaskScheduled shows only what the command set)."""
+    own = workflow.info().priority
+    return Priority(
+        priority_key=rank_of(workflow.info().workflow_type, own.priority_key),
+        fairness_key=own.fairness_key,
+        fairness_weight=own.fairness_weight,
     )
 
 
@@ -48,4 +64,5 @@ async def execute(
         schedule_to_start_timeout=schedule_to_start or defn.schedule_to_start,
         heartbeat_timeout=heartbeat or defn.heartbeat,
         retry_policy=retry_policy(defn.retry),
+        priority=priority(),
     )

@@ -20,6 +20,7 @@ import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
+from temporalio.common import Priority
 from temporalio.exceptions import ActivityError, ApplicationError, WorkflowAlreadyStartedError
 from temporalio.workflow import ParentClosePolicy
 
@@ -27,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from contracts.chat import GENERATE, GenerateInput, GenerateOutput, ToolCall, TurnType, tenant_of
     from contracts.errors import ErrorType
     from contracts.learning import JudgeTurnInput, Method, judge_workflow_id, session_key
+    from contracts.priorities import Rank
     from contracts.session import (
         ARCHIVE_TURNS,
         SESSION_WORKFLOW,
@@ -220,6 +222,7 @@ class SessionWorkflow:
                     task_queue=self.config.workflow_task_queue,
                     parent_close_policy=ParentClosePolicy.ABANDON,
                     static_summary=f"judge turn {rec.index} of {self.state.session_id}",
+                    priority=Priority(priority_key=Rank.JUDGE),  # the user's fairness key: inherited
                 )
             except WorkflowAlreadyStartedError:
                 pass  # started by an earlier run of this session

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 
 from temporalio import workflow
+from temporalio.common import Priority
 from temporalio.exceptions import ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
@@ -28,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
         TaskGroupResult,
         episode_workflow_id,
     )
+    from contracts.priorities import rollout_fairness_key
     from openclaw_rl.search_attributes import OUTCOME, SETTING, TASK_ID
     from rlmath.stepwise import group_advantages, step_reward
     from workflows.activity_calls import execute
@@ -105,6 +107,7 @@ class TaskGroupWorkflow:
                 ),
                 id=episode_workflow_id(inp.group_id, k),
                 static_summary=f"{inp.setting} {inp.task_id} #{k}",
+                priority=self._priority(),
             )
         except ChildWorkflowError:
             workflow.logger.warning(
@@ -116,6 +119,13 @@ class TaskGroupWorkflow:
             self.outcomes.append(result.outcome)
         self._details(inp)
         return result
+
+    @staticmethod
+    def _priority() -> Priority:
+        """Episodes share the queues per rollout: one fairness key for all of a rollout's (or an evaluation's)
+        episodes, whatever their task group; the rank is inherited (3 for a rollout, 5 under an evaluation)."""
+        info = workflow.info()
+        return Priority(fairness_key=rollout_fairness_key(info.parent.workflow_id if info.parent else info.workflow_id))
 
     def _details(self, inp: TaskGroupInput) -> None:
         mean = f", mean outcome {sum(self.outcomes) / len(self.outcomes):.2f}" if self.outcomes else ""

@@ -98,6 +98,26 @@ class ApiSettings(BaseModel):
         return value
 
 
+class FairnessSettings(BaseModel):
+    """Fair shares of the task queues (contracts.priorities): each user's chat and judging carries their pseudonym as
+    Temporal's fairness key, each rollout's episodes the rollout's id, so one user's flood or one big rollout takes
+    its share of a backlogged queue, not all of it. Needs a server with fairness on (`up`'s dev server has it;
+    Temporal Cloud: the namespace's setting)."""
+
+    enabled: bool = True
+    """Send fairness keys. Off: every task of a rank shares one key, first come, first served (the comparison
+    `openclaw-rl bench fairness` makes). Priority ranks are sent either way."""
+    default_weight: float = Field(1.0, ge=0.001, le=1000.0)
+    """A key's share of a backlogged queue, relative to the others' (the server clamps weights to 0.001..1000)."""
+    weights: dict[str, float] = Field(default_factory=dict)
+    """User id (or its pseudonym, as the OpenclawUser search attribute shows it) -> weight, for users who get more
+    (or less) than `default_weight`. There are no plans in this system yet: a plan is a list of its users here."""
+
+    def weight_of(self, *names: str) -> float:
+        """The first of `names` (a user id, then its pseudonym) that has a weight, else the default."""
+        return next((self.weights[n] for n in names if n in self.weights), self.default_weight)
+
+
 class TemporalSettings(BaseModel):
     address: str | None = Field(None, validation_alias=AliasChoices("address", "TEMPORAL_ADDRESS"))
     """An existing Temporal cluster (host:port). None: `up` starts the embedded dev server."""
@@ -130,6 +150,7 @@ class TemporalSettings(BaseModel):
     """PEM private key of `tls_cert_path`."""
     tls_server_name: str | None = None
     """The name to verify on the server's certificate, when it differs from the address's host."""
+    fairness: FairnessSettings = Field(default_factory=FairnessSettings)
     max_payload_bytes: int = Field(2 * 1024 * 1024, ge=64 * 1024)
     """The largest payload the Temporal server takes (its dynamic config `limit.blobSize.error`, 2 MiB unless the
     cluster sets another). A client-driven episode's call that would travel bigger (a tool's arguments, as encoded,

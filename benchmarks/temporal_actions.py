@@ -1,0 +1,144 @@
+"""Billable Temporal Cloud actions per unit of work, counted from workflow histories.
+
+Temporal Cloud bills per action; what counts is listed at https://docs.temporal.io/cloud/actions ("Temporal Cloud
+Actions": workflow started, by a client, continue-as-new or a child start; activity started, each retry included;
+heartbeats; timers started; signals; queries; updates; search-attribute upserts; side-effect markers; ...). From a
+history this counts:
+
+    WorkflowExecutionStarted (every run: client start, continue-as-new, child)  1
+    ActivityTaskScheduled, plus one per retry (ActivityTaskStarted.attempt - 1)  1 (+ retries)
+    TimerStarted                                                                 1
+    WorkflowExecutionSignaled, SignalExternalWorkflowExecutionInitiated          1
+    WorkflowExecutionUpdateAccepted                                              1
+    UpsertWorkflowSearchAttributes                                               1
+    MarkerRecorded (side effects, local activities; patch markers shown apart)  1
+    RequestCancelExternalWorkflowExecutionInitiated                              1
+
+A child start is billed once, as the child's WorkflowExecutionStarted (the parent's Initiated event is not
+counted again). Not in a history, so not counted: queries, activity heartbeats, rejected updates, schedule
+actions. Patch markers (`workflow.patched`) are listed but left out of the totals: whether Cloud bills a version
+marker is not said on that page.
+
+The histories are the recorded ones (tests/fixtures/histories, written by `python -m
+tests.workflows.record_histories`): the real workflow code on mock pools, a short run of each unit of work. They
+change only when the workflows do, so the figures are today's code's.
+
+    .venv/bin/python benchmarks/temporal_actions.py [--histories DIR]
+
+Prints actions per judged chat turn, per episode step and per train step, with what each is made of.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+HISTORIES = REPO / "tests" / "fixtures" / "histories"
+
+COUNTED = {
+    "EVENT_TYPE_WORKFLOW_EXECUTION_STARTED": "workflow started",
+    "EVENT_TYPE_ACTIVITY_TASK_SCHEDULED": "activity",
+    "EVENT_TYPE_TIMER_STARTED": "timer",
+    "EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED": "signal",
+    "EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED": "signal",
+    "EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED": "update",
+    "EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES": "upsert",
+    "EVENT_TYPE_MARKER_RECORDED": "marker",
+    "EVENT_TYPE_REQUEST_CANCEL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED": "cancel external",
+}
+
+
+def load(name: str, root: Path) -> list[dict]:
+    return json.loads((root / name).read_text())["events"]
+
+
+def actions(events: list[dict]) -> Counter:
+    """Billable actions of one run's history, by kind (activities also by type: `activity:<type>`)."""
+    out: Counter = Counter()
+    for e in events:
+        kind = COUNTED.get(e["eventType"])
+        if kind == "marker":
+            attrs = e.get("markerRecordedEventAttributes", {})
+            if attrs.get("markerName") == "core_patch":
+                out["patch marker (not counted)"] += 1
+                continue
+        if kind == "activity":
+            out[f"activity:{e['activityTaskScheduledEventAttributes']['activityType']['name']}"] += 1
+        elif kind is not None:
+            out[kind] += 1
+        if e["eventType"] == "EVENT_TYPE_ACTIVITY_TASK_STARTED":
+            retries = int(e["activityTaskStartedEventAttributes"].get("attempt", 1)) - 1
+            if retries > 0:
+                out["activity retry"] += retries
+    return out
+
+
+def total(c: Counter) -> int:
+    return sum(v for k, v in c.items() if k != "patch marker (not counted)")
+
+
+def updates(events: list[dict]) -> int:
+    return sum(e["eventType"] == "EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED" for e in events)
+
+
+def count(events: list[dict], activity: str) -> int:
+    return sum(
+        e["eventType"] == "EVENT_TYPE_ACTIVITY_TASK_SCHEDULED"
+        and e["activityTaskScheduledEventAttributes"]["activityType"]["name"] == activity
+        for e in events
+    )
+
+
+def show(c: Counter, per: float) -> str:
+    return ", ".join(f"{k} {v / per:.2f}" for k, v in sorted(c.items()))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--histories", type=Path, default=HISTORIES)
+    args = parser.parse_args(argv)
+    root = args.histories
+
+    # A judged chat turn: the session's share (runs 1-3 of a session that continued as new twice) plus one judge
+    # child (binary RL: m PRM votes and publish_sample).
+    runs = [load(f"session_paired_and_rolled_run{i}.json", root) for i in (1, 2, 3)]
+    session = sum((actions(r) for r in runs), Counter())
+    turns = sum(updates(r) for r in runs)
+    judge = actions(load("judge_turn_binary.json", root))
+    opd = actions(load("judge_turn_opd.json", root))
+    per_turn = total(session) / turns + total(judge)
+    print(f"session: {turns} turns over {len(runs)} runs, {total(session)} actions ({total(session) / turns:.2f} a "
+          f"turn): {show(session, turns)}")  # fmt: skip
+    print(f"judge child (binary): {total(judge)} actions: {show(judge, 1)}")
+    print(f"judge child (OPD): {total(opd)} actions: {show(opd, 1)}")
+
+    # An episode step: the episode's actions over its steps (open, outcome and close spread over them), and the
+    # step's own (agent_step + env_step + step_vote).
+    ep = load("episode_steps.json", root)
+    episode = actions(ep)
+    steps = count(ep, "env_step")
+    marginal = sum(episode[f"activity:{a}"] for a in ("agent_step", "env_step", "step_vote")) / steps
+    print(f"episode: {steps} steps, {total(episode)} actions: {show(episode, 1)}")
+    group = actions(load("task_group_published.json", root))
+    print(f"task group (3 episodes' parent): {total(group)} actions: {show(group, 1)}")
+
+    # A train step: the training workflow's actions over its steps (claim, train, ack, publish, checkpoint...).
+    tr = load("training_steps.json", root)
+    training = actions(tr)
+    train_steps = count(tr, "train_step")
+    print(f"training: {train_steps} steps, {total(training)} actions: {show(training, 1)}")
+
+    print(
+        f"actions: {per_turn:.1f} per judged turn (session {total(session) / turns:.2f} + judge {total(judge)}), "
+        f"{total(episode) / steps:.1f} per episode step ({marginal:.0f} per step plus open/outcome/close and the "
+        f"start, spread over {steps} steps), {total(training) / max(train_steps, 1):.1f} per train step"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
