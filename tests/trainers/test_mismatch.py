@@ -64,3 +64,24 @@ def test_measure_only_by_default_learns_every_token(tiny_model):
     metrics = trainer.train_step([s])  # no staleness given: the trainer's own version
     assert metrics.mismatch_masked_tokens == 0 and metrics.mismatch_over == 0.0 and metrics.tokens == 8
     assert metrics.mismatch_mean == pytest.approx(3.0, abs=1e-5) and metrics.logprob_gap == pytest.approx(3.0, abs=1e-5)
+
+
+def test_per_user_steps_combine_their_mismatch_from_the_per_sample_figures():
+    from contracts.training import SampleMismatch, StepMetrics
+    from trainers.user_adapters import _combined_mismatch
+
+    def step(p99: float, *figs: SampleMismatch) -> StepMetrics:
+        zero = dict.fromkeys(("loss", "pg_loss", "kl", "entropy", "clip_fraction", "approx_kl"), 0.0)
+        return StepMetrics(step=1, samples=len(figs), tokens=0, mean_advantage=0.0, logprob_gap=0.0, grad_norm=0.0,
+                           tokens_per_s=0.0, mismatch_p99=p99, per_sample=list(figs), **zero)  # fmt: skip
+
+    ann = step(0.3, SampleMismatch(sample_id="a", staleness=0, tokens=2, mean=0.1, max=0.3, over=1))
+    bob = step(
+        0.2,
+        SampleMismatch(sample_id="b", staleness=0, tokens=6, mean=0.2, max=0.2),
+        SampleMismatch(sample_id="c", staleness=2, tokens=4, mean=1.0, max=2.0, over=2),
+    )
+    out = _combined_mismatch([ann, bob])
+    assert out["mismatch_samples"] == 2 and out["mismatch_stale_samples"] == 1
+    assert out["mismatch_mean"] == pytest.approx((0.1 * 2 + 0.2 * 6) / 8) and out["mismatch_max"] == 0.3
+    assert out["mismatch_p99"] == 0.3 and out["mismatch_stale_mean"] == 1.0 and out["mismatch_over"] == 3 / 12
