@@ -26,7 +26,25 @@ WANDB_DIR = "wandb"
 WANDB_STEP = "step"
 """W&B's x-axis for every scalar (the policy version for training): a metric of its own rather than W&B's
 `step=`, which must only grow within a run and would drop a version trained again."""
-_STEP = ("loss", "pg_loss", "kl", "entropy", "clip_fraction", "approx_kl", "grad_norm", "tokens_per_s", "step_s")
+_STEP = (
+    "loss",
+    "pg_loss",
+    "kl",
+    "entropy",
+    "clip_fraction",
+    "approx_kl",
+    "grad_norm",
+    "tokens_per_s",
+    "step_s",
+    "logprob_gap",
+    "mismatch_mean",
+    "mismatch_p99",
+    "mismatch_max",
+    "mismatch_stale_mean",
+    "mismatch_stale_p99",
+    "mismatch_over",
+    "mismatch_masked_tokens",
+)
 _SOURCE = (
     "samples",
     "reward_mean",

@@ -56,6 +56,8 @@ def trainer_config(settings: Settings) -> TrainerConfig:
             kl_coef=t.kl_coef,
             entropy_coef=t.entropy_coef,
             tis_cap=t.tis_cap,
+            max_token_gap=t.mismatch.max_token_gap,
+            mismatch_method=t.mismatch.method,
         ),
         lora=LoraConfig(
             rank=t.lora.rank,

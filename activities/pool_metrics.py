@@ -11,7 +11,7 @@ import structlog
 from temporalio import activity
 from temporalio.common import MetricMeter
 
-from contracts.training import StepSummary
+from contracts.training import StepMetrics, StepSummary
 
 log = structlog.get_logger(__name__)
 
@@ -40,10 +40,30 @@ def train_step(summary: StepSummary) -> None:
             )
             m.create_gauge_float("openclaw_train_kl", "The last step's KL to the reference policy").set(max(0.0, x.kl))
             m.create_gauge_float("openclaw_train_grad_norm", "The last step's gradient norm").set(max(0.0, x.grad_norm))
+            _mismatch(m, x)
             if x.step_s is not None:
                 m.create_histogram_float("openclaw_train_step_seconds", "Wall time of one optimizer step", "s").record(
                     x.step_s
                 )
+
+
+_MISMATCH_GAUGES = (
+    ("mismatch_mean", "The last step's on-policy train-inference mismatch: mean |trainer - engine| log-prob"),
+    ("mismatch_p99", "Its 99th percentile over the step's same-version tokens"),
+    ("mismatch_max", "Its largest token"),
+    ("mismatch_stale_mean", "The same over older samples' tokens (numerics plus policy drift)"),
+)
+
+
+def _mismatch(m: MetricMeter, x: StepMetrics) -> None:
+    """The step's mismatch figures (a figure the step had no sample for is left as it was)."""
+    for field, text in _MISMATCH_GAUGES:
+        v = getattr(x, field)
+        if v is not None:
+            m.create_gauge_float(f"openclaw_train_{field}", text).set(max(0.0, v))
+    m.create_counter(
+        "openclaw_train_mismatch_masked_tokens", "Tokens masked out of the loss for their train-inference mismatch"
+    ).add(x.mismatch_masked_tokens)
 
 
 def episode_step(driver: str) -> None:
@@ -61,7 +81,12 @@ def envs_held(count: int) -> None:
 def declare(meter: MetricMeter, pool: str) -> None:
     """At a pool's start: its metrics at zero, so a dashboard shows 0 rather than no data before the first event."""
     if pool == "trainer":
-        for name in ("openclaw_train_steps", "openclaw_samples_trained", "openclaw_samples_dropped_stale"):
+        for name in (
+            "openclaw_train_steps",
+            "openclaw_samples_trained",
+            "openclaw_samples_dropped_stale",
+            "openclaw_train_mismatch_masked_tokens",
+        ):
             meter.create_counter(name).add(0)
     elif pool == "policy":
         for driver in ("agent", "client"):

@@ -76,6 +76,7 @@ from openclaw_rl.settings import Settings
 from openclaw_rl.trained_log import record_dropped, record_step
 from policy_client.weight_sync import WeightSyncClient, WeightSyncError
 from store.client import Store
+from store.errors import StoreError
 from store.samples import TrainingSample
 from trainers.base import PolicyTrainer
 from trainers.trainer_state import CheckpointCorrupt
@@ -181,11 +182,13 @@ class TrainingActivities:
                 return await self._train_and_save(inp)
             return await self._train_in_memory(inp)
 
-    async def _batch(self, inp: TrainInput) -> tuple[list[TrainingSample], list[str], dict[str, list[str]]]:
-        """The batch's samples, the ids of those too stale to learn from, and the entries gone from their stream (by
-        source). Per-user adapters: staleness counts the steps of the sample's user's adapter since it was generated
-        (their turns are labelled with those)."""
-        samples, stale, missing = [], [], {}
+    async def _batch(
+        self, inp: TrainInput
+    ) -> tuple[list[TrainingSample], list[str], dict[str, list[str]], dict[str, int]]:
+        """The batch's samples, the ids of those too stale to learn from, the entries gone from their stream (by
+        source), and each sample's staleness (by id). Per-user adapters: staleness counts the steps of the sample's
+        user's adapter since it was generated (their turns are labelled with those)."""
+        samples, stale, missing, staleness = [], [], {}, {}
         bank = getattr(self.held.trainer, "bank", None)
         for src, ids in inp.ids.items():
             for eid in ids:
@@ -205,9 +208,10 @@ class TrainingActivities:
                     stale.append(s.sample_id)
                     continue
                 samples.append(s)
+                staleness[s.sample_id] = behind
         if stale:
             log.info("stale samples dropped", count=len(stale), version=inp.version, max_staleness=inp.max_staleness)
-        return samples, stale, missing
+        return samples, stale, missing, staleness
 
     async def _train_in_memory(self, inp: TrainInput) -> StepSummary:
         digest = batch_digest(inp.ids)
@@ -219,7 +223,7 @@ class TrainingActivities:
         reload = inp.from_durable or (self.held.version is None and inp.version == inp.durable_version)
         if not reload and self.held.holding(inp.version) is None:
             raise TrainerLost(inp.version, self.held.version)
-        samples, stale, missing = await self._batch(inp)
+        samples, stale, missing, staleness = await self._batch(inp)
         if not samples:  # nothing left to learn from: no step; the batch is still acknowledged
             await asyncio.to_thread(_record_dropped, self.settings, inp.version, digest, stale, missing)
             version = inp.version
@@ -242,7 +246,7 @@ class TrainingActivities:
             else:
                 trainer = self.held.holding(inp.version)
             async with self._engine_memory_released():
-                metrics = await self._optimize(trainer, samples, inp.version)
+                metrics = await self._optimize(trainer, samples, inp.version, staleness)
         except CheckpointCorrupt as exc:
             await asyncio.to_thread(self.held.drop)
             raise ApplicationError(str(exc), type=ErrorType.CHECKPOINT_CORRUPT, non_retryable=True) from exc
@@ -264,8 +268,20 @@ class TrainingActivities:
         )
         self.held.advance(inp.version + 1, summary)
         await asyncio.to_thread(self._record_step, summary, samples, inp.version)
+        await self._record_mismatch(summary, inp.version)
         pool_metrics.train_step(summary)
         return summary
+
+    async def _record_mismatch(self, summary: StepSummary, trained_from: int) -> None:
+        """Each trained sample's mismatch figures into the store, for the `turns` audit (store.mismatch). An audit
+        figure, not training's state: a store error is logged and the step stands."""
+        if summary.metrics is None or not summary.metrics.per_sample:
+            return
+        figures = [f.model_copy(update={"trained_from": trained_from}) for f in summary.metrics.per_sample]
+        try:
+            await self.store.mismatch.record(figures)
+        except StoreError as exc:
+            log.warning("the step's mismatch figures were not recorded", error=str(exc), samples=len(figures))
 
     @contextlib.asynccontextmanager
     async def _engine_memory_released(self):
@@ -289,8 +305,10 @@ class TrainingActivities:
                 await asyncio.to_thread(_empty_cuda_cache)
                 await client.resume_memory(tags)
 
-    async def _optimize(self, trainer: PolicyTrainer, samples: list[TrainingSample], version: int) -> StepMetrics:
-        metrics = await asyncio.to_thread(trainer.train_step, samples)
+    async def _optimize(
+        self, trainer: PolicyTrainer, samples: list[TrainingSample], version: int, staleness: dict[str, int]
+    ) -> StepMetrics:
+        metrics = await asyncio.to_thread(trainer.train_step, samples, staleness)
         if not await asyncio.to_thread(_finite, trainer, metrics):
             raise ApplicationError(
                 f"the update of version {version} is not finite (loss {metrics.loss}, gradient norm "
@@ -309,7 +327,7 @@ class TrainingActivities:
             # this batch was already trained and saved by an attempt that died afterwards
             await asyncio.to_thread(_record, self.settings, done, inp.version)
             return done
-        samples, stale, missing = await self._batch(inp)
+        samples, stale, missing, staleness = await self._batch(inp)
         if not samples:
             await asyncio.to_thread(_record_dropped, self.settings, inp.version, digest, stale, missing)
             return StepSummary(
@@ -323,7 +341,7 @@ class TrainingActivities:
             )
         try:
             trainer = await asyncio.to_thread(self.held.at_checkpoint, inp.version)
-            metrics = await self._optimize(trainer, samples, inp.version)
+            metrics = await self._optimize(trainer, samples, inp.version, staleness)
             summary = StepSummary(
                 version=inp.version + 1,
                 checkpoint=str(target),
@@ -352,6 +370,7 @@ class TrainingActivities:
         self.held.advance(inp.version + 1, summary)
         await asyncio.to_thread(_record, self.settings, summary, inp.version)
         await asyncio.to_thread(self._record_step, summary, samples, inp.version)
+        await self._record_mismatch(summary, inp.version)
         pool_metrics.train_step(summary)
         prune_versions(self.settings.checkpoints_dir, inp.version + 1, self.settings.training.checkpoint.keep)
         return summary

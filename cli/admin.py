@@ -161,6 +161,14 @@ async def turns_command(args: argparse.Namespace, settings: Settings) -> int:
             print(line)
             if j.hint:
                 print(f"  hint:     {_one_line(j.hint)}")
+        if t.mismatch is not None:
+            x = t.mismatch
+            age = "same weights" if x.staleness == 0 else f"{x.staleness} versions behind" if x.staleness else "?"
+            over = f", {x.over} tokens over the bound" if x.over else ""
+            print(
+                f"  trained:  from v{x.trained_from if x.trained_from is not None else '?'} ({age}); mismatch mean "
+                f"{x.mean:.2e}, max {x.max:.2e} over {x.tokens} tokens{over}"
+            )
         if t.error:
             print(f"  error:    {t.error}")
     return 0
@@ -282,6 +290,8 @@ async def train_command(args: argparse.Namespace, settings: Settings) -> int:
                     f"mean advantage {m.mean_advantage:+.3f}, "
                     f"log-prob gap {m.logprob_gap:.2e}, grad norm {m.grad_norm:.3f}, {m.tokens_per_s:.0f} tokens/s"
                 )
+                if m.mismatch_mean is not None or m.mismatch_stale_mean is not None:
+                    print("mismatch: " + mismatch_line(m))
             if s.durable_version is not None:
                 cp = s.last_checkpoint
                 written = f" (last written in {cp.write_s:.1f}s, {cp.bytes / 2**30:.2f} GiB)" if cp else ""
@@ -364,6 +374,24 @@ async def _watch(handle, wf_id: str, until_version: int | None) -> int:
         pass
     status.end()
     return 0
+
+
+def mismatch_line(m) -> str:
+    """A step's train-inference mismatch (StepMetrics): on-policy (staleness 0) first, then older samples."""
+    parts = []
+    if m.mismatch_mean is not None:
+        parts.append(
+            f"on-policy mean {m.mismatch_mean:.2e}, p99 {m.mismatch_p99:.2e}, max {m.mismatch_max:.2e} "
+            f"({m.mismatch_samples} samples)"
+        )
+    if m.mismatch_stale_mean is not None:
+        parts.append(
+            f"older samples mean {m.mismatch_stale_mean:.2e}, p99 {m.mismatch_stale_p99:.2e} "
+            f"({m.mismatch_stale_samples} samples)"
+        )
+    if m.mismatch_over:
+        parts.append(f"{m.mismatch_over:.1%} of tokens over the bound, {m.mismatch_masked_tokens} masked")
+    return "; ".join(parts)
 
 
 def _bar(done: int, total: int, width: int = 24) -> str:

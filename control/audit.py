@@ -10,6 +10,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from contracts.learning import JudgementRecord
 from contracts.session import TurnRecord, TurnsPage, TurnsPageResult
+from contracts.training import SampleMismatch
 from control.sessions import find_session, session_handle, user_query
 from openclaw_rl.search_attributes import POLICY_VERSION, SESSION_ID, USER_ID
 from store.client import Store
@@ -30,6 +31,10 @@ class SessionInfo(BaseModel):
 class AuditedTurn(TurnRecord):
     judgement: JudgementRecord | None = None
     """None until the turn is judged (after its next state arrives)."""
+    mismatch: SampleMismatch | None = None
+    """Once its sample is trained: the train-inference mismatch the step measured on it (|trainer - engine|
+    log-prob over its learned tokens, and whether the trainer held the weights that served it). None before, or
+    once expired (`redis.data_ttl_s`)."""
 
 
 class TurnLog(BaseModel):
@@ -107,7 +112,10 @@ async def session_turns(
         {r.index: r for r in records if offset <= r.index < offset + limit}.values(), key=lambda r: r.index
     )
     judged = await store.judgements.of_turns([r.turn_id for r in records])
-    audited = [AuditedTurn(**r.model_dump(), judgement=j) for r, j in zip(records, judged)]
+    trained = await store.mismatch.of_samples([j.sample_id if j else None for j in judged])
+    audited = [
+        AuditedTurn(**r.model_dump(), judgement=j, mismatch=m) for r, j, m in zip(records, judged, trained, strict=True)
+    ]
     status = desc.status.name.lower() if desc.status else "unknown"
     if desc.status == WorkflowExecutionStatus.CONTINUED_AS_NEW:
         status = "running"

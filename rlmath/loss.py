@@ -12,6 +12,11 @@ mismatch (a stale sample, or serving numerics) is corrected by a weight:
     ratio = exp(logp_new - logp_train)              (logp_train = logp_new before the step)
     pg    = pg * min(exp(logp_train - logp_old), tis_cap)
 
+With `max_token_gap` set, tokens whose |logp_train - logp_old| exceeds it (the
+train-inference mismatch, rlmath.mismatch) are masked out of the loss
+(`mismatch_method` "mask", token-level MIS), or bounded through TIS with cap
+min(tis_cap, e^max_token_gap) ("tis"): one mechanism, not a second weight.
+
 Token means are over each sample's unmasked tokens; the batch mean is over all
 samples (a sample with loss mask 0 adds 0, as the reference's submissions do).
 Shapes: [B, T] right-padded; `mask` is 1 on response tokens that are learned from.
@@ -22,6 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+
+from rlmath.mismatch import over_threshold, tis_cap_with, token_gaps
 
 LOG_RATIO_CLAMP = 20.0
 """Log-ratios are clamped before exp so one wild token cannot overflow the loss."""
@@ -36,6 +43,19 @@ class LossConfig:
     entropy_coef: float = 0.0
     tis_cap: float | None = None
     """Truncated importance sampling: None uses the rollout log-probs as the old policy (the reference's default)."""
+    max_token_gap: float | None = None
+    """Bound on a token's |trainer - rollout| log-prob before the update; None: measured only (rlmath.mismatch)."""
+    mismatch_method: str = "mask"
+    """What happens to a token over `max_token_gap`: mask (out of the loss) or tis (weight capped at e^gap)."""
+
+    def __post_init__(self) -> None:
+        if self.mismatch_method not in ("mask", "tis"):
+            raise ValueError(f"mismatch method {self.mismatch_method!r}: expected mask or tis")
+
+    @property
+    def weight_cap(self) -> float | None:
+        """The TIS cap the loss applies (`tis_cap`, or e^max_token_gap under the tis method)."""
+        return tis_cap_with(self.tis_cap, self.max_token_gap, self.mismatch_method)
 
 
 @dataclass(frozen=True)
@@ -55,6 +75,10 @@ class LossParts:
     """Mean importance weight over learned tokens (1 without TIS)."""
     tis_truncated: float = 0.0
     """Share of learned tokens whose weight was cut at `tis_cap`."""
+    over_tokens: int = 0
+    """Learned tokens whose mismatch exceeded `max_token_gap` (masked out, or their weight capped)."""
+    masked_tokens: int = 0
+    """Of those, the tokens taken out of the loss (the mask method); `tokens` counts what is left."""
 
 
 def k3(new_lp: torch.Tensor, ref_lp: torch.Tensor) -> torch.Tensor:
@@ -81,12 +105,18 @@ def policy_loss(
     """`kl_coef`: [B, 1] per-sample KL coefficients (samples of different streams in one batch), replacing
     `cfg.kl_coef`."""
     mask = mask.to(new_lp.dtype)
+    over = over_threshold(token_gaps(new_lp, old_lp, mask), mask, cfg.max_token_gap)
+    masked = 0
+    if cfg.mismatch_method == "mask" and bool(over.any()):
+        masked = int(over.sum())
+        mask = mask * (~over).to(mask.dtype)
+    cap = cfg.weight_cap
     weight = torch.ones_like(new_lp)
-    if cfg.tis_cap is not None:
+    if cap is not None:
         # One optimizer step per batch: the detached new log-probs are the trainer's pre-update ones.
         train_lp = new_lp.detach()
         raw = torch.exp((train_lp - old_lp).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
-        weight = raw.clamp(max=cfg.tis_cap)
+        weight = raw.clamp(max=cap)
         old_lp = train_lp
     log_ratio = (new_lp - old_lp).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
     ratio = torch.exp(log_ratio)
@@ -115,5 +145,7 @@ def policy_loss(
             mean_advantage=float((advantages * mask).sum() / n),
             tokens=int(mask.sum()),
             tis_weight=float((weight * mask).sum() / n),
-            tis_truncated=float(((weight < raw).to(mask.dtype) * mask).sum() / n) if cfg.tis_cap is not None else 0.0,
+            tis_truncated=float(((weight < raw).to(mask.dtype) * mask).sum() / n) if cap is not None else 0.0,
+            over_tokens=int(over.sum()),
+            masked_tokens=masked,
         )

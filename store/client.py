@@ -17,6 +17,7 @@ from store.errors import Records
 from store.evaluations import EvalScoreRecords
 from store.idempotency import IdempotencyRecords
 from store.judgements import Judgements
+from store.mismatch import MismatchRecords
 from store.policy import PolicyVersions
 from store.prefix_links import PrefixLinks
 from store.response_states import ResponseStates
@@ -66,6 +67,7 @@ class Store:
         self.prefix_links = PrefixLinks(redis)
         self.responses = ResponseStates(redis, data_ttl_s, sealer)
         self.judgements = Judgements(redis, sealer)
+        self.mismatch = MismatchRecords(redis, data_ttl_s)
         self.turn_log = TurnLogArchive(redis, data_ttl_s, sealer)
         self.episodes = EpisodeData(redis, data_ttl_s, sealer)
         self.samples = SampleStreams(redis, data_ttl_s, sealer)

@@ -100,6 +100,11 @@ def record_stream(source: str, policy_version: str) -> str:
     return f"{PREFIX}:records:{source}:v{policy_version}"
 
 
+def sample_mismatch(sample_id: str) -> str:
+    """JSON of a trained sample's train-inference mismatch (store.mismatch), for the audit."""
+    return f"{PREFIX}:mismatch:{sample_id}"
+
+
 def session_effective(session_key: str) -> str:
     """Set once a session has produced an effective sample (the at-least-one rule)."""
     return f"{PREFIX}:effective:{session_key}"

@@ -50,14 +50,16 @@ PER_TURN = (
 def user_patterns(user_id: str) -> list[str]:
     """Keys whose names hold the user's session workflow ids (`session/<pseudonym>/...`, or `session/<user id>/...`
     for a session started before ids were pseudonyms: control.sessions) or the user id: archived turn logs, the
-    at-least-one flags, the publication markers and prefix links. User ids are letters, digits, `_.@-`
-    (control.api_keys.USER_ID) and pseudonyms `u-<hex>`, nothing a SCAN pattern reads as a wildcard."""
+    at-least-one flags, the publication markers, trained samples' mismatch figures and prefix links. User ids are
+    letters, digits, `_.@-` (control.api_keys.USER_ID) and pseudonyms `u-<hex>`, nothing a SCAN pattern reads as a
+    wildcard."""
     out = [keys.prefix_link(user_id, "*")]
     for session in (f"session/{tenant_of(user_id)}/", f"session/{user_id}/"):
         out += [
             keys.turn_log_segment(session + "*", 0)[: -len(":0")],
             keys.session_effective(session + "*"),
             keys.sample_published(session + "*"),
+            keys.sample_mismatch(session + "*"),
         ]
     return out
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
@@ -164,10 +165,12 @@ class PolicyTrainer(ABC):
         return trainer
 
     # ---- one optimizer step ------------------------------------------------------
-    def train_step(self, samples: list[TrainingSample]) -> StepMetrics:
+    def train_step(self, samples: list[TrainingSample], staleness: Mapping[str, int] | None = None) -> StepMetrics:
+        """`staleness`: each sample's versions behind the weights trained from, by sample id, for the mismatch
+        figures (None: all of these weights)."""
         started = time.perf_counter()
         self.opt.zero_grad(set_to_none=True)
-        totals = self.accumulate(samples, len(samples))
+        totals = self.accumulate(samples, len(samples), staleness)
         params = [p for p in self.model.parameters() if p.requires_grad]
         grad_norm = float(torch.nn.utils.clip_grad_norm_(params, self.cfg.grad_clip))
         with self.optimizer_on_device():
@@ -207,7 +210,9 @@ class PolicyTrainer(ABC):
             out["cuda_reserved_bytes"] = torch.cuda.memory_reserved(self.device)
         return out
 
-    def accumulate(self, samples: list[TrainingSample], batch_size: int) -> LossTotals:
+    def accumulate(
+        self, samples: list[TrainingSample], batch_size: int, staleness: Mapping[str, int] | None = None
+    ) -> LossTotals:
         """Forward and backward of `samples` in micro-batches (gradients accumulate), each weighted by its share of
         a batch of `batch_size` samples: the loss is a mean over samples, so the shares' gradients add up to the
         batch's whatever the split (micro-batches here, data-parallel replicas in megatron's job)."""
@@ -226,8 +231,7 @@ class PolicyTrainer(ABC):
             )
             share = len(group) / batch_size
             (parts.loss * share).backward()
-            with torch.no_grad():
-                gap = float(((new_lp - old_lp).abs() * mask).sum())
+            gap = totals.add_mismatch(group, new_lp, old_lp, mask, self.cfg.loss.max_token_gap, staleness)
             totals.add(parts, share, gap, estimate)
         return totals
 

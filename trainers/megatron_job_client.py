@@ -21,6 +21,7 @@ import tempfile
 import threading
 import time
 import weakref
+from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar, TypeVar
 
@@ -277,7 +278,9 @@ class MegatronJobTrainer(PolicyTrainer):
     def close(self) -> None:
         self.job.stop()
 
-    def train_step(self, samples: list[TrainingSample]) -> StepMetrics:
+    def train_step(self, samples: list[TrainingSample], staleness: Mapping[str, int] | None = None) -> StepMetrics:
+        """`staleness` is not sent to the job: its ranks count every sample as of their weights (the mismatch
+        figures come back without the per-sample ones, which stay in the job)."""
         reply = self.job.ask(StepCommand(samples=samples), Stepped)
         self.step = reply.metrics.step
         self._weights_finite = reply.weights_finite

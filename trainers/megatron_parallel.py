@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import structlog
@@ -107,11 +108,11 @@ class ParallelMegatronTrainer(MegatronTrainer):
         return get_megatron_optimizer(config, [self.ddp])
 
     # ---- the step ---------------------------------------------------------------
-    def train_step(self, samples: list[TrainingSample]) -> StepMetrics:
+    def train_step(self, samples: list[TrainingSample], staleness: Mapping[str, int] | None = None) -> StepMetrics:
         """Collective. Every rank gets the whole batch and trains its data-parallel replica's share of it."""
         started = time.perf_counter()
         self._zero_grads()
-        totals = self.accumulate(samples[self.dp_rank :: self.dp_size], len(samples))
+        totals = self.accumulate(samples[self.dp_rank :: self.dp_size], len(samples), staleness)
         grad_norm = self._apply_gradients()
         self.step += 1
         totals = self._summed_over_replicas(totals)
@@ -121,9 +122,11 @@ class ParallelMegatronTrainer(MegatronTrainer):
         )
 
     # ---- pipeline parallelism --------------------------------------------------------
-    def accumulate(self, samples: list[TrainingSample], batch_size: int) -> LossTotals:
+    def accumulate(
+        self, samples: list[TrainingSample], batch_size: int, staleness: Mapping[str, int] | None = None
+    ) -> LossTotals:
         if self.pp_size == 1:
-            return super().accumulate(samples, batch_size)
+            return super().accumulate(samples, batch_size, staleness)
         from megatron.core import parallel_state as ps
 
         totals = LossTotals()
@@ -148,8 +151,7 @@ class ParallelMegatronTrainer(MegatronTrainer):
                     kl_coef=self.kl_coefs(group),
                 )
                 share = len(group) / batch_size
-                with torch.no_grad():
-                    gap = float(((new_lp - old_lp).abs() * mask).sum())
+                gap = totals.add_mismatch(group, new_lp, old_lp, mask, self.cfg.loss.max_token_gap, staleness)
                 totals.add(parts, share, gap, estimate)
                 pending.append((parts.loss * share, received))
             else:
@@ -362,7 +364,8 @@ def _all_reduce_sum(tensors: list[torch.Tensor], group) -> None:
         t.copy_(reduced)
 
 
-_TOTALS = [(f.name, f.type) for f in dataclasses.fields(LossTotals)]
+_TOTALS = [(f.name, f.type) for f in dataclasses.fields(LossTotals) if f.type in (int, float, "int", "float")]
+"""The summed fields (the per-sample mismatch figures stay with the replica that measured them)."""
 
 
 def _as_vector(totals: LossTotals, device: torch.device) -> torch.Tensor:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,12 +64,14 @@ class AdapterBank:
             self.users[user_id] = UserAdapter(params={n: t.clone() for n, t in self.initial.params.items()})
         return self.users[user_id]
 
-    def train_step(self, user_id: str, samples: list[TrainingSample]) -> StepMetrics:
+    def train_step(
+        self, user_id: str, samples: list[TrainingSample], staleness: Mapping[str, int] | None = None
+    ) -> StepMetrics:
         """One optimizer step of `user_id`'s adapter on `samples` (theirs alone)."""
         state = self.adapter(user_id)
         self._swap_in(state)
         try:
-            metrics = self.trainer.train_step(samples)
+            metrics = self.trainer.train_step(samples, staleness)
         finally:
             self._swap_out(state)
         state.steps += 1
@@ -195,11 +198,11 @@ class UserAdapterTrainer:
         return trainer
 
     # ---- what the training activities call -------------------------------------------------------------------
-    def train_step(self, samples: list[TrainingSample]) -> StepMetrics:
+    def train_step(self, samples: list[TrainingSample], staleness: Mapping[str, int] | None = None) -> StepMetrics:
         groups: dict[str, list[TrainingSample]] = {}
         for s in samples:
             groups.setdefault(sample_owner(s), []).append(s)
-        parts = [(len(g), self.bank.train_step(owner, g)) for owner, g in groups.items()]
+        parts = [(len(g), self.bank.train_step(owner, g, staleness)) for owner, g in groups.items()]
         self.touched |= set(groups)
         self.step += 1
         return _combined(parts, self.step)
@@ -289,4 +292,23 @@ def _combined(parts: list[tuple[int, StepMetrics]], step: int) -> StepMetrics:
         tokens_per_s=processed / total["step_s"] if total["step_s"] else 0.0,
         **total,
         **mean,
+        **_combined_mismatch([m for _, m in parts]),
     )
+
+
+def _combined_mismatch(parts: list[StepMetrics]) -> dict:
+    """The users' mismatch figures as one step's: means and maxima from the per-sample figures (exact), the 99th
+    percentile as the largest user's (an upper bound: the users' token gaps are not kept)."""
+    per_sample = [s for m in parts for s in m.per_sample]
+    out: dict = {"per_sample": per_sample, "mismatch_masked_tokens": sum(m.mismatch_masked_tokens for m in parts)}
+    measured = sum(s.tokens for s in per_sample)
+    out["mismatch_over"] = sum(s.over for s in per_sample) / measured if measured else 0.0
+    for prefix, pick, p99 in (("mismatch", True, "mismatch_p99"), ("mismatch_stale", False, "mismatch_stale_p99")):
+        chosen = [s for s in per_sample if (s.staleness == 0) == pick]
+        tokens = sum(s.tokens for s in chosen)
+        out[f"{prefix}_samples"] = len(chosen)
+        out[f"{prefix}_mean"] = sum(s.mean * s.tokens for s in chosen) / tokens if tokens else None
+        out[p99] = max((v for m in parts if (v := getattr(m, p99)) is not None), default=None)
+    fresh = [s for s in per_sample if s.staleness == 0 and s.tokens]
+    out["mismatch_max"] = max((s.max for s in fresh), default=None)
+    return out

@@ -135,6 +135,20 @@ class CheckpointSettings(BaseModel):
     logs): a checkpoint that would eat into it is not written, and training pauses with the reason."""
 
 
+class MismatchSettings(BaseModel):
+    """Train-inference mismatch (docs/training.md, "On-policy by measurement"): the gap between the engine's log-prob
+    of each served token and the trainer's under the same weights is measured at every step (per sample, per step,
+    in the `turns` audit); these bound it."""
+
+    max_token_gap: float | None = Field(None, gt=0)
+    """A learned token whose |trainer - engine| log-prob exceeds this (nats, before the update) is handled by
+    `method`. None (the default): measured and reported only, the loss unchanged."""
+    method: Literal["mask", "tis"] = "mask"
+    """mask: such tokens leave the loss (token-level masked importance sampling, MIS); the rest of the sample is
+    learned. tis: truncated importance sampling with its cap at e^max_token_gap (the smaller of it and `tis_cap`
+    when both are set): the same TIS path as `tis_cap`, not a second weight."""
+
+
 class TrainingSettings(BaseModel):
     """The training workflow: batches from the sample streams, train steps, weight publication."""
 
@@ -165,6 +179,8 @@ class TrainingSettings(BaseModel):
     tis_cap: float | None = Field(None, ge=1)
     """Truncated importance sampling: weight each token by min(pi_train / pi_rollout, cap) and clip around the
     trainer's own log-probs. None (the reference's default): the rollout log-probs are the old policy."""
+    mismatch: MismatchSettings = Field(default_factory=MismatchSettings)
+    """Train-inference mismatch: measured always; tokens over a threshold masked or their weight capped."""
     micro_batch_tokens: int = Field(8192, ge=16)
     """Tokens per forward/backward; larger batches are accumulated."""
     compile: bool | None = None

@@ -129,7 +129,8 @@ def test_both_forms_of_a_users_session_ids_are_found_and_the_name_record_goes_wi
                 r.set(keys.session_effective(session), "1")
                 r.set(keys.sample_published(f"{session}@r#0"), "1")
                 r.set(keys.turn_log_segment(f"{session}@r", 0), "x")
-            assert await store.users.forget_named("ann") == 7
+                r.set(keys.sample_mismatch(f"{session}@r#0"), "{}")
+            assert await store.users.forget_named("ann") == 9
             assert await store.users.names_of([tenant_of("ann"), tenant_of("bob")]) == {tenant_of("bob"): "bob"}
             left = sorted(k.decode() for k in r.scan_iter("oc:*"))
             assert [k for k in left if "session/" in k] == sorted(
@@ -137,6 +138,7 @@ def test_both_forms_of_a_users_session_ids_are_found_and_the_name_record_goes_wi
                     keys.session_effective(other),
                     keys.sample_published(f"{other}@r#0"),
                     keys.turn_log_segment(f"{other}@r", 0),
+                    keys.sample_mismatch(f"{other}@r#0"),
                 ]
             )
 
