@@ -12,7 +12,8 @@ TEST_WORKERS ?= 2
 # Debian's python3 with pytest (terminal checkers), git, sqlite3, jq. The gui setting drives Debian's headless
 # chromium through its matching chromium-driver (nothing is downloaded at run time).
 # nodejs and npm: the Codex CLI, installed from the npm registry for the harness tests (tests/api/harness_install.py).
-SYSTEM_PACKAGES := bubblewrap python3 python3-pytest git sqlite3 jq chromium chromium-driver nodejs npm
+# iproute2: `bench hosts` and its test run the deployment as hosts in network namespaces (stack/hosts.py).
+SYSTEM_PACKAGES := bubblewrap python3 python3-pytest git sqlite3 jq chromium chromium-driver nodejs npm iproute2
 
 # torch is installed first, pinned: the CPU wheel for 2.13.0 is available locally,
 # while a bare `torch` requirement would pull a multi-GB CUDA build.
