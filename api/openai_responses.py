@@ -1,9 +1,10 @@
 """`POST /v1/responses`: OpenAI's Responses API in front of the same turns as chat completions.
 
 A request is translated into the internal chat form (`instructions` -> a system message, input messages as they
-are, `function_call` items -> an assistant message's tool calls, `function_call_output` items -> tool messages)
-and runs through api.turn_core; the TurnResult is written back as a Response object (output items `message` and
-`function_call`), or as the Responses stream of events.
+are, `function_call` and `custom_tool_call` items -> an assistant message's tool calls, their outputs -> tool
+messages) and runs through api.turn_core; the TurnResult is written back as a Response object (output items
+`message`, `function_call`, and `custom_tool_call` for a freeform tool such as Codex's `apply_patch`), or as the
+Responses stream of events. Hosted tools (web search, ...) are accepted and not shown to the policy.
 
 Conversation state: with `store` (the default) the turn's conversation is kept (store.response_states) under its
 response id, `resp_<turn id>`; a request naming it in `previous_response_id` continues it. A chain is a session:
