@@ -130,8 +130,10 @@ async def test_the_backlog_of_a_queue_nobody_polls_is_served_on_the_pools_metric
 
 @pytest.mark.asyncio
 async def test_a_failed_read_keeps_the_last_value_marked_stale_and_the_poller_goes_on(dev):
-    client = await Client.connect(dev.client.service_client.config.target_host)
-    poller = BacklogPoller(client, None, ["q"], interval_s=0.1)
+    address = f"127.0.0.1:{free_port()}"
+    runtime = metrics_runtime(address, "judge")
+    client = await Client.connect(dev.client.service_client.config.target_host, runtime=runtime)
+    poller = BacklogPoller(client, runtime.metric_meter, ["q"], interval_s=0.1)
     await poller.poll_once()
     assert not poller.last[("q", "activity")].stale
     poller.last[("q", "activity")].count = 7
@@ -144,3 +146,7 @@ async def test_a_failed_read_keeps_the_last_value_marked_stale_and_the_poller_go
         await asyncio.sleep(0.3)  # a few failed reads: the task keeps running
     last = poller.last[("q", "activity")]
     assert last.stale and last.count == 7
+    async with httpx.AsyncClient() as http:
+        text = (await http.get(f"http://{address}/metrics", timeout=10)).text
+    assert gauges(text, "openclaw_task_queue_backlog_stale")[("judge", "q", "activity")] == 1
+    assert gauges(text, "openclaw_task_queue_backlog")[("judge", "q", "activity")] == 7  # the last value, kept
