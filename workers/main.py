@@ -12,6 +12,7 @@ from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 
 from openclaw_rl.settings import Pool, Settings
 from openclaw_rl.temporal_client import connect, metrics_runtime
+from workers.backlog import BacklogPoller
 from workers.pools import components_for
 
 log = structlog.get_logger(__name__)
@@ -71,6 +72,9 @@ async def run_worker(settings: Settings, pool: Pool) -> None:
         async with contextlib.AsyncExitStack() as running:
             for worker in workers:
                 await running.enter_async_context(worker)
+            if runtime is not None:  # the autoscalers' signal, served with the pool's metrics
+                poller = BacklogPoller(client, runtime.metric_meter, [queue], settings.metrics.backlog_interval_s)
+                await running.enter_async_context(poller.running())
             await stop.wait()
             log.info("worker stopping", pool=pool.value)
     finally:

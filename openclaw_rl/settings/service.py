@@ -37,6 +37,10 @@ class MetricsSettings(BaseModel):
     env 3, trainer 4)."""
     host: str = "127.0.0.1"
     """The address the endpoints bind (0.0.0.0 for a Prometheus elsewhere)."""
+    backlog_interval_s: float = Field(15.0, ge=1.0, le=600.0)
+    """How often each worker process reads its pool's task-queue backlog from Temporal (DescribeTaskQueue, one
+    call per task type) for `openclaw_task_queue_backlog` and its siblings (workers.backlog): the autoscalers'
+    signal. Only while the pool serves metrics (`port_base` set)."""
 
     def address(self, pool: Pool) -> str | None:
         if self.port_base is None:

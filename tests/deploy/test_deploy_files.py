@@ -123,3 +123,33 @@ def test_no_pod_outside_the_trainer_group_shares_a_writable_volume_and_weights_t
     services = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Service"}
     assert sync.master_addr.split(".")[0] in services
     assert services[sync.master_addr.split(".")[0]]["spec"]["ports"][0]["port"] == sync.master_port
+
+
+SCALED_ON_BACKLOG = {Pool.WORKFLOW: "workflow", Pool.POLICY: "activity", Pool.JUDGE: "activity", Pool.ENV: "activity"}
+"""The pools an autoscaler adds replicas to, and the task type of their queue that says work is waiting. The trainer
+runs one step at a time: one replica, no autoscaler."""
+
+
+def test_each_scalable_pool_autoscales_on_its_task_queue_backlog_through_the_adapters_rule():
+    docs = [d for m in MANIFESTS for d in yaml.safe_load_all(m.read_text()) if d]
+    hpas = {d["spec"]["scaleTargetRef"]["name"]: d for d in docs if d["kind"] == "HorizontalPodAutoscaler"}
+    assert "worker-trainer" not in hpas
+    for pool, task_type in SCALED_ON_BACKLOG.items():
+        hpa = hpas[f"worker-{pool.value}"]["spec"]
+        external = [m["external"] for m in hpa["metrics"] if m["type"] == "External"]
+        assert [e["metric"]["name"] for e in external] == ["openclaw_task_queue_backlog"], pool
+        assert external[0]["metric"]["selector"]["matchLabels"] == {"pool": pool.value, "task_type": task_type}
+        assert external[0]["target"]["type"] == "AverageValue" and float(external[0]["target"]["averageValue"]) > 0
+        assert hpa["minReplicas"] >= 1 and hpa["maxReplicas"] > hpa["minReplicas"]
+    workloads = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Deployment"}
+    config = next(d for d in docs if d["kind"] == "ConfigMap")["data"]
+    from openclaw_rl.settings import POOL_METRICS_OFFSET
+
+    for pool in Pool:  # each pool serves its metrics where Prometheus is told to scrape them
+        pod = workloads[f"worker-{pool.value}"]["spec"]["template"]
+        port = int(config["OPENCLAW_RL_METRICS__PORT_BASE"]) + POOL_METRICS_OFFSET[pool]
+        assert pod["metadata"]["annotations"]["prometheus.io/port"] == str(port), pool
+        assert {"name": "metrics", "containerPort": port} in pod["spec"]["containers"][0]["ports"], pool
+    adapter = yaml.safe_load((DEPLOY / "k8s" / "prometheus-adapter" / "values.yaml").read_text())
+    (rule,) = adapter["rules"]["external"]
+    assert rule["name"]["as"] == "openclaw_task_queue_backlog" and "max by (pool, task_type)" in rule["metricsQuery"]
