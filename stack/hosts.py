@@ -499,8 +499,12 @@ class Deployment:
         host = self.hosts[name]
         self.down.add(name)
         groups = host.kill()
-        left = host.pids()
-        for pid in left:  # nothing should be: the namespace's pid 1 took its namespace with it
+        # The kernel ends the rest of each pid namespace once its pid 1 is gone: give it a moment, then name (and
+        # kill) whatever of the host's is still there, which should be nothing.
+        deadline = time.monotonic() + 5.0
+        while (left := host.pids()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for pid in left:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
