@@ -322,6 +322,7 @@ class HostsBench:
             self.d.net.mend("policy-1")
         ph.back = time.monotonic()
         ph.notes["turns during the cut"] = sum(1 for t, _ in self.fig.answered if ph.fault < t < ph.back)
+        await self._until(lambda: self._answered_since(ph.fault) is not None, 300)
         first = self._answered_since(ph.fault)
         ph.recovery_s = None if first is None else first - ph.fault
         from stack.router import RouterFront
