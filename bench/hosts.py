@@ -525,7 +525,8 @@ def add_parser(bsub: argparse._SubParsersAction) -> None:
         nargs="?",
         const=",".join(PHASES),
         default="",
-        help=f"host failures under the load, in turn (default when given: {','.join(PHASES)}): "
+        help=f"host failures under the load, in turn; the load then runs until the last phase is over, not for "
+        f"--minutes (default when given: {','.join(PHASES)}): "
         + "; ".join(f"{k}: {v}" for k, v in PHASES.items()),
     )
     p.add_argument("--keep", action="store_true", help="keep the hosts' folders (logs, records) afterwards")
