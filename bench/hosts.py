@@ -24,6 +24,8 @@ import httpx
 
 from stack.hosts import Deployment, Knobs, hosts_problem
 
+SESSION_TURNS = 24
+"""Turns in one conversation before a session starts another (the policy's context is 4096 tokens in the bench)."""
 TERMINAL_TASKS = ["files-dedupe", "files-checksum-manifest", "debug-python-average", "files-backup-archive"]
 
 
@@ -48,6 +50,10 @@ class Load:
     env_lost_after_s: float = 15.0
     """How long an episode waits on a silent env worker before it starts over on another (EpisodeConfig)."""
     cut_s: float = 30.0
+    cut_host: str = "policy-1"
+    resume_wait_s: float = 300.0
+    """After a cut of the trainer: how long to wait for its next durable version (none is a finding, not a halt)."""
+    """The host whose link the cut phase takes down (policy-1 or the trainer)."""
     down_s: float = 20.0
     """How long a killed host stays dead at least (the env host: until an episode has finished without it)."""
 
@@ -56,7 +62,7 @@ PHASES = {
     "env": "kill every process of env-1 (its episodes start over on env-2), then restart it",
     "engine": "kill policy-1 (engine + policy worker: sessions move to policy-2 through the router), then restart it",
     "trainer": "kill the trainer host (training resumes from its durable checkpoint when it returns)",
-    "cut": "cut policy-1's link for cut_s seconds (bridge-side veth down), then mend it",
+    "cut": "cut policy-1's link (or the trainer's) for 30 s (bridge-side veth down), then mend it",
 }
 
 
@@ -152,6 +158,9 @@ class HostsBench:
         history: list[dict] = [{"role": "system", "content": "You are a helpful personal agent."}]
         turn = 0
         while self._more_turns(turn):
+            if turn and turn % SESSION_TURNS == 0:  # a long run: a fresh conversation before the context is full
+                sid = f"hosts-{uuid.uuid4().hex[:8]}-{s}"
+                history = history[:1]
             # The reply to the previous answer judges it (the heuristic judge reads explicit feedback): +1 or -1.
             verdict = ("Thanks, that is great. " if (s + turn) % 2 else "That's wrong, try again. ") if turn else ""
             history.append({"role": "user", "content": f"{verdict}Session {s}, question {turn}: what next?"})
@@ -314,12 +323,14 @@ class HostsBench:
         ph.notes["durable version after"] = self._durable_version()
 
     async def _phase_cut(self, ph: Phase) -> None:
+        ph.notes["host"] = self.load.cut_host
+        durable = self._durable_version()
         ph.fault = time.monotonic()
-        self.d.net.cut("policy-1")
+        self.d.net.cut(self.load.cut_host)
         try:
             await asyncio.sleep(self.load.cut_s)
         finally:
-            self.d.net.mend("policy-1")
+            self.d.net.mend(self.load.cut_host)
         ph.back = time.monotonic()
         ph.notes["turns during the cut"] = sum(1 for t, _ in self.fig.answered if ph.fault < t < ph.back)
         await self._until(lambda: self._answered_since(ph.fault) is not None, 300)
@@ -330,6 +341,10 @@ class HostsBench:
         t = time.monotonic()
         await self.d.wait_routed(RouterFront(self.d.router_url, self.d.secrets["engine"]), timeout_s=300)
         ph.notes["mended to routed s"] = round(time.monotonic() - t, 1)
+        if self.load.cut_host == "trainer":  # does training go on once the trainer is reachable again?
+            took = await self._until(lambda: self._durable_version() > durable, self.load.resume_wait_s, 1.0)
+            ph.notes["durable versions before / after"] = (durable, self._durable_version())
+            ph.notes["next durable version after the mend, s"] = "none" if took is None else round(took, 1)
 
     def _phase_figures(self, ph: Phase) -> None:
         lat = sorted(s for t, s in self.fig.answered if ph.start <= t <= ph.end)
@@ -526,8 +541,7 @@ def add_parser(bsub: argparse._SubParsersAction) -> None:
         const=",".join(PHASES),
         default="",
         help=f"host failures under the load, in turn; the load then runs until the last phase is over, not for "
-        f"--minutes (default when given: {','.join(PHASES)}): "
-        + "; ".join(f"{k}: {v}" for k, v in PHASES.items()),
+        f"--minutes (default when given: {','.join(PHASES)}): " + "; ".join(f"{k}: {v}" for k, v in PHASES.items()),
     )
     p.add_argument("--keep", action="store_true", help="keep the hosts' folders (logs, records) afterwards")
 
