@@ -274,6 +274,9 @@ class HostsBench:
         before = opened("env-1")
         # Kill env-1 while one of the episodes holds an environment there.
         await self._until(lambda: opened("env-1") > before, 120)
+        # ...and its env_open has completed: one killed mid-open holds its episode for env_open's start-to-close
+        # (5 minutes, no heartbeat; seen 2026-11-28, docs/deployment.md), not env_lost_after_s.
+        await asyncio.sleep(3.0)
         env2_before, groups_before = opened("env-2"), len(self.groups_done)
         retries_before = self._log_count("workflow", "worker-workflow", "env worker lost")
         ph.fault = time.monotonic()
