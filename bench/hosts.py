@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import shutil
 import tempfile
 import time
@@ -23,6 +24,8 @@ import httpx
 
 from stack.hosts import Deployment, Knobs, hosts_problem
 
+SESSION_TURNS = 24
+"""Turns in one conversation before a session starts another (the policy's context is 4096 tokens in the bench)."""
 TERMINAL_TASKS = ["files-dedupe", "files-checksum-manifest", "debug-python-average", "files-backup-archive"]
 
 
@@ -42,6 +45,50 @@ class Load:
     versions: int = 2
     """Versions that must be trained and served on both engines before the run ends."""
     timeout_s: float = 900.0
+    failures: list[str] = field(default_factory=list)
+    """Phases, in turn, under the load (PHASES): the load runs until the last is over."""
+    env_lost_after_s: float = 15.0
+    """How long an episode waits on a silent env worker before it starts over on another (EpisodeConfig)."""
+    cut_s: float = 30.0
+    cut_host: str = "policy-1"
+    resume_wait_s: float = 300.0
+    """After a cut of the trainer: how long to wait for its next durable version (none is a finding, not a halt)."""
+    """The host whose link the cut phase takes down (policy-1 or the trainer)."""
+    down_s: float = 20.0
+    """How long a killed host stays dead at least (the env host: until an episode has finished without it)."""
+
+
+PHASES = {
+    "env": "kill every process of env-1 (its episodes start over on env-2), then restart it",
+    "engine": "kill policy-1 (engine + policy worker: sessions move to policy-2 through the router), then restart it",
+    "trainer": "kill the trainer host (training resumes from its durable checkpoint when it returns)",
+    "cut": "cut policy-1's link (or the trainer's) for 30 s (bridge-side veth down), then mend it",
+}
+
+
+@dataclass
+class Phase:
+    name: str
+    start: float = 0.0
+    fault: float = 0.0
+    back: float = 0.0
+    end: float = 0.0
+    turns: int = 0
+    p50_ms: float = 0.0
+    errors: Counter = field(default_factory=Counter)
+    recovery_s: float | None = None
+    """Seconds from the fault until the work it hit went on (per phase: see `notes`)."""
+    longest_gap_s: float = 0.0
+    """The longest time without a chat turn answered, within the phase."""
+    notes: dict = field(default_factory=dict)
+
+    def line(self) -> str:
+        rec = "n/a" if self.recovery_s is None else f"{self.recovery_s:.1f} s"
+        notes = ", ".join(f"{k} {v}" for k, v in self.notes.items())
+        return (
+            f"phase {self.name}: {self.end - self.start:.0f} s, {self.turns} turns, p50 {self.p50_ms:.0f} ms, "
+            f"errors {dict(self.errors) or 0}, recovery {rec}, longest chat gap {self.longest_gap_s:.1f} s; {notes}"
+        )
 
 
 @dataclass
@@ -66,6 +113,11 @@ class Figures:
     seconds: float = 0.0
     cpu: dict[str, float] = field(default_factory=dict)
     disk: dict[str, int] = field(default_factory=dict)
+    answered: list[tuple[float, float]] = field(default_factory=list)
+    """(when, seconds) of each turn answered."""
+    failed: list[tuple[float, object, str]] = field(default_factory=list)
+    """(when, status or exception name, reason) of each turn that failed."""
+    phases: list[Phase] = field(default_factory=list)
 
     @property
     def status_5xx(self) -> int:
@@ -85,6 +137,8 @@ class HostsBench:
         self.fig = Figures()
         self.key = ""
         self.deadline = 0.0
+        self.phases_done = asyncio.Event()
+        self.groups_done: list[float] = []
 
     # ---- chat ----
     def create_key(self) -> str:
@@ -104,6 +158,9 @@ class HostsBench:
         history: list[dict] = [{"role": "system", "content": "You are a helpful personal agent."}]
         turn = 0
         while self._more_turns(turn):
+            if turn and turn % SESSION_TURNS == 0:  # a long run: a fresh conversation before the context is full
+                sid = f"hosts-{uuid.uuid4().hex[:8]}-{s}"
+                history = history[:1]
             # The reply to the previous answer judges it (the heuristic judge reads explicit feedback): +1 or -1.
             verdict = ("Thanks, that is great. " if (s + turn) % 2 else "That's wrong, try again. ") if turn else ""
             history.append({"role": "user", "content": f"{verdict}Session {s}, question {turn}: what next?"})
@@ -113,15 +170,18 @@ class HostsBench:
                 r = await http.post(f"{self.d.api_url}/v1/chat/completions", json=body, headers={"X-Session-Id": sid})
             except httpx.HTTPError as exc:
                 self.fig.chat_errors[type(exc).__name__] += 1
+                self.fig.failed.append((time.monotonic(), type(exc).__name__, str(exc)[:200]))
                 history.pop()
                 await asyncio.sleep(1)
                 continue
             if r.status_code != 200:
                 self.fig.chat_errors[r.status_code] += 1
+                self.fig.failed.append((time.monotonic(), r.status_code, r.text[:200]))
                 history.pop()
                 await asyncio.sleep(1)
                 continue
             self.fig.latencies.append(time.perf_counter() - t)
+            self.fig.answered.append((time.monotonic(), time.perf_counter() - t))
             self.fig.turns += 1
             history.append({"role": "assistant", "content": r.json()["choices"][0]["message"].get("content") or ""})
             turn += 1
@@ -129,6 +189,8 @@ class HostsBench:
     def _more_turns(self, turn: int) -> bool:
         if time.monotonic() > self.deadline:
             return False
+        if self.load.failures:
+            return not self.phases_done.is_set()
         if self.load.turns_per_session is not None:
             return turn < self.load.turns_per_session
         return time.monotonic() < self.load_until
@@ -140,9 +202,15 @@ class HostsBench:
 
         settings = self.d.hosts["workflow"].settings()
         client = await connect(settings.temporal, keyring=settings.keyring())
-        config = episode_config(settings, "terminal").model_copy(update={"max_steps": self.load.max_steps})
+        config = episode_config(settings, "terminal").model_copy(
+            update={"max_steps": self.load.max_steps, "env_lost_after_s": self.load.env_lost_after_s}
+        )
         i = 0
-        while i < self.load.groups or (self.load.minutes and time.monotonic() < self.load_until):
+        while (
+            i < self.load.groups
+            or (self.load.minutes and time.monotonic() < self.load_until)
+            or (self.load.failures and not self.phases_done.is_set())
+        ):
             task = TERMINAL_TASKS[i % len(TERMINAL_TASKS)]
             handle = await start_task_group(
                 client, settings, "terminal", task, samples=self.load.samples, config=config
@@ -151,7 +219,147 @@ class HostsBench:
             self.fig.groups += 1
             self.fig.group_failures += result.failed
             self.fig.env_steps += result.published + result.dropped_steps
+            self.groups_done.append(time.monotonic())
             i += 1
+
+    # ---- failures ----
+    def _log_count(self, host: str, service: str, text: str) -> int:
+        try:
+            return (self.d.hosts[host].logs_dir / f"{service}.log").read_text(errors="replace").count(text)
+        except FileNotFoundError:
+            return 0
+
+    def _answered_since(self, fault: float) -> float | None:
+        """When the first turn asked after `fault` was answered (None: none yet): new turns go through again."""
+        return min((t for t, took in self.fig.answered if t - took > fault), default=None)
+
+    def _reopened(self, host: str) -> int:
+        """Environments opened on `host` by an episode's second or later attempt (its attempt key ends :a<N>)."""
+        try:
+            text = (self.d.hosts[host].logs_dir / "worker-env.log").read_text(errors="replace")
+        except FileNotFoundError:
+            return 0
+        return len(re.findall(r"environment opened\s+attempt_key=\S+:a(?:[2-9]|\d\d)\b", text))
+
+    def _durable_version(self) -> int:
+        return max((line["version"] for line in self.trained_lines() if line.get("durable")), default=0)
+
+    async def _until(self, done, timeout_s: float, step_s: float = 0.5) -> float | None:
+        """Seconds until `done()` is true, or None after `timeout_s`."""
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout_s and time.monotonic() < self.deadline:
+            if done():
+                return time.monotonic() - t0
+            await asyncio.sleep(step_s)
+        return None
+
+    async def failures(self) -> None:
+        """The phases, in turn, under the load; the load stops when the last is over."""
+        try:
+            # A baseline first: turns answered and an episode under way.
+            await self._until(lambda: len(self.fig.answered) >= self.load.sessions, 120)
+            for name in self.load.failures:
+                phase = Phase(name, start=time.monotonic())
+                self.fig.phases.append(phase)
+                await getattr(self, f"_phase_{name}")(phase)
+                await asyncio.sleep(5)  # a little of the load after each phase's recovery
+                phase.end = time.monotonic()
+                self._phase_figures(phase)
+                print(phase.line(), flush=True)
+        finally:
+            self.phases_done.set()
+
+    async def _phase_env(self, ph: Phase) -> None:
+        opened = lambda h: self._log_count(h, "worker-env", "environment opened")  # noqa: E731
+        before = opened("env-1")
+        # Kill env-1 while one of the episodes holds an environment there.
+        await self._until(lambda: opened("env-1") > before, 120)
+        # ...and its env_open has completed: one killed mid-open holds its episode for env_open's start-to-close
+        # (5 minutes, no heartbeat; seen 2026-11-28, docs/deployment.md), not env_lost_after_s.
+        await asyncio.sleep(3.0)
+        env2_before, groups_before = opened("env-2"), len(self.groups_done)
+        retries_before = self._log_count("workflow", "worker-workflow", "env worker lost")
+        ph.fault = time.monotonic()
+        ph.notes["killed"] = self.d.kill_host("env-1")
+        retried = lambda: self._log_count("workflow", "worker-workflow", "env worker lost") - retries_before  # noqa: E731
+        # Recovery: the episodes env-1 held are found lost (env_lost_after_s) and start over on env-2 (an attempt
+        # after the first opens its environment there).
+        again = self._reopened("env-2")
+        ph.recovery_s = await self._until(lambda: retried() > 0 and self._reopened("env-2") > again, 300)
+        await asyncio.sleep(max(0.0, self.load.down_s - (time.monotonic() - ph.fault)))
+        ph.notes["env-2 environments opened while env-1 was down"] = opened("env-2") - env2_before
+        ph.notes["episodes started over"] = retried()
+        ph.notes["of them reopened on env-2"] = self._reopened("env-2") - again
+        ph.notes["groups finished while down"] = len(self.groups_done) - groups_before
+        t = time.monotonic()
+        await self.d.restart_host("env-1")
+        ph.back = time.monotonic()
+        ph.notes["restart s"] = round(ph.back - t, 1)
+
+    async def _phase_engine(self, ph: Phase) -> None:
+        ph.fault = time.monotonic()
+        ph.notes["killed"] = self.d.kill_host("policy-1")
+        await self._until(lambda: self._answered_since(ph.fault) is not None, 300)
+        first = self._answered_since(ph.fault)
+        ph.recovery_s = None if first is None else first - ph.fault
+        await asyncio.sleep(max(0.0, self.load.down_s - (time.monotonic() - ph.fault)))
+        ph.notes["turns while down"] = sum(1 for t, _ in self.fig.answered if t > ph.fault)
+        t = time.monotonic()
+        await self.d.restart_host("policy-1")
+        from stack.router import RouterFront
+
+        await self.d.wait_routed(RouterFront(self.d.router_url, self.d.secrets["engine"]), timeout_s=300)
+        ph.back = time.monotonic()
+        ph.notes["restart to routed s"] = round(ph.back - t, 1)
+
+    async def _phase_trainer(self, ph: Phase) -> None:
+        durable = self._durable_version()
+        ph.fault = time.monotonic()
+        ph.notes["killed"] = self.d.kill_host("trainer")
+        ph.notes["durable version at kill"] = durable
+        await asyncio.sleep(self.load.down_s)
+        await self.d.restart_host("trainer")
+        ph.back = time.monotonic()
+        # Recovery: from the restart to the next durable version.
+        took = await self._until(lambda: self._durable_version() > durable, 400, 1.0)
+        ph.recovery_s = None if took is None else time.monotonic() - ph.fault
+        ph.notes["durable version after"] = self._durable_version()
+
+    async def _phase_cut(self, ph: Phase) -> None:
+        ph.notes["host"] = self.load.cut_host
+        durable = self._durable_version()
+        ph.fault = time.monotonic()
+        self.d.net.cut(self.load.cut_host)
+        try:
+            await asyncio.sleep(self.load.cut_s)
+        finally:
+            self.d.net.mend(self.load.cut_host)
+        ph.back = time.monotonic()
+        ph.notes["turns during the cut"] = sum(1 for t, _ in self.fig.answered if ph.fault < t < ph.back)
+        await self._until(lambda: self._answered_since(ph.fault) is not None, 300)
+        first = self._answered_since(ph.fault)
+        ph.recovery_s = None if first is None else first - ph.fault
+        from stack.router import RouterFront
+
+        t = time.monotonic()
+        await self.d.wait_routed(RouterFront(self.d.router_url, self.d.secrets["engine"]), timeout_s=300)
+        ph.notes["mended to routed s"] = round(time.monotonic() - t, 1)
+        if self.load.cut_host == "trainer":  # does training go on once the trainer is reachable again?
+            took = await self._until(lambda: self._durable_version() > durable, self.load.resume_wait_s, 1.0)
+            ph.notes["durable versions before / after"] = (durable, self._durable_version())
+            ph.notes["next durable version after the mend, s"] = "none" if took is None else round(took, 1)
+
+    def _phase_figures(self, ph: Phase) -> None:
+        lat = sorted(s for t, s in self.fig.answered if ph.start <= t <= ph.end)
+        ph.turns = len(lat)
+        ph.p50_ms = lat[len(lat) // 2] * 1000 if lat else 0.0
+        ph.errors = Counter(code for t, code, _ in self.fig.failed if ph.start <= t <= ph.end)
+        reasons = {str(r)[:120] for t, code, r in self.fig.failed if ph.start <= t <= ph.end}
+        if reasons:
+            ph.notes["error reasons"] = sorted(reasons)[:3]
+        times = [ph.start] + [t for t, _ in self.fig.answered if ph.start <= t <= ph.end] + [ph.end]
+        times.sort()
+        ph.longest_gap_s = max((b - a for a, b in zip(times, times[1:])), default=0.0)
 
     # ---- versions ----
     async def served_versions(self) -> dict[str, str]:
@@ -249,7 +457,7 @@ class HostsBench:
         self.load_until = started + 60 * (self.load.minutes or 0)
         self.create_key()
         cpu0 = self.d.cpu_seconds()
-        await asyncio.gather(self.chat(), self.rollout())
+        await asyncio.gather(self.chat(), self.rollout(), *([self.failures()] if self.load.failures else []))
         await self.wait_versions(self.load.versions)
         await self.settle()
         self.fig.engine_versions = await self.served_versions()
@@ -308,6 +516,7 @@ def report(fig: Figures, deployment: Deployment) -> str:
         f"{fig.missing} missing, {fig.stale_alone} dropped stale in batches that made no version; "
         f"engines serve {fig.engine_versions}"
     )
+    lines += [p.line() for p in fig.phases]
     lines.append(fig.last_line())
     return "\n".join(lines)
 
@@ -329,7 +538,22 @@ def add_parser(bsub: argparse._SubParsersAction) -> None:
     p.add_argument("--versions", type=int, default=2, help="versions trained and served on both engines, at least")
     p.add_argument("--batch-size", type=int, default=8, help="training.batch_size")
     p.add_argument("--root", type=Path, help="the hosts' folders (default: a fresh one under /var/tmp; not /tmp)")
+    p.add_argument(
+        "--failures",
+        nargs="?",
+        const=",".join(PHASES),
+        default="",
+        help=f"host failures under the load, in turn; the load then runs until the last phase is over, not for "
+        f"--minutes (default when given: {','.join(PHASES)}): " + "; ".join(f"{k}: {v}" for k, v in PHASES.items()),
+    )
     p.add_argument("--keep", action="store_true", help="keep the hosts' folders (logs, records) afterwards")
+
+
+def _phases(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if unknown := [n for n in names if n not in PHASES]:
+        raise SystemExit(f"bench hosts: unknown failure phase(s) {unknown}; known: {', '.join(PHASES)}")
+    return names
 
 
 def bench_command(args: argparse.Namespace, settings) -> int:
@@ -347,7 +571,8 @@ def bench_command(args: argparse.Namespace, settings) -> int:
         samples=4,
         max_steps=4,
         versions=args.versions,
-        timeout_s=60 * args.minutes + 1200,
+        timeout_s=60 * args.minutes + 1200 + (1200 if args.failures else 0),
+        failures=_phases(args.failures),
     )
     try:
         figures, deployment = asyncio.run(run_hosts(root, load, Knobs(batch_size=args.batch_size)))

@@ -137,6 +137,39 @@ class Host:
         for proc in reversed(self.processes):
             await stop_group(proc, proc.spec.stop_timeout_s)
 
+    def kill(self) -> list[int]:
+        """The host dies at once: SIGKILL to each of its services' process groups (the group is the service's
+        `unshare`, and the namespace's pid 1 under it: when that dies, the kernel kills everything in the host's pid
+        namespace, sandboxes in sessions of their own included). Returns the groups killed; never a broad kill."""
+        groups = []
+        for proc in self.processes:
+            if proc.proc is not None and proc.proc.poll() is None:
+                try:
+                    os.killpg(proc.proc.pid, signal.SIGKILL)
+                    groups.append(proc.proc.pid)
+                except ProcessLookupError:
+                    pass
+        for proc in self.processes:
+            if proc.proc is not None:
+                try:
+                    proc.proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    log.warning("a killed host's process did not exit", service=proc.spec.name, pid=proc.proc.pid)
+        return groups
+
+    def pids(self) -> list[int]:
+        """Every process still in this host's network namespace (`ip netns pids`): none once it is dead."""
+        out = subprocess.run(["ip", "netns", "pids", self.ns], capture_output=True, text=True)
+        return [int(p) for p in out.stdout.split()]
+
+    async def restart(self) -> None:
+        """Start every service of the host again, in the order first started, and wait until each is ready (each
+        incarnation's leftovers are killed first, by its own group)."""
+        for proc in self.processes:
+            if not proc.running():
+                proc.start()
+        await asyncio.gather(*(proc.wait_ready() for proc in self.processes))
+
 
 async def stop_group(proc: ManagedProcess, timeout_s: float) -> None:
     """SIGTERM to the service (not to `unshare`, whose death would SIGKILL the namespace at once), then SIGKILL to
@@ -197,6 +230,15 @@ class HostNetwork:
         for i, name in enumerate(names):
             self.hosts[name] = Host(name, f"{self.subnet}.{10 + i}", root / name, f"oc{self.tag}-{name}")
         self._made: list[tuple[str, str]] = []
+        self.links: dict[str, str] = {}
+        """Each host's veth end on the bridge: setting it down cuts the host off, as a pulled cable does."""
+
+    def cut(self, name: str) -> None:
+        """Cut the host's link (its bridge-side veth down): its processes run on, unreachable and unreaching."""
+        _ip("link", "set", self.links[name], "down")
+
+    def mend(self, name: str) -> None:
+        _ip("link", "set", self.links[name], "up")
 
     def create(self) -> HostNetwork:
         try:
@@ -212,6 +254,7 @@ class HostNetwork:
                 _ip("netns", "add", host.ns)
                 self._made.append(("link", outside))
                 _ip("link", "add", outside, "type", "veth", "peer", "name", inside)
+                self.links[host.name] = outside
                 _ip("link", "set", outside, "master", self.bridge)
                 _ip("link", "set", outside, "up")
                 _ip("link", "set", inside, "netns", host.ns)
@@ -284,6 +327,8 @@ class Deployment:
 
         self.secrets["keys"] = f"k1:{Keyring.new_key()}"
         self.router_proc: ManagedProcess | None = None
+        self.down: set[str] = set()
+        """Hosts killed on purpose (`kill_host`) and not yet back: `check_alive` does not count them."""
 
     # ---- addresses ----
     def ip(self, name: str) -> str:
@@ -448,8 +493,34 @@ class Deployment:
             execution_timeout=timedelta(seconds=300),
         )
 
+    # ---- failures ----
+    def kill_host(self, name: str) -> dict:
+        """Kill every process of a host (its own process groups, SIGKILL); what was killed and what was left."""
+        host = self.hosts[name]
+        self.down.add(name)
+        groups = host.kill()
+        # The kernel ends the rest of each pid namespace once its pid 1 is gone: give it a moment, then name (and
+        # kill) whatever of the host's is still there, which should be nothing.
+        deadline = time.monotonic() + 5.0
+        while (left := host.pids()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        log.warning("host killed", host=name, groups=groups, left=left)
+        return {"groups": groups, "left": left}
+
+    async def restart_host(self, name: str) -> None:
+        """Bring a killed host's services back (its data directory is as the kill left it)."""
+        await self.hosts[name].restart()
+        self.down.discard(name)
+
     def check_alive(self) -> None:
         for host in self.hosts.values():
+            if host.name in self.down:
+                continue
             for p in host.processes:
                 if not p.running():
                     raise HostsError(f"{host.name}/{p.spec.name} exited; last lines of {p.log_path}:\n{p.tail()}")
