@@ -11,7 +11,8 @@ TEST_WORKERS ?= 2
 # Agent sandboxes (envs/sandbox.py) need bubblewrap, and what tasks run inside them:
 # Debian's python3 with pytest (terminal checkers), git, sqlite3, jq. The gui setting drives Debian's headless
 # chromium through its matching chromium-driver (nothing is downloaded at run time).
-# nodejs and npm: the Codex CLI, installed from the npm registry for the harness tests (tests/api/harness_install.py).
+# nodejs and npm: the Codex CLI, installed from the npm registry for the harness tests (tests/api/harness_install.py);
+# an npm already on the PATH (Node.js from elsewhere) is kept: Debian's npm would conflict with it.
 # iproute2: `bench hosts` and its test run the deployment as hosts in network namespaces (stack/hosts.py).
 SYSTEM_PACKAGES := bubblewrap python3 python3-pytest git sqlite3 jq chromium chromium-driver nodejs npm iproute2
 
@@ -35,7 +36,9 @@ harnesses: $(VENV)/.installed
 	$(PY) -c "from tests.api.harness_install import codex_bin, hermes_bin; codex_bin(); hermes_bin()"
 
 system-deps:
-	@missing=$$(for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	@missing=$$(for p in $(SYSTEM_PACKAGES); do \
+	  case $$p in nodejs|npm) command -v npm >/dev/null && continue;; esac; \
+	  dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    echo "installing system packages: $$missing"; \
