@@ -64,11 +64,19 @@ def codex_config(api: str) -> str:
     return docs_block("toml").replace("http://127.0.0.1:8000", api)
 
 
+def codex_home_root() -> Path:
+    for root in (HARNESSES, Path.home() / ".cache" / "openclaw-rl-tests", Path("/var/tmp/openclaw-rl-tests")):
+        if not str(root.resolve()).startswith("/tmp/"):
+            return root
+    raise AssertionError("no folder outside /tmp for CODEX_HOME")
+
+
 def run_codex(stack: RunningStack, key: str, tmp: Path, task: str, *extra: str) -> tuple[str, list[dict]]:
     """`codex exec` in a fresh sandbox folder; its thread id and its JSONL events. Asserts it exited 0."""
     # Codex links its sandbox helper (codex-linux-sandbox, run under bubblewrap) into $CODEX_HOME, but refuses to
-    # under a temporary folder: its home is made beside the installed CLI, and removed after.
-    home, work = HARNESSES / f"codex-home-{uuid.uuid4().hex[:8]}", tmp / "work"
+    # under a temporary folder: its home is made outside /tmp (beside the installed CLI unless the checkout itself is
+    # under /tmp, as a clone for a trial run may be), and removed after.
+    home, work = codex_home_root() / f"codex-home-{uuid.uuid4().hex[:8]}", tmp / "work"
     home.mkdir(parents=True)
     work.mkdir(exist_ok=True)
     (home / "config.toml").write_text(codex_config(stack.api))
