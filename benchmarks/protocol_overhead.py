@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,7 +25,8 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine.tiny_qwen3 import ensure_tiny_model  # noqa: E402
-from tests.helpers import CLI, REPO, RunningStack, stack_env  # noqa: E402
+from tests.api.conftest import create_key  # noqa: E402
+from tests.helpers import RunningStack, stack_env  # noqa: E402
 from tests.scripted_policy import ScriptedPolicy  # noqa: E402
 
 ANSWER = "Noted: the meeting moves to Thursday at ten, and I will remind you the evening before."
@@ -80,14 +80,7 @@ def main() -> None:
         }
         stack = RunningStack(env).start()
         try:
-            key = subprocess.run(
-                CLI + ["keys", "create", "--user", "bench"],
-                env=stack.env,
-                capture_output=True,
-                text=True,
-                cwd=REPO,
-                check=True,
-            ).stdout.split()[0]
+            key = create_key(stack, "bench")
             with httpx.Client(base_url=stack.api, timeout=60) as http:
                 for protocol in protocols:  # warm each route (imports, first workflow of its kind)
                     one_turn(http, key, protocol, False)

@@ -5,8 +5,6 @@ found by address alone; a few chat turns and a task group train versions that re
 from __future__ import annotations
 
 import asyncio
-import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -17,18 +15,11 @@ from stack.hosts import Deployment, Knobs, hosts_problem
 pytestmark = pytest.mark.skipif(hosts_problem() is not None, reason=f"no hosts here: {hosts_problem()}")
 
 
-@pytest.fixture
-def root():
-    folder = Path(tempfile.mkdtemp(prefix="openclaw-rl-hosts-test-", dir="/var/tmp"))
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
-
-
-def test_hosts_train_and_serve_on_both_engines(root: Path):
+def test_hosts_train_and_serve_on_both_engines(hosts_root: Path):
     from engine.tiny_qwen3 import ensure_tiny_model
 
-    model = ensure_tiny_model(root / "image" / "tiny-qwen3")
-    deployment = Deployment(root, Knobs(batch_size=4, wait_s=1.0))
+    model = ensure_tiny_model(hosts_root / "image" / "tiny-qwen3")
+    deployment = Deployment(hosts_root, Knobs(batch_size=4, wait_s=1.0))
     load = Load(sessions=3, turns_per_session=3, groups=1, samples=2, max_steps=2, versions=1, timeout_s=600)
 
     async def scenario():

@@ -8,8 +8,6 @@ every phase with more load."""
 from __future__ import annotations
 
 import asyncio
-import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -20,18 +18,11 @@ from stack.hosts import Deployment, Knobs, hosts_problem
 pytestmark = pytest.mark.skipif(hosts_problem() is not None, reason=f"no hosts here: {hosts_problem()}")
 
 
-@pytest.fixture
-def root():
-    folder = Path(tempfile.mkdtemp(prefix="openclaw-rl-hostfail-test-", dir="/var/tmp"))
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
-
-
-def test_env_host_killed_and_link_cut_lose_nothing(root: Path):
+def test_env_host_killed_and_link_cut_lose_nothing(hosts_root: Path):
     from engine.tiny_qwen3 import ensure_tiny_model
 
-    model = ensure_tiny_model(root / "image" / "tiny-qwen3")
-    deployment = Deployment(root, Knobs(batch_size=4, wait_s=1.0))
+    model = ensure_tiny_model(hosts_root / "image" / "tiny-qwen3")
+    deployment = Deployment(hosts_root, Knobs(batch_size=4, wait_s=1.0))
     load = Load(
         sessions=3,
         turns_per_session=None,
