@@ -119,6 +119,13 @@ class EnvActivities:
 
     @activity.defn(name=ENV_OPEN.name)
     async def env_open(self, inp: EnvOpenInput) -> EnvOpened:
+        # Beats for the whole open (the task's set-up, the store write, the step limit): a worker that dies before
+        # its completion reaches Temporal is noticed within the call's heartbeat timeout and the open retried on
+        # another env worker, instead of holding the episode for the start-to-close.
+        async with heartbeating(HEARTBEAT_S):
+            return await self._open(inp)
+
+    async def _open(self, inp: EnvOpenInput) -> EnvOpened:
         self._start_janitor()
         old = self._held.pop(inp.attempt_key, None)
         if old is not None:  # a retried open on this worker: start the task afresh
@@ -132,8 +139,7 @@ class EnvActivities:
         except PluginError as exc:
             raise ApplicationError(str(exc), type=ErrorType.ENV_PLUGIN_BROKEN, non_retryable=True) from exc
         try:
-            async with heartbeating(HEARTBEAT_S):
-                opening = await self._blocking(env.reset)
+            opening = await self._blocking(env.reset)
         except Exception as exc:
             await self._blocking(env.close)
             raise ApplicationError(

@@ -141,6 +141,7 @@ class EpisodeWorkflow:
                 ENV_OPEN,
                 EnvOpenInput(attempt_key=key, setting=inp.setting, task_id=inp.task_id),
                 task_queue=cfg.env_task_queue,
+                heartbeat=timedelta(seconds=cfg.env_lost_after_s),  # a worker that dies mid-open: retried elsewhere
             )
         except ActivityError as exc:
             raise _cause_as_application_error(exc, "the environment could not be opened") from exc
@@ -270,6 +271,7 @@ class EpisodeWorkflow:
                     ENV_OPEN,
                     EnvOpenInput(attempt_key=self._key, setting=inp.setting, task_id=inp.task_id),
                     task_queue=inp.config.env_task_queue,
+                    heartbeat=timedelta(seconds=inp.config.env_lost_after_s),
                 )
             except ActivityError as exc:
                 self._failed = "the environment could not be opened"

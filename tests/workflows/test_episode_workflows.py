@@ -7,6 +7,8 @@ queue nobody polls.
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 
 import pytest
@@ -159,6 +161,39 @@ async def test_a_lost_env_worker_restarts_the_episode_under_a_new_attempt_key(sk
     assert result.attempt == 2 and result.outcome == 1.0
     assert [o.attempt_key.rsplit(":", 1)[1] for o in pools.opens] == ["a1", "a2"]
     assert all(s.step_id.endswith(f":a2:s{s.index}") for s in result.steps)  # the lost attempt's data is never used
+
+
+async def test_an_env_worker_that_dies_mid_open_is_noticed_by_its_silence_and_the_open_retried(env):
+    """The first open's worker goes silent (died before its completion reached Temporal): no answer, no heartbeat.
+    The open's heartbeat timeout (`env_lost_after_s`) ends that attempt and the retry opens the task elsewhere,
+    instead of the episode waiting out the open's 5-minute start-to-close."""
+    q, env_q, worker_q = new_queue(), new_queue(), new_queue()
+    pools = Pools(env_q, worker_q)
+    opens: list[EnvOpenInput] = []
+
+    @activity.defn(name="env_open")
+    async def env_open(inp: EnvOpenInput) -> EnvOpened:
+        opens.append(inp)
+        if len(opens) == 1:
+            await asyncio.sleep(3600)  # a dead worker: never answers, never beats
+        return await pools.env_open(inp)
+
+    async with (
+        Worker(env.client, task_queue=q, workflows=[EpisodeWorkflow], activities=pools.shared()[1:]),
+        Worker(env.client, task_queue=env_q, activities=[env_open]),
+        Worker(env.client, task_queue=worker_q, activities=pools.on_worker()),
+    ):
+        started = time.monotonic()
+        result: EpisodeResult = await env.client.execute_workflow(
+            EpisodeWorkflow.run,
+            EpisodeInput(setting="terminal", task_id="t1", config=config(q, env_q)),
+            id=f"episode/solve-{uuid.uuid4().hex[:6]}",
+            task_queue=q,
+        )
+        took = time.monotonic() - started
+    assert result.outcome == 1.0 and result.attempt == 1 and len(opens) == 2
+    assert opens[0].attempt_key == opens[1].attempt_key  # the same attempt's open, retried
+    assert took < 30, took  # the 1 s heartbeat timeout, not the 5-minute start-to-close
 
 
 async def test_an_episode_that_loses_every_worker_fails_cleanly(skipping_env):
