@@ -3,9 +3,10 @@ policy version.
 
 What the launcher does for the embedded engines, for servers it does not start (compose, Kubernetes): a server that
 stops answering is withdrawn from the router; one that answers (again) is first brought to the published version
-(Redis `POLICY_VERSION`, the checkpoint under the data directory), then admitted. A restarted router knows no
-server: the next round admits every one that is up. Settings come from the usual sources (REDIS_URL, the data
-directory, `policy.api_key` for the servers and the router); by default it follows every server of
+(Redis `POLICY_VERSION`, the checkpoint under the data directory), then admitted; one still behind it (the version
+only in the trainer's memory, its republication under way) stays out while another server can answer. A restarted
+router knows no server: the next round admits every one that is up. Settings come from the usual sources
+(REDIS_URL, the data directory, `policy.api_key` for the servers and the router); by default it follows every server of
 `policy.server_urls` behind `policy.router_url`. One follower per router is enough; two are harmless (every call is
 idempotent).
 """
@@ -19,7 +20,7 @@ import httpx
 import structlog
 
 from openclaw_rl.settings import Settings, load_settings
-from stack.router import RouterCallError, RouterFront, catch_up
+from stack.router import RouterCallError, RouterFront, admit_caught_up
 from store.errors import StoreError
 
 log = structlog.get_logger(__name__)
@@ -36,8 +37,7 @@ async def follow_once(settings: Settings, server: str, router: RouterFront) -> b
     if not up:
         await router.withdraw(server)
         return False
-    await catch_up(settings, server, key)
-    return await router.admit(server)
+    return await admit_caught_up(settings, server, router, key)
 
 
 async def follow(settings: Settings, servers: list[str], router: RouterFront, interval_s: float) -> None:

@@ -378,6 +378,8 @@ class Deployment:
             "OPENCLAW_RL_TRAINING__WEIGHT_SYNC__MODE": "distributed",
             "OPENCLAW_RL_TRAINING__WEIGHT_SYNC__BACKEND": "gloo",
             "OPENCLAW_RL_TRAINING__WEIGHT_SYNC__MASTER_ADDR": self.ip("trainer"),
+            # No disk is shared: a folder path means nothing to an engine on another host (as the k8s ConfigMap).
+            "OPENCLAW_RL_TRAINING__WEIGHT_SYNC__DISK_FALLBACK": "false",
             "OPENCLAW_RL_ENGINE__MAX_TOTAL_TOKENS": str(k.context_length),
             "OPENCLAW_RL_ENGINE__TORCH_THREADS": "1",
             "OMP_NUM_THREADS": "1",

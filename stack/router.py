@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from urllib.parse import quote
 
 import httpx
@@ -142,7 +143,7 @@ async def catch_up(settings: Settings, engine_url: str, api_key: str) -> str:
         resp = await http.get(f"{engine_url}/get_model_info")
         resp.raise_for_status()
         serving = str(resp.json().get("weight_version") or "0")
-        if not published or not serving.isdigit() or int(serving) >= published:
+        if serves_current(serving, published):
             return serving
         folder = _servable_folder(settings, published)
         if folder is None:
@@ -163,6 +164,29 @@ async def catch_up(settings: Settings, engine_url: str, api_key: str) -> str:
         return str(published)
 
 
+async def admit_caught_up(settings: Settings, engine_url: str, router: RouterFront, api_key: str) -> bool:
+    """`catch_up`, then route to the engine; True once the router routes to it.
+
+    An engine still behind the published version (it restarted while only the trainer's memory held that version,
+    and the republication asked for has not reached it yet) stays out of rotation while another engine in rotation
+    can answer: a turn it served would come from old weights, its sample dropped as stale. With no other engine it is
+    admitted anyway: old weights beat no answer, and the republication brings it up to date in place."""
+    serving = await catch_up(settings, engine_url, api_key)
+    if not serves_current(serving, await _published_version(settings)):
+        others = [w for w in await router.workers() if w.url != engine_url and w.is_healthy]
+        if others:
+            await router.withdraw(engine_url)  # the router may still list it from before its restart
+            log.info("engine kept out of rotation until it has the published version", engine=engine_url)
+            return False
+    return await router.admit(engine_url)
+
+
+def serves_current(serving: str, published: int) -> bool:
+    """Whether an engine serving `serving` may answer: at or past the published version, or weights loaded by hand
+    under a label that is not a policy version (someone chose them)."""
+    return not published or not serving.isdigit() or int(serving) >= published
+
+
 def _servable_folder(settings: Settings, version: int):
     """A folder holding `version`'s weights: its durable checkpoint, or the weights-only folder of a disk
     publication; None when only the trainer's memory holds it."""
@@ -172,12 +196,21 @@ def _servable_folder(settings: Settings, version: int):
     return None
 
 
+REPUBLISH_ASK_EVERY_S = 10.0
+"""A behind engine is checked every round (the follower's 2 s, a readiness poll's less): one signal per this many
+seconds is enough, since the training workflow folds repeated asks into one republication."""
+_last_ask = [float("-inf")]
+
+
 async def _ask_for_republication(settings: Settings) -> None:
     from temporalio.service import RPCError
 
     from control.training import request_republish
     from openclaw_rl.temporal_client import connect
 
+    if time.monotonic() - _last_ask[0] < REPUBLISH_ASK_EVERY_S:
+        return
+    _last_ask[0] = time.monotonic()
     try:
         await request_republish(await connect(settings.temporal, keyring=settings.keyring()), settings)
     except (RPCError, RuntimeError) as exc:  # no training workflow (training off), or Temporal away: next round

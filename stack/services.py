@@ -11,7 +11,7 @@ from openclaw_rl.masking import mask_url  # noqa: F401  (re-exported: the launch
 from openclaw_rl.settings import LOOPBACK, Pool, Settings
 from stack.preflight import find_temporal_binary, find_valkey_binary, private_dir
 from stack.process import ServiceSpec
-from stack.router import ROUTER_API_KEY_ENV, RouterFront, catch_up, router_argv
+from stack.router import ROUTER_API_KEY_ENV, RouterFront, admit_caught_up, catch_up, router_argv
 
 PYTHON_CLI = [sys.executable, "-m", "cli"]
 
@@ -178,8 +178,11 @@ def _engine_ready(settings: Settings, url: str, router: RouterFront | None):
     async def ready() -> bool:
         if not await health():
             return False
-        await catch_up(settings, url, settings.engine.api_key.get_secret_value())
-        return router is None or await router.admit(url)
+        key = settings.engine.api_key.get_secret_value()
+        if router is None:
+            await catch_up(settings, url, key)
+            return True
+        return await admit_caught_up(settings, url, router, key)
 
     return ready
 
@@ -198,8 +201,7 @@ def router_service(settings: Settings, router: RouterFront) -> ServiceSpec:
             except httpx.HTTPError:
                 continue  # down or starting: it joins when its own restart is ready
             if up:
-                await catch_up(settings, url, router.key)
-                await router.admit(url)
+                await admit_caught_up(settings, url, router, router.key)
         return True
 
     key = settings.engine.api_key.get_secret_value()

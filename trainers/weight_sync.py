@@ -24,6 +24,7 @@ import concurrent.futures
 import itertools
 import math
 import os
+import secrets
 import threading
 from typing import Any
 
@@ -48,8 +49,11 @@ log = structlog.get_logger(__name__)
 
 MIB = 1024 * 1024
 GROUP_PREFIX = "openclaw-weights"
-"""Group names are `<prefix>-<pid>-<n>`: a group set up afresh never meets keys an older one left in the rendezvous
-store (torch shares one store per port within a process)."""
+"""Group names are `<prefix>-<pid>-<incarnation>-<n>`: a group set up afresh never meets keys an older one left in
+the rendezvous store (torch shares one store per port within a process), and a restarted trainer never reuses the
+name of its dead incarnation's group, which a server may still hold and would refuse (a host's own PID namespace
+gives the restarted trainer the same pid)."""
+_INCARNATION = secrets.token_hex(4)
 
 
 _GROUP_NUMBERS = itertools.count(1)
@@ -303,7 +307,7 @@ class WeightBroadcaster:
         """Set the group up unless one is kept from an earlier version; raises WeightSyncError."""
         if self._group is not None:
             return
-        name = f"{GROUP_PREFIX}-{os.getpid()}-{next(_GROUP_NUMBERS)}"
+        name = f"{GROUP_PREFIX}-{os.getpid()}-{_INCARNATION}-{next(_GROUP_NUMBERS)}"
         port = self.cfg.master_port or free_port(host="")  # the servers connect from anywhere
         world = len(self.client.urls) + 1
         spec = GroupSpec(

@@ -266,7 +266,8 @@ async def test_without_a_router_a_dead_server_is_skipped(engine_url):
 async def test_a_followed_server_joins_at_the_published_version_and_leaves_when_it_dies(
     routed_stack, tiny_model, tmp_path
 ):
-    """`stack.follow`, as compose and Kubernetes run it beside each SGLang server (here a third engine)."""
+    """`stack.follow`, as compose and Kubernetes run it beside each SGLang server (here a third engine); a server
+    behind the published version is not admitted while others can answer (a restarted one served base weights)."""
     settings = _settings(routed_stack)
     router = RouterFront(settings.embedded_router_url())
     # Its own data directory: it starts at the base model, like an SGLang server given the base checkpoint.
@@ -274,6 +275,17 @@ async def test_a_followed_server_joins_at_the_published_version_and_leaves_when_
     proc, server = start_engine(tiny_model, tmp_path, OPENCLAW_RL_ENGINE__WEIGHT_ROOTS=roots)
     try:
         assert _served(server)[1] == "0"
+        # A version only the trainer's memory holds (no folder can bring the server to it): while the two engines in
+        # rotation can answer, the server behind it is kept out instead of answering from the base weights.
+        store = redis.Redis.from_url(routed_stack.redis)
+        published = store.get(store_keys.POLICY_VERSION)
+        store.set(store_keys.POLICY_VERSION, "9")
+        try:
+            assert await follow_once(settings, server, router) is False
+            assert await follow_once(settings, server, router) is False
+            assert server not in _routed_urls(settings.embedded_router_url())
+        finally:
+            store.set(store_keys.POLICY_VERSION, published)
         admitted = False
         for _ in range(50):
             if admitted := await follow_once(settings, server, router):
