@@ -123,25 +123,31 @@ the most tests first, `--loadscope-reorder`) left the single-test learning files
 13-minute test alone after the other had finished (the Makefile passes `--no-loadscope-reorder`)."""
 
 
-SHARED_STACK_FILES = frozenset(
-    f"tests/api/{name}.py"
-    for name in ("test_chat_e2e", "test_chat_errors", "test_cross_user", "test_input_robustness")
-)
-"""The files that share `chat_stack` (tests/api/conftest.py: a package-scoped stack, one set of settings): they
-run as one unit on one worker, one after another (`FileGroups`), so the stack starts once for them all instead of
-once per file (a start is ~30 s of a loaded worker). `check_shared_stacks` fails a file that uses it unlisted."""
-SHARED_STACK = "chat_stack"
+SHARED_STACKS: dict[str, frozenset[str]] = {
+    "chat_stack": frozenset(
+        f"tests/api/{name}.py"
+        for name in ("test_chat_e2e", "test_chat_errors", "test_cross_user", "test_input_robustness")
+    ),
+    "scripted_stack": frozenset(
+        f"tests/api/{name}.py" for name in ("test_protocols_e2e", "test_harness_codex", "test_harness_hermes")
+    ),
+}
+"""Package-scoped stacks (tests/api/conftest.py, one set of settings each) and the files that share them: a group
+runs as one unit on one worker, one file after another (`FileGroups`), so its stack starts once for them all
+instead of once per file (a start is ~30 s of a loaded worker). `check_shared_stacks` fails a file that uses one
+unlisted."""
 
 
 def check_shared_stacks(items: list[pytest.Item]) -> None:
-    """A file that uses the shared stack but is not listed would start it again on another worker: say so."""
+    """A file that uses a shared stack but is not listed would start it again on another worker: say so."""
     for item in items:
         info = getattr(item, "_fixtureinfo", None)
-        defs = info.name2fixturedefs.get(SHARED_STACK, ()) if info is not None else ()
         path = item.nodeid.split("::", 1)[0]
-        shared = bool(defs) and defs[-1].func.__module__ == "tests.api.conftest"  # not a file's own override
-        if shared and path not in SHARED_STACK_FILES:
-            raise pytest.UsageError(f"{path} uses `{SHARED_STACK}`: list it in tests/tiers.py SHARED_STACK_FILES")
+        for fixture, files in SHARED_STACKS.items():
+            defs = info.name2fixturedefs.get(fixture, ()) if info is not None else ()
+            shared = bool(defs) and defs[-1].func.__module__ == "tests.api.conftest"  # not a file's own override
+            if shared and path not in files:
+                raise pytest.UsageError(f"{path} uses `{fixture}`: list it in tests/tiers.py SHARED_STACKS")
 
 
 def make_scheduler(config: pytest.Config, log: object) -> object | None:
@@ -154,7 +160,7 @@ def make_scheduler(config: pytest.Config, log: object) -> object | None:
     class FileGroups(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
             path = super()._split_scope(nodeid)
-            return "shared:" + SHARED_STACK if path in SHARED_STACK_FILES else path
+            return next((f"shared:{name}" for name, files in SHARED_STACKS.items() if path in files), path)
 
     return FileGroups(config, log)
 

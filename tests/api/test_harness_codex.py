@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.api.conftest import create_key
+from tests.api.conftest import ScriptedStack, create_key
 from tests.api.harness_install import HARNESSES, codex_bin, docs_block
 from tests.api.test_protocols_e2e import sample_turn_ids, session_turns
-from tests.helpers import RunningStack, stack_env
-from tests.scripted_policy import ScriptedPolicy, tool_call
+from tests.helpers import RunningStack
+from tests.scripted_policy import tool_call
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -45,18 +45,8 @@ def script(prompt: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def stack(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory):
-    with ScriptedPolicy(tiny_model, script) as policy:
-        env = stack_env(tmp_path_factory.mktemp("codex") / "data", model_path=tiny_model)
-        env.update(
-            OPENCLAW_RL_POLICY__SERVER_URLS=json.dumps([policy.url]),
-            OPENCLAW_RL_LEARNING__JUDGE='{"type": "heuristic"}',
-            OPENCLAW_RL_TRAINING__AUTO_START="false",
-            OPENCLAW_RL_API__MAX_REQUEST_BYTES=str(1024 * 1024),  # Codex's first request alone is about 41 kB
-        )
-        s = RunningStack(env).start()
-        yield s
-        s.stop()
+def stack(scripted_stack: ScriptedStack) -> RunningStack:
+    return scripted_stack.answering(script)
 
 
 def codex_config(api: str) -> str:

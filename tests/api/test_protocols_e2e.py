@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from pathlib import Path
 
 import anthropic
 import httpx
@@ -17,9 +16,9 @@ import pytest
 import redis
 
 from store.samples import PersonalTurn, decode_sample
-from tests.api.conftest import create_key
-from tests.helpers import RunningStack, stack_env
-from tests.scripted_policy import ScriptedPolicy, tool_call
+from tests.api.conftest import ScriptedStack, create_key
+from tests.helpers import RunningStack
+from tests.scripted_policy import tool_call
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -45,18 +44,8 @@ def script(prompt: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def stack(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory):
-    with ScriptedPolicy(tiny_model, script) as policy:
-        env = stack_env(tmp_path_factory.mktemp("protocols") / "data", model_path=tiny_model)
-        env.update(
-            OPENCLAW_RL_POLICY__SERVER_URLS=json.dumps([policy.url]),
-            OPENCLAW_RL_LEARNING__JUDGE='{"type": "heuristic"}',
-            OPENCLAW_RL_TRAINING__AUTO_START="false",
-            OPENCLAW_RL_API__MAX_REQUEST_BYTES=str(256 * 1024),
-        )
-        s = RunningStack(env).start()
-        yield s
-        s.stop()
+def stack(scripted_stack: ScriptedStack) -> RunningStack:
+    return scripted_stack.answering(script)
 
 
 @pytest.fixture(scope="module")
@@ -327,7 +316,7 @@ def test_hostile_input_is_a_4xx_in_each_protocols_shape_and_writes_nothing(stack
     mine = c.responses.create(model="policy", input=f"hello {uuid.uuid4().hex}")
     before = written(stack)
     deep = {"messages": [{"role": "user", "content": "x"}], "max_tokens": 4, "x": json.loads("[" * 200 + "]" * 200)}
-    huge = b'{"max_tokens": 4, "messages": [{"role": "user", "content": "' + b"a" * 300_000 + b'"}]}'
+    huge = b'{"max_tokens": 4, "messages": [{"role": "user", "content": "' + b"a" * 1_100_000 + b'"}]}'
     anthropic_cases = [
         (b"{not json", {"x-api-key": key}, 400, "invalid_request_error"),
         (json.dumps({"max_tokens": 4, "messages": "hi"}).encode(), {"x-api-key": key}, 400, "invalid_request_error"),
