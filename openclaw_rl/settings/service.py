@@ -188,7 +188,11 @@ class TemporalSettings(BaseModel):
 
 class RedisSettings(BaseModel):
     url: str | None = Field(None, validation_alias=AliasChoices("url", "REDIS_URL"))
-    """An existing Redis-compatible server (redis://host:port/db). None: `up` starts the embedded valkey server."""
+    """An existing Redis-compatible server (redis://host:port/db, rediss:// for TLS, unix:///path), or a master
+    found through Sentinel, which clients follow across a failover:
+    `redis+sentinel://[:password@]host1:port1,host2:port2/<master-name>[/<db>]` (the password goes to the master
+    and the sentinels alike; docs/operations.md, "Surviving the store's host"). None: `up` starts the embedded
+    valkey server."""
     port: int = Field(6379, ge=1, le=65535)
     """Port of the embedded valkey server."""
     bind_host: str = LOOPBACK
@@ -218,6 +222,14 @@ class RedisSettings(BaseModel):
     go on and free room) and never drops anything; `volatile-*` drop the oldest expiring data (audit records, old
     turn data) first. No policy here can evict samples waiting for training or API keys: they carry no TTL, and
     the `allkeys-*` policies, which could, are not offered."""
+    min_replicas_acked: int = Field(0, ge=0, le=16)
+    """Replicas that must hold a training sample before its publication counts (valkey's `WAIT` after the write):
+    an acknowledged sample then survives a failover to one of them. 0: not waited for; replication is asynchronous
+    and a failover loses what the replicas had not received yet. Fewer in `replica_ack_timeout_ms` fails the
+    publication as the store being unavailable, and it is retried; with n set, losing all but fewer than n replicas
+    stops sample publication until one is back (run n + 1 replicas to ride out the loss of one)."""
+    replica_ack_timeout_ms: int = Field(1000, ge=1, le=60_000)
+    """How long a sample's publication waits for `min_replicas_acked` replicas."""
     data_ttl_s: int = Field(30 * 24 * 3600, ge=3600)
     """How long per-turn and per-step data (requests, token data, teacher log-probs, judgements, idempotency keys,
     episode steps, record streams) is kept: longer than any training lag, as long as the audit should reach back."""
