@@ -138,6 +138,13 @@ class ReplicatedStore:
             node.proc.send_signal(sig)
             node.proc.wait(timeout=10)
 
+    def pause(self, name: str) -> None:
+        """Stall one node (SIGSTOP): connected, answering nothing, as a replica behind a hung disk or network."""
+        self.nodes[name].proc.send_signal(signal.SIGSTOP)
+
+    def resume(self, name: str) -> None:
+        self.nodes[name].proc.send_signal(signal.SIGCONT)
+
     def restart(self, name: str, timeout_s: float = 15.0) -> None:
         """Start a stopped node again with its configuration (which the sentinels may have rewritten: a failed master
         comes back and is turned into a replica of the new one)."""
