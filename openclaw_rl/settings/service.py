@@ -226,8 +226,9 @@ class RedisSettings(BaseModel):
     """Replicas that must hold a training sample before its publication counts (valkey's `WAIT` after the write):
     an acknowledged sample then survives a failover to one of them. 0: not waited for; replication is asynchronous
     and a failover loses what the replicas had not received yet. Fewer in `replica_ack_timeout_ms` fails the
-    publication as the store being unavailable, and it is retried; with n set, losing all but fewer than n replicas
-    stops sample publication until one is back (run n + 1 replicas to ride out the loss of one)."""
+    publication as the store being unavailable, and it is retried: with fewer than n replicas reachable, sample
+    publication waits until there are n again. A promoted replica has one replica fewer than the master had: run
+    n + 1 to go on publishing through a failover (docs/operations.md)."""
     replica_ack_timeout_ms: int = Field(1000, ge=1, le=60_000)
     """How long a sample's publication waits for `min_replicas_acked` replicas."""
     data_ttl_s: int = Field(30 * 24 * 3600, ge=3600)
