@@ -125,8 +125,7 @@ the most tests first, `--loadscope-reorder`) left the single-test learning files
 
 
 SHARED_STACK_FILES = frozenset(
-    f"tests/api/{name}.py"
-    for name in ("test_chat_e2e", "test_chat_errors", "test_cross_user", "test_input_robustness")
+    f"tests/api/{name}.py" for name in ("test_chat_e2e", "test_chat_errors", "test_cross_user", "test_input_robustness")
 )
 """The files that share `chat_stack` (tests/api/conftest.py: a package-scoped stack, one set of settings): they
 run as one unit on one worker, one after another (`FileGroups`), so the stack starts once for them all instead of
