@@ -235,6 +235,18 @@ class RedisSettings(BaseModel):
     """How long per-turn and per-step data (requests, token data, teacher log-probs, judgements, idempotency keys,
     episode steps, record streams) is kept: longer than any training lag, as long as the audit should reach back."""
 
+    @field_validator("url")
+    @classmethod
+    def _sentinel_url_reads(cls, value: str | None) -> str | None:
+        from store.connection import is_sentinel_url, parse_sentinel_url  # here: the settings do not import the store
+
+        if value and is_sentinel_url(value):
+            try:
+                parse_sentinel_url(value)
+            except ValueError as exc:  # said at startup, not at the first call to the store
+                raise ValueError(f"redis.url: {exc}") from None
+        return value
+
     def target(self) -> str:
         """The URL clients connect with, the password in it (show it only through `masking.mask_url`)."""
         url = self.url or f"redis://{LOOPBACK}:{self.port}/0"

@@ -82,3 +82,9 @@ def test_a_plain_url_is_redis_pys_own():
     kwargs = client.connection_pool.connection_kwargs
     assert (kwargs["db"], kwargs["password"], kwargs["socket_timeout"]) == (4, "pw", 2.0)
     client.close()
+
+
+def test_settings_with_a_malformed_sentinel_url_are_refused_at_load():
+    with pytest.raises(ValueError, match="redis.url: .*master's name"):
+        RedisSettings(url="redis+sentinel://h1:26379,h2:26379")
+    assert RedisSettings(url="redis+sentinel://h1:26379/oc-store").url == "redis+sentinel://h1:26379/oc-store"
