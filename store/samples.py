@@ -261,7 +261,8 @@ class SampleStreams(Records):
         guard: str | None = None,
     ) -> bool:
         """The sample (None: a drop, nothing to train on) and `also`, atomically, unless `sample_id` was published
-        before or the key `guard` exists (a forgotten user's tombstone); True when this call wrote them."""
+        before or the key `guard` exists (a forgotten user's tombstone); True when this call wrote them. With
+        `ReplicaAcks.replicas` set, raises NotReplicated unless that many replicas hold it (a retry is safe)."""
         stream_key = keys.sample_stream(source)
         fields = list(seal_sample(encode_sample(sample), stream_key, self._seal).items()) if sample is not None else []
         args: list[Any] = [sample_id, self._ttl_s, len(fields)]
