@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import redis.asyncio as aioredis
 
@@ -12,6 +12,7 @@ from openclaw_rl.settings import Settings
 from store.adapters import AdapterRecords
 from store.api_keys import ApiKeyRecords
 from store.chat_requests import ChatRequests
+from store.connection import open_redis
 from store.episodes import EpisodeData
 from store.errors import Records
 from store.evaluations import EvalScoreRecords
@@ -21,7 +22,7 @@ from store.mismatch import MismatchRecords
 from store.policy import PolicyVersions
 from store.prefix_links import PrefixLinks
 from store.response_states import ResponseStates
-from store.samples import SampleStreams
+from store.samples import ReplicaAcks, SampleStreams
 from store.sealing import Sealer
 from store.token_streams import TokenStreams
 from store.turn_log import TurnLogArchive
@@ -31,10 +32,12 @@ from store.user_data import UserRecords
 
 @dataclass(frozen=True)
 class StoreAddress:
-    """Where the store is, and how long per-turn and per-step data is kept (from `settings.redis`)."""
+    """Where the store is (a `redis://` or `redis+sentinel://` URL: store.connection), how long per-turn and per-step
+    data is kept, and how many replicas must hold a sample before it counts as published (from `settings.redis`)."""
 
     url: str
     data_ttl_s: int
+    acks: ReplicaAcks = field(default_factory=ReplicaAcks)
 
 
 class _Server(Records):
@@ -55,7 +58,9 @@ class _Server(Records):
 
 
 class Store:
-    def __init__(self, redis: aioredis.Redis, data_ttl_s: int, keyring: Keyring | None = None):
+    def __init__(
+        self, redis: aioredis.Redis, data_ttl_s: int, keyring: Keyring | None = None, acks: ReplicaAcks | None = None
+    ):
         self._redis = redis
         sealer = Sealer(keyring)  # user content sealed with the encryption keys, when the deployment has them
         self.server = _Server(redis)
@@ -70,7 +75,7 @@ class Store:
         self.mismatch = MismatchRecords(redis, data_ttl_s)
         self.turn_log = TurnLogArchive(redis, data_ttl_s, sealer)
         self.episodes = EpisodeData(redis, data_ttl_s, sealer)
-        self.samples = SampleStreams(redis, data_ttl_s, sealer)
+        self.samples = SampleStreams(redis, data_ttl_s, sealer, acks)
         self.policy = PolicyVersions(redis)
         self.adapters = AdapterRecords(redis)
         self.evals = EvalScoreRecords(redis)
@@ -79,11 +84,13 @@ class Store:
     @classmethod
     def connect(cls, address: StoreAddress, keyring: Keyring | None = None, **options) -> Store:
         """Connects lazily (on the first call); `options` go to the client (e.g. socket timeouts)."""
-        return cls(aioredis.from_url(address.url, **options), address.data_ttl_s, keyring)
+        return cls(open_redis(address.url, **options), address.data_ttl_s, keyring, address.acks)
 
     @classmethod
     def from_settings(cls, settings: Settings, **options) -> Store:
-        address = StoreAddress(settings.redis.target(), settings.redis.data_ttl_s)
+        r = settings.redis
+        acks = ReplicaAcks(replicas=r.min_replicas_acked, timeout_ms=r.replica_ack_timeout_ms)
+        address = StoreAddress(r.target(), r.data_ttl_s, acks)
         return cls.connect(address, keyring=settings.keyring(), **options)
 
     async def aclose(self) -> None:

@@ -28,6 +28,16 @@ class StoreUnavailable(StoreError):
     """Down, unreachable, timing out, or still loading its data: retry shortly."""
 
 
+class NotReplicated(StoreUnavailable):
+    """A write the master took but too few replicas acknowledged in time (`redis.min_replicas_acked`): a failover now
+    could lose it. Retryable like an outage: the writes that raise it are idempotent, and a retry waits again."""
+
+    def __init__(self, message: str, *, acked: int, wanted: int):
+        super().__init__(message)
+        self.acked = acked
+        self.wanted = wanted
+
+
 class StoreFull(StoreError):
     """Writes refused for lack of room: memory (`maxmemory` with `noeviction`) or disk (a failed append-only write).
     Reads, expiry and training go on and free room."""

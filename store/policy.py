@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from store import keys
 from store.codec import text
+from store.connection import open_redis_sync
 from store.errors import Records, StoreUnavailable
 
 
@@ -77,7 +78,7 @@ class PolicyVersions(Records):
 def served_version_now(url: str, wait_s: float) -> int:
     """The served version read synchronously (a process starting up, before any event loop): retries a store that
     does not answer yet for `wait_s`, then raises StoreUnavailable."""
-    client = redis.Redis.from_url(url, socket_connect_timeout=1.0, socket_timeout=2.0)
+    client = open_redis_sync(url, socket_connect_timeout=1.0, socket_timeout=2.0)
     deadline = time.monotonic() + wait_s
     try:
         while True:

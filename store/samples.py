@@ -19,7 +19,7 @@ from redis.exceptions import ResponseError
 from contracts.learning import JudgeSummary
 from store import keys
 from store.codec import pack_floats, pack_ints, text, unpack_floats, unpack_ints
-from store.errors import Records
+from store.errors import NotReplicated, Records
 from store.sealing import Sealer
 
 TRAINER_GROUP = "oc-trainer"
@@ -196,9 +196,15 @@ class AlsoWrite(BaseModel):
 # marker and writes nothing. KEYS: the marker, the sample stream, a guard (a forgotten user's tombstone: while it
 # exists nothing is written; the marker itself when there is none), then one key per extra write.
 # ARGV: sample id, TTL, the number of sample fields (0: a drop, no entry), the fields, then op/field/value per write.
+# A repeat still writes once (the marker's TTL, set again): a WAIT after it then waits for the replicas to hold
+# everything up to the marker, which a retry after too few acknowledgements needs (a WAIT after no write returns
+# at once, covering nothing).
 _PUBLISH_ONCE = """
 if KEYS[3] ~= KEYS[1] and redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ARGV[2]) == false then return 0 end
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ARGV[2]) == false then
+  redis.call('EXPIRE', KEYS[1], ARGV[2])
+  return 0
+end
 local n = tonumber(ARGV[3])
 local i = 4
 if n > 0 then
@@ -224,13 +230,25 @@ return 1
 """
 
 
+class ReplicaAcks(BaseModel, frozen=True):
+    """How many replicas must hold a published sample before `publish_once` returns (`redis.min_replicas_acked`)."""
+
+    replicas: int = Field(0, ge=0)
+    """0: none waited for (replication, if any, is asynchronous: a failover can lose the last acknowledged samples)."""
+    timeout_ms: int = Field(1000, ge=1)
+    """How long to wait for them; fewer in time raises NotReplicated (retryable)."""
+
+
 class SampleStreams(Records):
     """`oc:samples:<source>` streams, their publication markers, and the trainer's consumer group over them."""
 
-    def __init__(self, redis: aioredis.Redis, ttl_s: int, sealer: Sealer | None = None):
+    def __init__(
+        self, redis: aioredis.Redis, ttl_s: int, sealer: Sealer | None = None, acks: ReplicaAcks | None = None
+    ):
         self._r = redis
         self._ttl_s = ttl_s
         self._seal = sealer or Sealer()
+        self._acks = acks or ReplicaAcks()
         self._publish = redis.register_script(_PUBLISH_ONCE)
 
     # ---- writing ----
@@ -243,7 +261,8 @@ class SampleStreams(Records):
         guard: str | None = None,
     ) -> bool:
         """The sample (None: a drop, nothing to train on) and `also`, atomically, unless `sample_id` was published
-        before or the key `guard` exists (a forgotten user's tombstone); True when this call wrote them."""
+        before or the key `guard` exists (a forgotten user's tombstone); True when this call wrote them. With
+        `ReplicaAcks.replicas` set, raises NotReplicated unless that many replicas hold it (a retry is safe)."""
         stream_key = keys.sample_stream(source)
         fields = list(seal_sample(encode_sample(sample), stream_key, self._seal).items()) if sample is not None else []
         args: list[Any] = [sample_id, self._ttl_s, len(fields)]
@@ -251,15 +270,27 @@ class SampleStreams(Records):
             args += [name, value]
         for w in also:
             args += [w.op, w.field, self._seal.seal(w.context(sample_id), w.value) if w.sealed else w.value]
-        wrote = await self._publish(
-            keys=[
-                keys.sample_published(sample_id),
-                stream_key,
-                guard or keys.sample_published(sample_id),
-                *(w.key for w in also),
-            ],
-            args=args,
-        )
+        script_keys = [
+            keys.sample_published(sample_id),
+            stream_key,
+            guard or keys.sample_published(sample_id),
+            *(w.key for w in also),
+        ]
+        if self._acks.replicas == 0:
+            return bool(await self._publish(keys=script_keys, args=args))
+        # WAIT counts the replicas holding this connection's writes: it must follow the script on the same
+        # connection, which one pipeline guarantees (a dropped connection re-sends both, and the script is idempotent).
+        async with self._r.pipeline(transaction=False) as pipe:
+            await self._publish(keys=script_keys, args=args, client=pipe)
+            pipe.execute_command("WAIT", self._acks.replicas, self._acks.timeout_ms)
+            wrote, acked = await pipe.execute()
+        if int(acked) < self._acks.replicas:
+            raise NotReplicated(
+                f"sample {sample_id}: {acked} of the {self._acks.replicas} replicas redis.min_replicas_acked asks for "
+                f"acknowledged it within {self._acks.timeout_ms} ms (none reachable, or lagging); retry",
+                acked=int(acked),
+                wanted=self._acks.replicas,
+            )
         return bool(wrote)
 
     # ---- the trainer's consumer group ----

@@ -44,6 +44,7 @@ STARTS_A_SERVICE = frozenset(
         "Bare",  # tests/deploy/test_bare_install.py: a clean venv installed from the checkout, its CLI run as a process
         "run_gpu_check",  # benchmarks/gpu_*_check.sh on a CPU: engines, and the whole stack for its soak
         "Deployment",  # stack.hosts: the deployment as hosts in network namespaces, every service
+        "ReplicatedStore",  # stack.store_replication: a valkey master, replicas and sentinels
     }
 )
 CLI_MODULE = "cli"

@@ -188,7 +188,11 @@ class TemporalSettings(BaseModel):
 
 class RedisSettings(BaseModel):
     url: str | None = Field(None, validation_alias=AliasChoices("url", "REDIS_URL"))
-    """An existing Redis-compatible server (redis://host:port/db). None: `up` starts the embedded valkey server."""
+    """An existing Redis-compatible server (redis://host:port/db, rediss:// for TLS, unix:///path), or a master
+    found through Sentinel, which clients follow across a failover:
+    `redis+sentinel://[:password@]host1:port1,host2:port2/<master-name>[/<db>]` (the password goes to the master
+    and the sentinels alike; docs/operations.md, "Surviving the store's host"). None: `up` starts the embedded
+    valkey server."""
     port: int = Field(6379, ge=1, le=65535)
     """Port of the embedded valkey server."""
     bind_host: str = LOOPBACK
@@ -218,9 +222,30 @@ class RedisSettings(BaseModel):
     go on and free room) and never drops anything; `volatile-*` drop the oldest expiring data (audit records, old
     turn data) first. No policy here can evict samples waiting for training or API keys: they carry no TTL, and
     the `allkeys-*` policies, which could, are not offered."""
+    min_replicas_acked: int = Field(0, ge=0, le=16)
+    """Replicas that must hold a training sample before its publication counts (valkey's `WAIT` after the write):
+    an acknowledged sample then survives a failover to one of them. 0: not waited for; replication is asynchronous
+    and a failover loses what the replicas had not received yet. Fewer in `replica_ack_timeout_ms` fails the
+    publication as the store being unavailable, and it is retried: with fewer than n replicas reachable, sample
+    publication waits until there are n again. A promoted replica has one replica fewer than the master had: run
+    n + 1 to go on publishing through a failover (docs/operations.md)."""
+    replica_ack_timeout_ms: int = Field(1000, ge=1, le=60_000)
+    """How long a sample's publication waits for `min_replicas_acked` replicas."""
     data_ttl_s: int = Field(30 * 24 * 3600, ge=3600)
     """How long per-turn and per-step data (requests, token data, teacher log-probs, judgements, idempotency keys,
     episode steps, record streams) is kept: longer than any training lag, as long as the audit should reach back."""
+
+    @field_validator("url")
+    @classmethod
+    def _sentinel_url_reads(cls, value: str | None) -> str | None:
+        from store.connection import is_sentinel_url, parse_sentinel_url  # here: the settings do not import the store
+
+        if value and is_sentinel_url(value):
+            try:
+                parse_sentinel_url(value)
+            except ValueError as exc:  # said at startup, not at the first call to the store
+                raise ValueError(f"redis.url: {exc}") from None
+        return value
 
     def target(self) -> str:
         """The URL clients connect with, the password in it (show it only through `masking.mask_url`)."""
