@@ -84,6 +84,19 @@ def _ip(*args: str, ns: str | None = None, check: bool = True) -> subprocess.Com
     return out
 
 
+PRIVATE_MOUNTS = (Path("/tmp"), Path("/dev/shm"))
+
+
+def _image_under_private_mounts() -> list[Path]:
+    """The checkout and the Python environment, where they lie under a folder each host mounts privately (a checkout
+    in /tmp); outermost folders only."""
+    found: list[Path] = []
+    for d in sorted({REPO, Path(sys.prefix).resolve()}, key=lambda p: len(p.parts)):
+        if any(d.is_relative_to(m) for m in PRIVATE_MOUNTS) and not any(d.is_relative_to(f) for f in found):
+            found.append(d)
+    return found
+
+
 @dataclass
 class Host:
     """One host: its namespace, address, data directory and the environment every command there starts with."""
@@ -103,7 +116,15 @@ class Host:
 
     def wrap(self, argv: list[str]) -> list[str]:
         """`argv` as a command of this host: its network, its own mounts and pids, private /tmp and /dev/shm."""
-        mounts = ["mount -t tmpfs -o mode=1777 tmpfs /tmp", "mount -t tmpfs -o mode=1777 tmpfs /dev/shm"]
+        image = _image_under_private_mounts()
+        # The software (the checkout, its venv) is every host's image: one under /tmp stays visible through a
+        # descriptor opened before the private /tmp covers it, bound back at the same path (not canonicalized: the
+        # path now names the empty folder).
+        mounts = [f"exec {3 + i}<'{d}'" for i, d in enumerate(image)]
+        mounts += ["mount -t tmpfs -o mode=1777 tmpfs /tmp", "mount -t tmpfs -o mode=1777 tmpfs /dev/shm"]
+        mounts += [
+            f"mkdir -p '{d}' && mount --no-canonicalize --bind /proc/self/fd/{3 + i} '{d}'" for i, d in enumerate(image)
+        ]
         mounts += [f"mount -t tmpfs -o ro,size=4k,mode=0 tmpfs '{p}'" for p in self.hidden]
         # sh stays pid 1 of the host's pid namespace (a pid 1 ignores SIGTERM from outside), so the service gets the
         # stop signal itself; --kill-child ends the namespace, and everything in it, if the harness dies.
