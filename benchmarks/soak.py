@@ -52,6 +52,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.arguments import add_set_argument, setting_overrides  # noqa: E402
 from benchmarks.loop_figures import (  # noqa: E402
     gpu_memory_by_pid,
     loop_figures,
@@ -286,17 +287,6 @@ def seconds(values: list[float | None]) -> str:
     return "-" if m is None else f"median {m:.2f} s (min {min(known):.2f}, max {max(known):.2f})"
 
 
-def overrides(pairs: list[str]) -> dict[str, str]:
-    """`--set training.batch_size=8` as the stack's environment variable OPENCLAW_RL_TRAINING__BATCH_SIZE=8."""
-    env = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise SystemExit(f"--set {pair!r}: expected KEY=VALUE, e.g. training.engine_memory_during_step=all")
-        env["OPENCLAW_RL_" + key.strip().upper().replace(".", "__")] = value
-    return env
-
-
 def mib(n: int) -> str:
     return f"{n / 2**20:.1f} MiB"
 
@@ -316,13 +306,7 @@ def main() -> None:
         "--burst", type=int, default=0, help="engine tokens/s of this many requests at once, before and during the load"
     )
     ap.add_argument("--burst-tokens", type=int, default=64, help="tokens each burst request generates")
-    ap.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a setting of the stack, dotted (training.engine_memory_during_step=all); repeatable",
-    )
+    add_set_argument(ap)
     ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="soak-"))
@@ -335,7 +319,7 @@ def main() -> None:
             "OPENCLAW_RL_TRAINING__WAIT_S": "5",
             "OPENCLAW_RL_TEMPORAL__HEADLESS": "true",
         }
-        | overrides(args.set)
+        | setting_overrides(args.set)
     )
     stack = RunningStack(env).start()
     try:
@@ -459,7 +443,7 @@ def main() -> None:
             "sessions": args.sessions,
             "minutes": args.minutes,
             "batch_size": args.batch_size,
-            "settings": overrides(args.set),
+            "settings": setting_overrides(args.set),
             "load_s": load_s,
             "drain_s": drain_s,
             "turns_served": soak.served,

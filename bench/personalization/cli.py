@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bench.arguments import steps_arg
+from bench.arguments import add_set_argument, setting_overrides, steps_arg
 from bench.progress import Progress
 from openclaw_rl import console as style
 
@@ -56,6 +56,7 @@ def add_parser(bsub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, help="output folder (default: DATA_DIR/bench/personalization/...)")
     p.add_argument("--keep-data", action="store_true", help="keep the checkpoints of each method's stack")
     p.add_argument("--timeout-s", type=float, default=3600.0, help="per method, for reaching the last step")
+    add_set_argument(p)
     p.add_argument("--build-model", action="store_true", help="only build (or find) the cached base policy")
     p.add_argument("--quick", action="store_true", help=argparse.SUPPRESS)  # tests: 1 step, a miniature model
 
@@ -115,4 +116,5 @@ def _config(args: argparse.Namespace, recipe: basemodel.Recipe) -> runner.BenchC
         keep_data=args.keep_data,
         timeout_s=args.timeout_s,
         recipe=recipe,
+        settings=setting_overrides(args.set),
     )

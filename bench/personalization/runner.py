@@ -71,6 +71,8 @@ class BenchConfig:
     keep_data: bool = False
     timeout_s: float = 3600.0
     """Per method: give up on reaching the last step after this long (the table then says how far it got)."""
+    settings: dict[str, str] = field(default_factory=dict)
+    """Settings of each method's stack as environment variables (`--set`), applied after the benchmark's own."""
 
     def __post_init__(self) -> None:
         if self.eval_problems < 2:
@@ -113,6 +115,7 @@ class Stack(BenchStack):
             env["OPENCLAW_RL_LEARNING__PRM_VOTES"] = "1"  # the heuristic judge is deterministic: votes would agree
         if shutil.which("bwrap") is None:  # this benchmark runs no environments; `up` needs a sandbox otherwise
             env["OPENCLAW_RL_ENVS__SANDBOX__MODE"] = "unsandboxed"
+        env.update(cfg.settings)
         self.model = model
         self.teacher_port = free_port() if cfg.teacher == "frozen" else None
         self.teacher_proc: subprocess.Popen | None = None
