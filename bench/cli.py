@@ -13,7 +13,7 @@ import sys
 
 from pydantic import ValidationError
 
-from bench import fairness
+from bench import fairness, scale
 from bench import hosts as hosts_cli
 from bench.agents import cli as agents_cli
 from bench.personalization import cli as personalization_cli
@@ -28,6 +28,7 @@ COMMANDS = {
     "agents": agents_cli,
     "hosts": hosts_cli,
     "fairness": fairness,
+    "scale": scale,
 }
 EXAMPLES: dict[str, list[str]] = {
     "": ["openclaw-rl bench personalization --method combined --setting student"],
@@ -37,6 +38,7 @@ EXAMPLES: dict[str, list[str]] = {
         "openclaw-rl bench personalization --recipe fast --method combined --setting student --steps 3",
     ],
     "hosts": ["openclaw-rl bench hosts --minutes 2  # as root (network namespaces)"],
+    "scale": ["openclaw-rl bench scale --sessions 100,1000 --episodes 16,128"],
 }
 """By subcommand path, as cli/examples.py keeps the command line's."""
 
