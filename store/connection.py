@@ -31,6 +31,12 @@ SENTINEL_TIMEOUT_S = 1.0
 CONNECT_TIMEOUT_S = 2.0
 """Opening a connection to the master (unless the caller says otherwise): a host that is gone fails this fast instead
 of after the kernel's minutes of SYN retries. No read timeout by default: blocking reads (XREAD BLOCK) wait longer."""
+POOL_CONNECTIONS = 512
+"""Connections one process may hold to the store. redis-py's asyncio pool stops at 100 by default and then fails the
+call (`MaxConnectionsError`): 100 turns at once on one API process did (`bench scale`, 1,000 sessions). A process
+at this limit waits for a free connection (up to `POOL_WAIT_S`) instead of failing."""
+POOL_WAIT_S = 20.0
+"""How long a call waits for a free connection before it fails as the store being unavailable."""
 
 
 class SentinelTarget(BaseModel):
@@ -141,10 +147,18 @@ def open_redis(url: str, **options) -> aioredis.Redis:
     """An asyncio client on the store at `url` (connecting lazily); `options` go to its connections (a plain URL's
     client is exactly redis-py's `from_url`)."""
     if not is_sentinel_url(url):
-        return aioredis.from_url(url, **options)
+        pool = aioredis.BlockingConnectionPool.from_url(
+            url, max_connections=POOL_CONNECTIONS, timeout=POOL_WAIT_S, **options
+        )
+        return aioredis.Redis.from_pool(pool)
     target = parse_sentinel_url(url)
     sentinel = AsyncSentinel(target.sentinels, sentinel_kwargs=_sentinel_options(target))
-    return sentinel.master_for(target.master, redis_class=_SentinelMaster, **_master_options(target, options))
+    return sentinel.master_for(
+        target.master,
+        redis_class=_SentinelMaster,
+        max_connections=POOL_CONNECTIONS,  # redis-py has no waiting pool for Sentinel: a higher limit instead
+        **_master_options(target, options),
+    )
 
 
 def open_redis_sync(url: str, **options) -> redis.Redis:

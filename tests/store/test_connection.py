@@ -88,3 +88,22 @@ def test_settings_with_a_malformed_sentinel_url_are_refused_at_load():
     with pytest.raises(ValueError, match="redis.url: .*master's name"):
         RedisSettings(url="redis+sentinel://h1:26379,h2:26379")
     assert RedisSettings(url="redis+sentinel://h1:26379/oc-store").url == "redis+sentinel://h1:26379/oc-store"
+
+
+def test_more_calls_at_once_than_redis_pys_default_pool_wait_for_a_connection_instead_of_failing(tmp_path):
+    """redis-py's asyncio pool holds 100 connections by default and fails the 101st call (`MaxConnectionsError`);
+    `bench scale` saw it on the API with 100 turns at once. 300 calls that each hold a connection for a moment now
+    all succeed."""
+    import asyncio
+
+    from tests.helpers import running_valkey
+
+    async def calls(port: int) -> list:
+        client = open_redis(f"redis://127.0.0.1:{port}/0")
+        try:
+            return await asyncio.gather(*(client.blpop([f"empty-{i}"], timeout=0.3) for i in range(300)))
+        finally:
+            await client.aclose()
+
+    with running_valkey(tmp_path) as port:
+        assert asyncio.run(calls(port)) == [None] * 300
