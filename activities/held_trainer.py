@@ -40,7 +40,7 @@ def trainer_config(settings: Settings) -> TrainerConfig:
     t = settings.training
     streams = {src: stream_settings(settings, src) for src in t.source_weights}
     return TrainerConfig(
-        lr=t.lr,
+        lr=t.lr * t.lora.lr_scale if t.lora.enabled else t.lr,  # with LoRA only the adapters train
         micro_batch_tokens=t.micro_batch_tokens,
         precision=t.precision,
         activation_checkpointing=t.activation_checkpointing,

@@ -177,6 +177,7 @@ def mode_env(mode: str, cfg: TwoUserConfig) -> dict[str, str]:
         "OPENCLAW_RL_TRAINING__LORA__RANK": str(cfg.lora_rank),
         "OPENCLAW_RL_TRAINING__LORA__ALPHA": str(2 * cfg.lora_rank),
         "OPENCLAW_RL_TRAINING__LR": str(cfg.adapter_lr),
+        "OPENCLAW_RL_TRAINING__LORA__LR_SCALE": "1",  # adapter_lr is the adapters' own rate, given whole
     }
 
 

@@ -27,7 +27,7 @@ def adapters_stack(tiny_model, tmp_path_factory):
         tiny_model,
         OPENCLAW_RL_TRAINING__AUTO_START="true",
         OPENCLAW_RL_TRAINING__WAIT_S="2",
-        OPENCLAW_RL_TRAINING__LR="5e-3",
+        OPENCLAW_RL_TRAINING__LR="5e-4",  # the adapters train at 10x (training.lora.lr_scale): 5e-3
         OPENCLAW_RL_SESSION__DEFAULT_MAX_TOKENS="8",
         OPENCLAW_RL_TRAINING__LORA__ENABLED="true",
         OPENCLAW_RL_TRAINING__LORA__RANK="4",
