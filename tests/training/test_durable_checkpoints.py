@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import threading
 
 import pytest
 import torch
@@ -225,7 +226,6 @@ def test_one_version_confirmed_twice_at_once_with_a_slow_tail_read_writes_one_li
     """A confirmation retried while its first attempt still runs (it outlived its heartbeat timeout): both attempts
     look for the version's line, and the tail read is slow. Before: both found none and both appended (2 lines,
     every sample id twice)."""
-    import threading
     import time
 
     from openclaw_rl import trained_log
@@ -375,6 +375,12 @@ async def test_a_batch_too_stale_to_learn_from_makes_no_version_but_names_its_sa
     publish(valkey, 0, 4)
     published = [f"session/u/s#0.{i}" for i in range(4)]  # the sample ids `publish` gives
     acts = TrainingActivities(settings)
+    # The trainer holds version 9, as a run's would. Its preload (the base here: no checkpoint on disk) is awaited
+    # first, else it could finish between the two attempts and leave version 0 held (TrainerLost, seen in a suite).
+    for t in threading.enumerate():
+        if t.name == "trainer-preload":
+            t.join(timeout=120)
+    await asyncio.to_thread(acts.held.from_durable, 0, 9)
     env = ActivityEnvironment()
     claim = await env.run(
         acts.claim_batch, ClaimInput(consumer="t", batch_size=4, source_weights={"personal": 1.0}, wait_s=1.0)
