@@ -14,8 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import threading
-import time
 from pathlib import Path
 
 import structlog
@@ -23,6 +21,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict
 from tokenizers import Tokenizer
+
+from bench.threaded_server import ThreadedServer
 
 log = structlog.get_logger(__name__)
 
@@ -169,27 +169,20 @@ class StandinServer:
     """The stand-in on a port in a thread of this process (the benchmark's own, or a test's)."""
 
     def __init__(self, config: StandinConfig, port: int, host: str = "127.0.0.1"):
-        import uvicorn
-
         self.engine = StandinEngine(config)
         self.port = port
-        self.server = uvicorn.Server(uvicorn.Config(self.engine.app, host=host, port=port, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.http = ThreadedServer(self.engine.app, port, host)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return self.http.url
 
     def __enter__(self) -> StandinServer:
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started and time.monotonic() < deadline:
-            time.sleep(0.05)
+        self.http.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
+        self.http.stop()
 
 
 def main(argv: list[str] | None = None) -> None:

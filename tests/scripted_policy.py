@@ -11,20 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.responses import StreamingResponse
 
+from bench.threaded_server import ThreadedServer
 from tests.helpers import free_port
 
 
 class ScriptedPolicy:
     def __init__(self, tokenizer_path: Path, answer: Callable[[str], str], delay_s: float = 0.0):
-        import uvicorn
         from transformers import AutoTokenizer
 
         self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
@@ -116,23 +114,18 @@ class ScriptedPolicy:
             return {}
 
         self.port = free_port()
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.http = ThreadedServer(app, self.port)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return self.http.url
 
     def __enter__(self) -> ScriptedPolicy:
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started and time.monotonic() < deadline:
-            time.sleep(0.05)
+        self.http.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
+        self.http.stop()
 
 
 def tool_call(name: str, **arguments: object) -> str:

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from pathlib import Path
 
@@ -10,6 +9,7 @@ import pytest
 import redis
 from fastapi import Request
 
+from bench.threaded_server import ThreadedServer
 from tests.api.conftest import chat_stack_env, create_key  # noqa: F401  (re-exported for the tests)
 from tests.helpers import RunningStack, free_port
 
@@ -22,7 +22,6 @@ class ScriptedJudge:
     """
 
     def __init__(self, answers: list[str], delays: dict[str, float] | None = None):
-        import uvicorn
         from fastapi import FastAPI
 
         self.answers, self.delays = answers, delays or {}
@@ -48,23 +47,18 @@ class ScriptedJudge:
             }
 
         self.port = free_port()
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.http = ThreadedServer(app, self.port)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return self.http.url
 
     def __enter__(self) -> "ScriptedJudge":
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started and time.monotonic() < deadline:
-            time.sleep(0.05)
+        self.http.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
+        self.http.stop()
 
 
 def chat(stack: RunningStack, key: str, sid: str, messages: list[dict], max_tokens: int = 8) -> dict:
