@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import time
 
 import structlog
 from temporalio import activity
@@ -38,7 +39,9 @@ from contracts.learning import (
     VoteInput,
     VoteResult,
 )
+from contracts.progress import HeldOutTurn
 from contracts.summary import JUDGE_RAW_CHARS
+from evals.progress import is_held_out
 from judges import Judge, JudgeCallError, JudgeContext, make_judge
 from openclaw_rl.settings import Settings
 from openclaw_rl.trained_log import records_lock
@@ -59,6 +62,8 @@ log = structlog.get_logger(__name__)
 
 OPTED_OUT = "opted out of training"
 """The reason a judged turn of an opted-out user or key carries (its record says so; no sample is written)."""
+HELD_OUT = "held out for the user's progress report"
+"""The reason a judged turn kept aside from training carries (`eval.progress.held_out_share`; contracts.progress)."""
 
 
 def _advantages(
@@ -175,6 +180,11 @@ class LearningActivities:
         opted_out = await self.store.users.training_refused(inp.user_id, inp.turn_id)
         if opted_out:
             rule = None  # the user (or the key that sent the turn) opted out of training: no sample, ever
+        held_out = not opted_out and is_held_out(inp.user_id, inp.turn_id, self.settings.eval.progress.held_out_share)
+        if held_out:
+            # Kept before the record is written: a retry after a crash between the two writes keeps it again, once.
+            held_out = await self._hold_out(inp)
+            rule = None
         if rule is not None and rule.reason == AT_LEAST_ONE:
             # Two turns of a session judged at once both read "no effective sample yet": one takes the slot.
             ttl = self.settings.redis.data_ttl_s
@@ -182,7 +192,7 @@ class LearningActivities:
                 rule = self._rule(inp, teacher, effective=True)
         if rule is None or not rule.use_teacher:
             teacher = None
-        reason = OPTED_OUT if opted_out else rule.reason if rule else "dropped by the rules"
+        reason = OPTED_OUT if opted_out else HELD_OUT if held_out else rule.reason if rule else "dropped by the rules"
         result = PublishResult(published=False, reason=reason, tokens=len(tokens.response_ids))
         sample = None
         if rule is not None and tokens.response_ids:
@@ -220,6 +230,21 @@ class LearningActivities:
         # The judge's output and hint are the user's words: sealed like the store's copy when encryption is on.
         self._append_jsonl(inp.source, inp.policy_version or "unknown", judgement_line(record, self._keyring))
         return result
+
+    async def _hold_out(self, inp: PublishInput) -> bool:
+        """Keep the turn's prompt and served answer for the user's progress report (contracts.progress)."""
+        req = await self._request(keys.chat_request(inp.turn_id))
+        response = await self.store.turns.response_text(inp.turn_id) or ""
+        turn = HeldOutTurn(
+            turn_id=inp.turn_id,
+            at=time.time(),
+            version=inp.policy_version or "0",
+            messages=req.messages,
+            tools=req.tools,
+            answer=split_reasoning(response)[1],
+        )
+        keep = self.settings.eval.progress.keep_turns
+        return await self.store.progress.hold_out(tenant_of(inp.user_id), turn, keep=keep)
 
     def _append_jsonl(self, source: str, version: str, record_json: str) -> None:
         """Append the record's line (activities.judgement_log) to records/policy-<version>/<source>.jsonl (kept

@@ -11,7 +11,18 @@ import structlog
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
-from api import anthropic_messages, audit, chat, codec, episodes, metrics, openai_responses, openapi_spec, user_data
+from api import (
+    anthropic_messages,
+    audit,
+    chat,
+    codec,
+    episodes,
+    metrics,
+    openai_responses,
+    openapi_spec,
+    progress,
+    user_data,
+)
 from api.admission import Admission
 from api.errors import install_error_handlers
 from api.policy_version import PolicyVersionWatcher
@@ -54,6 +65,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(audit.router)
     app.include_router(episodes.router)
     app.include_router(user_data.router)
+    app.include_router(progress.router)
     if settings.keyring() is not None:
         app.include_router(codec.router)
         _allow_the_web_ui(app, settings)

@@ -429,6 +429,36 @@ async def _memory_line(settings: Settings, trainer: dict[str, int]) -> str:
     return "; ".join(parts) or "unknown"
 
 
+async def _progress_report(args: argparse.Namespace, settings: Settings, client, store: Store, data) -> int:
+    """Compute the user's progress report now (unless --cached) and show the latest, with its history's plot."""
+    from pathlib import Path
+
+    from cli.progress import plot, render
+    from contracts.chat import tenant_of
+    from control.progress import run_report
+    from control.user_data_models import UserNotFound
+
+    tenant = tenant_of(args.user)
+    if not await data.known(args.user):
+        raise UserNotFound(args.user)
+    if not args.cached:
+        summary = await run_report(client, settings, args.user)
+        if summary.skipped:
+            print(f"no new report for {args.user}: {summary.skipped}")
+    reports = await store.progress.reports(tenant)
+    if not reports:
+        style.error("users", f"{args.user} has no progress report yet")
+        return 1
+    if args.json:
+        print(reports[0].model_dump_json(indent=2))
+        return 0
+    print(render(args.user, reports[0], reports))
+    path = Path(args.plot) if args.plot else settings.data_dir / "reports" / f"progress-{tenant}.png"
+    if (png := await asyncio.to_thread(plot, reports, path)) is not None:
+        print(f"  plot: {png}")
+    return 0
+
+
 async def users_command(args: argparse.Namespace, settings: Settings) -> int:
     """A user's rights over their data, for operators: export, forget, opt out of training and back in."""
     from control.user_data import UserData
@@ -452,6 +482,8 @@ async def users_command(args: argparse.Namespace, settings: Settings) -> int:
                 print(f"wrote everything held about {args.user} to {out}")
             else:
                 print(doc)
+        elif cmd == "report":
+            return await _progress_report(args, settings, client, store, data)
         elif cmd == "forget":
             if not args.yes:
                 style.error(

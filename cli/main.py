@@ -228,6 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
         "  openclaw-rl users opt-out alice            # every key of alice: served, never trained on\n"
         "  openclaw-rl users opt-out --key 3f2a9c01d4e5  # one key only\n"
         "  openclaw-rl users opt-in alice\n"
+        "  openclaw-rl users report alice            # did it get better for alice? (docs/evaluation.md)\n"
         "  openclaw-rl users forget alice --yes",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -235,6 +236,22 @@ def build_parser() -> argparse.ArgumentParser:
     ue = usub.add_parser("export", help="everything held about a user, as JSON (turns, judgements, samples, ...)")
     ue.add_argument("user")
     ue.add_argument("--out", metavar="FILE", help="write it to FILE (mode 600) instead of stdout")
+    ur = usub.add_parser(
+        "report",
+        help="did it get better for a user? the serving version against their first and previous versions, on "
+        "their own held-out turns (eval.progress)",
+        description="Computes the user's progress report now (a ProgressReportWorkflow: the serving version answers "
+        "their held-out turns again, the judge compares both orders) and shows it, with a plot of its history "
+        "(docs/evaluation.md).\n\n"
+        "examples:\n"
+        "  openclaw-rl users report alice\n"
+        "  openclaw-rl users report alice --cached --json   # the latest report, computed by the schedule",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ur.add_argument("user")
+    ur.add_argument("--cached", action="store_true", help="show the latest report instead of computing one now")
+    ur.add_argument("--json", action="store_true", help="the latest report as JSON")
+    ur.add_argument("--plot", metavar="FILE", help="where to draw the history (default: <data dir>/reports/)")
     uf = usub.add_parser("forget", help="remove everything held about a user, their keys included (no undo)")
     uf.add_argument("user")
     uf.add_argument("--yes", action="store_true", help="really do it")

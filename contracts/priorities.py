@@ -12,6 +12,7 @@ has a backlog: an idle worker takes whatever comes.
 | 3    | episodes: rollouts, task groups, their episodes' steps     | the server's default; key: task_group      |
 | 4    | training: the TrainingWorkflow and its trainer steps       | control.training.start_training            |
 | 5    | evaluation: the EvaluationWorkflow and everything under it | control.evaluation (schedule and runs)     |
+| 5    | users' progress reports (ProgressReport/RoundWorkflow)     | control.progress (schedule and runs)       |
 
 A child workflow and an activity inherit their parent's priority and fairness key where they set none (server
 side). Every activity call also names its rank explicitly (`workflows.activity_calls.execute`): the workflow's own
@@ -32,6 +33,7 @@ from typing import Mapping
 from contracts.episodes import EPISODE_WORKFLOW, ROLLOUT_WORKFLOW, TASK_GROUP_WORKFLOW
 from contracts.evaluation import EVALUATION_WORKFLOW
 from contracts.learning import JUDGE_TURN_WORKFLOW
+from contracts.progress import PROGRESS_REPORT_WORKFLOW, PROGRESS_ROUND_WORKFLOW
 from contracts.session import SESSION_WORKFLOW
 from contracts.training import TRAINING_WORKFLOW
 
@@ -54,6 +56,8 @@ WORKFLOW_RANKS: Mapping[str, Rank] = {
     EPISODE_WORKFLOW: Rank.EPISODE,
     TRAINING_WORKFLOW: Rank.TRAINING,
     EVALUATION_WORKFLOW: Rank.EVALUATION,
+    PROGRESS_REPORT_WORKFLOW: Rank.EVALUATION,
+    PROGRESS_ROUND_WORKFLOW: Rank.EVALUATION,
 }
 """The rank of a workflow type's own work, for a run that carries no priority of its own (started before ranks
 existed, or by a client that set none). A child of an evaluation inherits 5 from it instead."""

@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from contracts.chat import StoredChatRequest, TurnType
 from contracts.learning import JudgementRecord
+from contracts.progress import HeldOutTurn, ProgressReport
 from control.audit import SessionInfo
 
 
@@ -139,6 +140,10 @@ class UserExport(BaseModel):
     """Their client-driven episodes."""
     adapter_versions: list[AdapterVersion]
     """Per-user adapters (none until per-user adapters exist)."""
+    held_out_turns: list[HeldOutTurn] = Field(default_factory=list)
+    """Turns kept aside from training for their progress report (`eval.progress.held_out_share`)."""
+    progress_reports: list[ProgressReport] = Field(default_factory=list)
+    """Their progress reports, newest first."""
     incomplete: list[str] = Field(default_factory=list)
     """What could not be read, and why (the trainer pool, which holds records/trained.jsonl and the adapter
     folders, did not answer in time): empty when the export is whole."""

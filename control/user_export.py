@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+from contracts.chat import tenant_of
 from contracts.client_episodes import client_episode_id
 from control.audit import SessionNotFound, list_sessions, session_turns
 from control.user_data_models import (
@@ -58,6 +59,8 @@ class UserExporter(UserLookup):
             samples=await self._samples(user_id, groups, incomplete),
             episodes=await self._episodes(groups),
             adapter_versions=await self.adapters.versions(user_id),
+            held_out_turns=await self.store.progress.held_out(tenant_of(user_id)),
+            progress_reports=await self.store.progress.reports(tenant_of(user_id)),
             incomplete=incomplete,
         )
 

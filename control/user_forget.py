@@ -14,6 +14,7 @@ from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
+from contracts.chat import tenant_of
 from contracts.client_episodes import END_FORGOTTEN_SIGNAL
 from control.user_data_models import ForgetReport, UserNotFound
 from control.user_lookup import UserLookup, quote
@@ -114,6 +115,7 @@ class UserForgetter(UserLookup):
         report.store_keys += await self.store.users.forget_turns(user_id)
         report.store_keys += await self.store.users.forget_named(user_id)
         report.store_keys += await self.store.users.forget_groups(user_id, groups)
+        report.store_keys += await self.store.progress.forget(tenant_of(user_id))
         report.records += await self.store.users.forget_records(user_id)
         sample_ids: set[str] = set()
         for source in await self.store.samples.sources():

@@ -7,6 +7,7 @@ from temporalio.client import Client
 
 from contracts.chat import tenant_of
 from contracts.episodes import TASK_GROUP_WORKFLOW
+from contracts.progress import report_workflow_id
 from contracts.user_files import user_of_sample
 from control.api_keys import USER_ID as USER_ID_FORMAT
 from control.sessions import quote, user_query
@@ -45,12 +46,13 @@ class UserLookup:
         return found
 
     async def _workflows(self, user_id: str, groups: set[str] = frozenset()) -> list[tuple[str, str]]:
-        """(workflow id, run id) of every run of the user's session and judge workflows, and of their client groups
-        and those groups' episodes (groups first: their episodes end with them), closed ones too. Both forms of id:
-        the pseudonym's, and the user id's of those started before (control.sessions)."""
+        """(workflow id, run id) of every run of the user's session, judge and progress report workflows, and of
+        their client groups and those groups' episodes (groups first: their episodes end with them), closed ones too.
+        Both forms of id: the pseudonym's, and the user id's of those started before (control.sessions)."""
         queries = [
             f"WorkflowType = 'SessionWorkflow' AND {user_query(user_id)}",
             *(f"WorkflowId STARTS_WITH {quote(f'judge/session/{u}/')}" for u in (tenant_of(user_id), user_id)),
+            f"WorkflowId = {quote(report_workflow_id(tenant_of(user_id)))}",  # its summary holds their win rates
             *(f"WorkflowId = {quote(f'group/{g}')}" for g in sorted(groups)),
             *(f"WorkflowId STARTS_WITH {quote(f'episode/{g}/')}" for g in sorted(groups)),
         ]

@@ -24,6 +24,16 @@ class JudgeContext(BaseModel):
     """The user message the turn answered (the heuristic judge spots a user asking the same thing again)."""
 
 
+class PairwiseContext(BaseModel):
+    """Two answers to one conversation, for a user's progress report (contracts.progress): which serves them
+    better? Shown as A and B; the caller asks again with the two swapped."""
+
+    conversation: str
+    """The conversation the answers are to, as text (its last user message last)."""
+    answer_a: str
+    answer_b: str
+
+
 class JudgeCallError(Exception):
     """The judge endpoint failed this vote (the vote is ignored, never fatal)."""
 
@@ -68,6 +78,10 @@ class Judge(Protocol):
 
     async def step(self, ctx: StepJudgeContext) -> str:
         """One general-agent step vote: reasoning, then \\boxed{1} or \\boxed{-1} (the paper's C.4 prompts)."""
+        ...
+
+    async def pairwise(self, ctx: PairwiseContext) -> str:
+        """One comparison: reasoning, then \\boxed{A}, \\boxed{B} or \\boxed{tie}."""
         ...
 
     async def aclose(self) -> None: ...

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from judges.base import JudgeContext, StepJudgeContext, StepView
+from judges.base import JudgeContext, PairwiseContext, StepJudgeContext, StepView
 
 
 class _Words:
@@ -152,6 +152,10 @@ class HeuristicJudge:
             complaint = [s for s in sentences if _NEGATIVE.search(s) or _STYLE_COMPLAINT.search(s)]
             hint = " ".join((directive or complaint or sentences)[:2])
         return f"Heuristic judge: {why}. \\boxed{{1}} [HINT_START]{hint}[HINT_END]"
+
+    async def pairwise(self, ctx: PairwiseContext) -> str:
+        # It reads feedback in a next state; two answers with no next state give it nothing to go on.
+        return "Heuristic judge: it cannot compare two answers without a next state. \\boxed{tie}"
 
     async def aclose(self) -> None:
         return None

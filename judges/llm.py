@@ -6,8 +6,8 @@ import asyncio
 
 import httpx
 
-from judges.base import JudgeCallError, JudgeContext, StepJudgeContext
-from judges.prompts import HINT_SYSTEM, PRM_SYSTEM, messages, step_messages
+from judges.base import JudgeCallError, JudgeContext, PairwiseContext, StepJudgeContext
+from judges.prompts import HINT_SYSTEM, PRM_SYSTEM, messages, pairwise_messages, step_messages
 from openclaw_rl.settings import LlmJudgeSettings, Settings
 from policy_client import PolicyClient
 from policy_client.chat import renderer_for
@@ -51,6 +51,9 @@ class LlmJudge:
         # Images only where they can go: an OpenAI-compatible endpoint said to accept them (native renders text).
         images = self.cfg.vision and self.native is None
         return await self._complete(step_messages(ctx, images=images), self.cfg.prm_max_tokens)
+
+    async def pairwise(self, ctx: PairwiseContext) -> str:
+        return await self._complete(pairwise_messages(ctx), self.cfg.prm_max_tokens)
 
     async def _complete(self, msgs: list[dict], max_tokens: int) -> str:
         async with self.slots:

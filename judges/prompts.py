@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from judges.base import JudgeContext, StepJudgeContext, StepView
+from judges.base import JudgeContext, PairwiseContext, StepJudgeContext, StepView
 
 PRM_SYSTEM = (
     "You are a process reward model (PRM) evaluating an AI assistant.\n"
@@ -33,6 +33,20 @@ def judge_user_message(ctx: JudgeContext) -> str:
 
 def messages(system: str, ctx: JudgeContext) -> list[dict[str, str]]:
     return [{"role": "system", "content": system}, {"role": "user", "content": judge_user_message(ctx)}]
+
+
+# Not in the paper: a user's progress report (contracts.progress) compares two answers to one of their own turns.
+PAIRWISE_SYSTEM = (
+    "You compare two responses of an AI assistant to the same conversation with one user.\n"
+    "Decide which response serves this user better: correct, helpful, and in the way this user asked for.\n"
+    "Think step-by-step, then give your verdict inside \\boxed{}.\n"
+    "Valid verdicts: \\boxed{A}, \\boxed{B}, or \\boxed{tie} when neither is better."
+)
+
+
+def pairwise_messages(ctx: PairwiseContext) -> list[dict[str, str]]:
+    user = f"## Conversation\n{ctx.conversation}\n\n## Response A\n{ctx.answer_a}\n\n## Response B\n{ctx.answer_b}"
+    return [{"role": "system", "content": PAIRWISE_SYSTEM}, {"role": "user", "content": user}]
 
 
 # C.4, terminal: also used for tool-call episodes, whose steps are tool calls and their results alike.

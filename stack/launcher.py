@@ -182,6 +182,10 @@ class Stack:
 
         if await ensure_eval_schedule(client, self.settings):  # off (every_versions = 0): deleted
             log.info("eval schedule set", every_versions=self.settings.eval.every_versions)
+        from control.progress import ensure_progress_schedule
+
+        if await ensure_progress_schedule(client, self.settings):  # off (no held-out share): deleted
+            log.info("progress schedule set", every_s=self.settings.eval.progress.every_s)
         self._write_state("up")
         self._announce()
 

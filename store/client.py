@@ -21,6 +21,7 @@ from store.judgements import Judgements
 from store.mismatch import MismatchRecords
 from store.policy import PolicyVersions
 from store.prefix_links import PrefixLinks
+from store.progress import ProgressRecords
 from store.response_states import ResponseStates
 from store.samples import ReplicaAcks, SampleStreams
 from store.sealing import Sealer
@@ -80,6 +81,7 @@ class Store:
         self.adapters = AdapterRecords(redis)
         self.evals = EvalScoreRecords(redis)
         self.users = UserRecords(redis, data_ttl_s, sealer)
+        self.progress = ProgressRecords(redis, sealer)
 
     @classmethod
     def connect(cls, address: StoreAddress, keyring: Keyring | None = None, **options) -> Store:

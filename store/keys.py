@@ -181,6 +181,28 @@ def user_name(tenant: str) -> str:
     return f"{PREFIX}:user-name:{tenant}"
 
 
+def user_held_out(tenant: str) -> str:
+    """Hash: turn id -> one held-out turn (contracts.progress.HeldOutTurn as JSON, sealed under encryption): kept
+    aside from training for the user's progress report, `eval.progress.keep_turns` at most. No TTL: a report compares
+    versions months apart. Exported and forgotten with the user's data."""
+    return f"{PREFIX}:user:{tenant}:heldout"
+
+
+def user_progress(tenant: str) -> str:
+    """List: the user's progress reports (contracts.progress.ProgressReport as JSON, sealed), newest first,
+    `eval.progress.keep_reports` at most. No TTL; exported and forgotten with the user's data."""
+    return f"{PREFIX}:user:{tenant}:progress"
+
+
+def progress_answers(tenant: str, run: str) -> str:
+    """A report's new answers, between its two activities (the policy pool writes, the judge pool reads). Expires
+    after a day: nothing else reads them."""
+    return f"{PREFIX}:user:{tenant}:progress-answers:{run}"
+
+
+PROGRESS_ANSWERS_TTL_S = 24 * 3600
+
+
 def no_train(turn_id: str) -> str:
     """Set when a turn's request came from an opted-out user or key: it is served, never judged into a sample."""
     return f"{PREFIX}:notrain:{turn_id}"

@@ -38,6 +38,7 @@ def components_for(pool: Pool, settings: Settings) -> PoolComponents:
         from workflows.episode import EpisodeWorkflow
         from workflows.evaluation import EvaluationWorkflow
         from workflows.judge_turn import JudgeTurnWorkflow
+        from workflows.progress import ProgressReportWorkflow, ProgressRoundWorkflow
         from workflows.rollout import RolloutWorkflow
         from workflows.session import SessionWorkflow
         from workflows.stack_probe import StackProbeWorkflow
@@ -55,6 +56,8 @@ def components_for(pool: Pool, settings: Settings) -> PoolComponents:
             RolloutWorkflow,
             EvaluationWorkflow,
             UserFilesWorkflow,
+            ProgressReportWorkflow,
+            ProgressRoundWorkflow,
         ]
         # Bookkeeping runs beside the workflows: same task queue, so it is dispatched eagerly.
         turn_log = TurnLogActivities(settings)
@@ -65,6 +68,7 @@ def components_for(pool: Pool, settings: Settings) -> PoolComponents:
         from activities.evaluation import EvalActivities
         from activities.generate import GenerateActivities
         from activities.learning import LearningActivities
+        from activities.progress import ProgressActivities
 
         generate, teacher, agent = GenerateActivities(settings), LearningActivities(settings), AgentActivities(settings)
         parts.activities += [
@@ -79,9 +83,13 @@ def components_for(pool: Pool, settings: Settings) -> PoolComponents:
         evals = EvalActivities(settings)
         parts.activities += [evals.eval_plan, evals.evaluate_set, evals.eval_episode_tasks, evals.record_eval_scores]
         parts.closers.append(evals.aclose)
+        answers = ProgressActivities(settings, policy=True)
+        parts.activities.append(answers.progress_answers)
+        parts.closers.append(answers.aclose)
     elif pool is Pool.JUDGE:
         import rlmath.advantages  # noqa: F401  (torch, for publish_sample: loaded at start, not on the first sample)
         from activities.learning import LearningActivities
+        from activities.progress import ProgressActivities
         from activities.step_learning import StepLearningActivities
         from activities.user_files import JudgementMirrorFiles
 
@@ -95,6 +103,9 @@ def components_for(pool: Pool, settings: Settings) -> PoolComponents:
             steps.publish_step_samples,
         ]
         parts.closers += [learning.aclose, steps.aclose]
+        reports = ProgressActivities(settings)
+        parts.activities += [reports.progress_judge, reports.progress_users]
+        parts.closers.append(reports.aclose)
     elif pool is Pool.TRAINER:
         from activities.training import TrainingActivities
         from activities.user_files import TrainerUserFiles

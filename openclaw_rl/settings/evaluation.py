@@ -9,6 +9,25 @@ from typing import Literal
 from pydantic import BaseModel, Field, field_validator
 
 
+class ProgressSettings(BaseModel):
+    """Each user's progress report: the serving version against their first and previous versions, on their own
+    held-out turns, judged pairwise (docs/evaluation.md, "Did it get better for me?")."""
+
+    held_out_share: float = Field(0.0, ge=0.0, le=0.5)
+    """The share of each user's judged main-line turns kept aside from training for their report (chosen by a hash
+    of the user and turn ids: the same turns whatever process decides). 0: off, no report has turns to judge. A
+    held-out turn is served as usual and never becomes a sample."""
+    keep_turns: int = Field(200, ge=1, le=5000)
+    """Held-out turns kept per user (the oldest go first)."""
+    max_turns: int = Field(32, ge=1, le=1000)
+    """The newest held-out turns each report answers again and judges (two judge calls each)."""
+    every_s: float = Field(86400.0, ge=0)
+    """How often the progress schedule reports on every user with held-out turns and news since their last report
+    (a new version serving them, or new held-out turns). 0: no schedule (reports on demand only)."""
+    keep_reports: int = Field(50, ge=1, le=1000)
+    """Reports kept per user (the report's history and plot)."""
+
+
 class EvalSettings(BaseModel):
     """Evaluation of policy versions on held-out sets, on a Temporal Schedule (docs/evaluation.md)."""
 
@@ -40,6 +59,7 @@ class EvalSettings(BaseModel):
     """Episodes per held-out task (at the setting's sampling temperature)."""
     held_out_tasks: dict[str, list[str]] = Field(default_factory=dict)
     """A setting's held-out task ids, in place of its built-in split (or for a setting without one)."""
+    progress: ProgressSettings = Field(default_factory=ProgressSettings)
 
     @field_validator("user_sets")
     @classmethod

@@ -64,6 +64,8 @@ OPERATIONS = [
     ("GET", "/v1/me/data", 5),
     ("POST", "/v1/me/opt-out", 5),
     ("DELETE", "/v1/me/opt-out", 5),  # not DELETE /v1/me/data: it would forget the fuzzer (its key too)
+    ("GET", "/v1/me/progress", 4),
+    ("POST", "/v1/me/progress", 3),
     ("GET", "/healthz", 3),
     ("GET", "/readyz", 3),
 ]

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -18,13 +19,19 @@ class ScriptedJudge:
     """An OpenAI-compatible judge server speaking the real wire format, with scripted answers.
 
     Stands in for a GPU LLM. `answers` cycles per request; a next state containing
-    a key of `delays` makes the answer wait that many seconds first.
+    a key of `delays` makes the answer wait that many seconds first. `decide`: an answer from the request's
+    messages instead, where it returns one (None: the cycle's).
     """
 
-    def __init__(self, answers: list[str], delays: dict[str, float] | None = None):
+    def __init__(
+        self,
+        answers: list[str],
+        delays: dict[str, float] | None = None,
+        decide: Callable[[list[dict]], str | None] | None = None,
+    ):
         from fastapi import FastAPI
 
-        self.answers, self.delays = answers, delays or {}
+        self.answers, self.delays, self.decide = answers, delays or {}, decide
         self.requests: list[dict] = []
         app = FastAPI()
 
@@ -36,7 +43,8 @@ class ScriptedJudge:
             for marker, delay in self.delays.items():
                 if marker in user:
                     await asyncio.sleep(delay)
-            text = self.answers[(len(self.requests) - 1) % len(self.answers)]
+            decided = self.decide(body["messages"]) if self.decide is not None else None
+            text = decided if decided is not None else self.answers[(len(self.requests) - 1) % len(self.answers)]
             return {
                 "id": f"cmpl-{len(self.requests)}",
                 "object": "chat.completion",

@@ -16,8 +16,10 @@ openclaw_rl.redis_keys to store.keys (bd4a488) in the working tree, which change
 no workflow's commands. training_from_memory was recorded on the branch that
 publishes from memory (PUBLISH_FROM_MEMORY, 3db328a, with the samples_trained
 bookkeeping of a loss in the working tree, which changes no command).
-The evaluation files (evaluation_*: EvaluationWorkflow, its task-group and episode children run but only the
-parent's history kept) were recorded on main 2e1ff99's workflow code, the first histories of that workflow.
+The progress files (progress_round, progress_report: a round of the progress schedule and one user's report) were
+recorded on the workflow code that introduced them (2026-11-28). The evaluation files (evaluation_*:
+EvaluationWorkflow, its task-group and episode children run but only the parent's history kept) were recorded on
+main 2e1ff99's workflow code, the first histories of that workflow.
 Rerunning overwrites them, so name the scenarios to run
 (`python -m tests.workflows.record_histories episode_steps rollout_tasks`; none
 named: all of them), record a new scenario under a new name, and keep the old
@@ -70,6 +72,14 @@ from contracts.evaluation import (
     SetScores,
 )
 from contracts.learning import JudgeTurnInput, Method, NextState, judge_workflow_id
+from contracts.progress import (
+    AnswersRef,
+    ProgressInput,
+    ProgressSummary,
+    RoundInput,
+    RoundResult,
+    UsersWithHeldOut,
+)
 from contracts.session import EndSession
 from contracts.training import (
     AckInput,
@@ -114,6 +124,7 @@ from tests.workflows.mocks import (
 from workflows.episode import EpisodeWorkflow
 from workflows.evaluation import EvaluationWorkflow
 from workflows.judge_turn import JudgeTurnWorkflow
+from workflows.progress import ProgressReportWorkflow, ProgressRoundWorkflow
 from workflows.rollout import RolloutWorkflow
 from workflows.session import SessionWorkflow
 from workflows.task_group import TaskGroupWorkflow
@@ -718,6 +729,50 @@ async def user_files() -> None:
                 await save(env.client, f"user_files_{action}", wf_id)
 
 
+# ---- a user's progress report: ProgressRoundWorkflow and its ProgressReportWorkflow children ---------------------
+
+
+@activity.defn(name="progress_users")
+async def progress_users(inp: RoundInput) -> UsersWithHeldOut:
+    return UsersWithHeldOut(tenants=["u-reported", "u-nothing-new"])
+
+
+@activity.defn(name="progress_answers")
+async def progress_answers(inp: ProgressInput) -> AnswersRef:
+    if inp.tenant == "u-nothing-new":
+        return AnswersRef(tenant=inp.tenant, version="4", skipped="nothing new since the last report")
+    return AnswersRef(tenant=inp.tenant, key=f"oc:user:{inp.tenant}:progress-answers:r1", version="4", turns=6)
+
+
+@activity.defn(name="progress_judge")
+async def progress_judge(ref: AnswersRef) -> ProgressSummary:
+    return ProgressSummary(
+        tenant=ref.tenant,
+        served_version=ref.version,
+        judged=ref.turns,
+        win_rate_vs_first=0.75,
+        win_rate_vs_previous=0.5,
+    )
+
+
+async def progress_round() -> None:
+    """A round of the progress schedule: two users with held-out turns, one reported on (answers on the policy
+    queue, judging on the judge queue), one with nothing new since its last report."""
+    async with fresh_env() as env:
+        q, policy_q, judge_q = new_queue(), new_queue(), new_queue()
+        async with (
+            Worker(env.client, task_queue=q, workflows=[ProgressRoundWorkflow, ProgressReportWorkflow]),
+            Worker(env.client, task_queue=policy_q, activities=[progress_answers]),
+            Worker(env.client, task_queue=judge_q, activities=[progress_users, progress_judge]),
+        ):
+            wf_id = "progress/openclaw-rl/round-replayed"
+            inp = RoundInput(max_turns=8, policy_task_queue=policy_q, judge_task_queue=judge_q, parallel=2)
+            out: RoundResult = await env.client.execute_workflow(ProgressRoundWorkflow.run, inp, id=wf_id, task_queue=q)
+            assert (out.users, out.reports, out.skipped, out.failed) == (2, 1, 1, 0), out
+            await save(env.client, "progress_round", wf_id)
+            await save(env.client, "progress_report", "progress/u-reported")
+
+
 SCENARIOS = (
     session_paired_and_rolled,
     judge_turn_opd,
@@ -734,6 +789,7 @@ SCENARIOS = (
     evaluation_sets_and_episodes,
     evaluation_moved_on,
     user_files,
+    progress_round,
 )
 
 

@@ -24,6 +24,7 @@ from tests.workflows.record_histories import HISTORIES, TrainingWorkflowBeforePa
 from workflows.episode import EpisodeWorkflow
 from workflows.evaluation import EvaluationWorkflow
 from workflows.judge_turn import JudgeTurnWorkflow
+from workflows.progress import ProgressReportWorkflow, ProgressRoundWorkflow
 from workflows.rollout import RolloutWorkflow
 from workflows.session import SessionWorkflow
 from workflows.task_group import TaskGroupWorkflow
@@ -53,6 +54,8 @@ RECORDED = {
     "evaluation_moved_on.json",
     "user_files_export.json",
     "user_files_forget.json",
+    "progress_round.json",
+    "progress_report.json",
 }
 EPISODE_STEPS = [  # three steps; each step's vote is scheduled after the next call (judging never holds a step up)
     "env_open",
@@ -102,6 +105,8 @@ def replayer(*workflows: type) -> Replayer:
             RolloutWorkflow,
             EvaluationWorkflow,
             UserFilesWorkflow,
+            ProgressReportWorkflow,
+            ProgressRoundWorkflow,
         ],
         data_converter=pydantic_data_converter,
     )
