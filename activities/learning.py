@@ -21,12 +21,14 @@ import structlog
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.heartbeat import heartbeating
 from activities.judgement_log import judgement_line
 from activities.store_errors import store_outage_is_retryable
 from contracts.chat import StoredChatRequest, tenant_of
 from contracts.errors import ErrorType
 from contracts.learning import (
     HINT_VOTE,
+    JUDGE_VOTES,
     PRM_VOTE,
     PUBLISH_SAMPLE,
     TEACHER_LOGPROBS,
@@ -38,6 +40,8 @@ from contracts.learning import (
     TeacherResult,
     VoteInput,
     VoteResult,
+    Votes,
+    VotesInput,
 )
 from contracts.progress import HeldOutTurn
 from contracts.summary import JUDGE_RAW_CHARS
@@ -104,6 +108,7 @@ class LearningActivities:
         await self.store.aclose()
 
     # ---- judge pool ---------------------------------------------------------
+    # PRM_VOTE and HINT_VOTE: one vote an activity, for judge workflows started before JUDGE_VOTES (replays).
     @activity.defn(name=PRM_VOTE.name)
     @store_outage_is_retryable
     async def prm_vote(self, inp: VoteInput) -> VoteResult:
@@ -117,17 +122,47 @@ class LearningActivities:
     async def _vote(self, inp: VoteInput) -> VoteResult:
         if await self.store.users.turn_opted_out(inp.turn_id):  # served, never judged: no content goes to a judge
             return VoteResult(kind=inp.kind, vote=inp.vote, score=None, raw="")
-        if self._judge is None:
-            self._judge = make_judge(self.settings)
         ctx = await self._context(inp.turn_id, inp.next_state)
         try:
-            raw = await (self._judge.prm(ctx) if inp.kind == "prm" else self._judge.hint(ctx))
+            return await self._ask(inp.kind, inp.vote, ctx)
         except JudgeCallError as exc:
             raise ApplicationError(str(exc), type=ErrorType.JUDGE_CALL_FAILED) from exc
-        if inp.kind == "prm":
-            return VoteResult(kind="prm", vote=inp.vote, score=parse_boxed(raw), raw=raw[:JUDGE_RAW_CHARS])
+
+    async def _ask(self, kind: str, vote: int, ctx: JudgeContext) -> VoteResult:
+        if self._judge is None:
+            self._judge = make_judge(self.settings)
+        raw = await (self._judge.prm(ctx) if kind == "prm" else self._judge.hint(ctx))
+        if kind == "prm":
+            return VoteResult(kind="prm", vote=vote, score=parse_boxed(raw), raw=raw[:JUDGE_RAW_CHARS])
         hv = parse_hint_vote(raw)
-        return VoteResult(kind="hint", vote=inp.vote, score=hv.score, hint=hv.hint, raw=raw[:JUDGE_RAW_CHARS])
+        return VoteResult(kind="hint", vote=vote, score=hv.score, hint=hv.hint, raw=raw[:JUDGE_RAW_CHARS])
+
+    @activity.defn(name=JUDGE_VOTES.name)
+    @store_outage_is_retryable
+    async def judge_votes(self, inp: VotesInput) -> Votes:
+        """Every vote of the turn at once (parallel requests, as the m vote activities were), the turn's context
+        read once. A vote that fails or times out is tried again on its own, `attempts` times in all, then counts
+        as no vote; the others stand."""
+        asked = [("prm", i) for i in range(inp.prm)] + [("hint", i) for i in range(inp.hints)]
+        if await self.store.users.turn_opted_out(inp.turn_id):  # served, never judged: no content goes to a judge
+            none = [VoteResult(kind=k, vote=i, score=None, raw="") for k, i in asked]
+            return Votes(prm=none[: inp.prm], hints=none[inp.prm :])
+        ctx = await self._context(inp.turn_id, inp.next_state)
+
+        async def one(kind: str, vote: int) -> VoteResult | None:
+            for attempt in range(inp.attempts):
+                try:
+                    return await asyncio.wait_for(self._ask(kind, vote, ctx), inp.vote_timeout_s)
+                except (JudgeCallError, asyncio.TimeoutError) as exc:
+                    log.warning("judge vote failed", turn_id=inp.turn_id, kind=kind, vote=vote, attempt=attempt,
+                                error=str(exc) or type(exc).__name__)  # fmt: skip
+                    if attempt + 1 < inp.attempts:
+                        await asyncio.sleep(min(10.0, 2.0**attempt))
+            return None
+
+        async with heartbeating(10.0):
+            got = await asyncio.gather(*(one(k, i) for k, i in asked))
+        return Votes(prm=list(got[: inp.prm]), hints=list(got[inp.prm :]))
 
     async def _context(self, turn_id: str, ns: NextState) -> JudgeContext:
         response = await self.store.turns.response_text(turn_id)  # the judge needs only the text

@@ -62,12 +62,14 @@ def main(argv: list[str] | None = None) -> int:
     runs = [load(f"session_paired_and_rolled_run{i}.json", root) for i in (1, 2, 3)]
     session = sum((actions(r) for r in runs), Counter())
     turns = sum(updates(r) for r in runs)
-    judge = actions(load("judge_turn_binary.json", root))
+    judge = actions(load("judge_turn_votes_binary.json", root))  # today's: the votes in one activity
+    judge_before = actions(load("judge_turn_binary.json", root))  # before VOTES_IN_ONE_ACTIVITY: one a vote
     opd = actions(load("judge_turn_opd.json", root))
     per_turn = total(session) / turns + total(judge)
     print(f"session: {turns} turns over {len(runs)} runs, {total(session)} actions ({total(session) / turns:.2f} a "
           f"turn): {show(session, turns)}")  # fmt: skip
     print(f"judge child (binary): {total(judge)} actions: {show(judge, 1)}")
+    print(f"judge child (binary, one activity a vote, before): {total(judge_before)} actions: {show(judge_before, 1)}")
     print(f"judge child (OPD): {total(opd)} actions: {show(opd, 1)}")
 
     # An episode step: the episode's actions over its steps (open, outcome and close spread over them), and the

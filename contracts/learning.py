@@ -86,6 +86,25 @@ class VoteResult(BaseModel):
     raw: str
 
 
+class VotesInput(BaseModel):
+    """All of a turn's votes in one activity (`judge_votes`): one billable action where m votes were m."""
+
+    turn_id: str
+    next_state: NextState
+    prm: int = Field(0, ge=0)
+    hints: int = Field(0, ge=0)
+    vote_timeout_s: float = Field(gt=0)
+    """Each vote's bound, as one vote activity's was."""
+    attempts: int = Field(3, ge=1)
+    """Tries per vote before it counts as no vote (as one vote activity's retries did)."""
+
+
+class Votes(BaseModel):
+    prm: list[VoteResult | None]
+    """One per PRM vote, in order; None: the vote failed every try (it counts as no vote)."""
+    hints: list[VoteResult | None]
+
+
 class TeacherInput(BaseModel):
     turn_id: str
     hint: str
@@ -179,6 +198,20 @@ PRM_VOTE = ActivityDef("prm_vote", VoteInput, VoteResult, retry=_VOTE_RETRY)
 """One PRM vote: \\boxed{1|-1|0} from the judge."""
 HINT_VOTE = ActivityDef("hint", VoteInput, VoteResult, retry=_VOTE_RETRY)
 """One hindsight-hint vote: \\boxed{1} with a hint, or \\boxed{-1}."""
+JUDGE_VOTES = ActivityDef(
+    "judge_votes",
+    VotesInput,
+    Votes,
+    heartbeat=timedelta(seconds=60),
+    # Each vote retries itself inside; these retries are for the activity (a worker lost mid-way, the store down).
+    retry=Retry(
+        initial_interval=timedelta(seconds=1),
+        maximum_interval=timedelta(seconds=10),
+        maximum_attempts=3,
+        non_retryable=(ErrorType.TURN_DATA_MISSING,),
+    ),
+)
+"""Every PRM and hint vote of a turn at once, in parallel requests to the judge, each retried on its own."""
 TEACHER_LOGPROBS = ActivityDef("teacher_logprobs", TeacherInput, TeacherResult, retry=_VOTE_RETRY)
 """The response scored under the hint-enhanced context (policy pool)."""
 PUBLISH_SAMPLE = ActivityDef(

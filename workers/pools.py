@@ -96,6 +96,7 @@ def components_for(pool: Pool, settings: Settings) -> PoolComponents:
         learning, steps = LearningActivities(settings), StepLearningActivities(settings)
         parts.activities += [
             JudgementMirrorFiles(settings).forget_judgement_lines,
+            learning.judge_votes,
             learning.prm_vote,
             learning.hint,
             learning.publish_sample,

@@ -1,9 +1,10 @@
 """JudgeTurnWorkflow: one main-line turn, paired with its next state, becomes a training sample.
 
 Started by the SessionWorkflow and left to run on its own (parent close policy
-ABANDON), so serving never waits for judging. Votes are parallel activities on
-the judge pool, one per vote: a vote that fails or times out after its retries
-counts as no vote (a store outage is waited out, not counted). An accepted hint is turned into teacher log-probs on the
+ABANDON), so serving never waits for judging. The votes are one activity on the
+judge pool (`judge_votes`: parallel requests, each vote retried on its own): a
+vote that fails or times out after its tries counts as no vote (a store outage
+is waited out, not counted). An accepted hint is turned into teacher log-probs on the
 policy pool. `publish_sample` applies the method's rules and writes the sample
 exactly once.
 """
@@ -20,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from contracts.learning import (
         HINT_VOTE,
         JUDGE_TURN_WORKFLOW,
+        JUDGE_VOTES,
         PRM_VOTE,
         PUBLISH_SAMPLE,
         TEACHER_LOGPROBS,
@@ -31,11 +33,18 @@ with workflow.unsafe.imports_passed_through():
         TeacherInput,
         VoteInput,
         VoteResult,
+        Votes,
+        VotesInput,
         sample_id,
     )
     from rlmath.signals import HintVote, majority_vote, representative, select_hint
     from workflows.activity_calls import execute
     from workflows.store_outage import waiting_out_store_outages
+
+
+VOTES_IN_ONE_ACTIVITY = "judge-votes-in-one-activity"
+"""All of a turn's votes in one `judge_votes` activity (one billable action where m votes were m); runs started
+before take one activity a vote."""
 
 
 @workflow.defn(name=JUDGE_TURN_WORKFLOW)
@@ -48,11 +57,15 @@ class JudgeTurnWorkflow:
         if inp.next_state is not None:
             wants_prm = plan.method in (Method.BINARY, Method.COMBINED)
             wants_hint = plan.method in (Method.OPD, Method.COMBINED)
-            calls = [self._vote(inp, "prm", i) for i in range(plan.prm_votes if wants_prm else 0)]
-            calls += [self._vote(inp, "hint", i) for i in range(plan.hint_votes if wants_hint else 0)]
             n_prm = plan.prm_votes if wants_prm else 0
-            votes = await asyncio.gather(*calls)
-            prm, hints = list(votes[:n_prm]), list(votes[n_prm:])
+            n_hint = plan.hint_votes if wants_hint else 0
+            if n_prm + n_hint and workflow.patched(VOTES_IN_ONE_ACTIVITY):
+                prm, hints = await self._votes(inp, n_prm, n_hint)
+            else:  # runs started before: one activity a vote
+                calls = [self._vote(inp, "prm", i) for i in range(n_prm)]
+                calls += [self._vote(inp, "hint", i) for i in range(n_hint)]
+                votes = await asyncio.gather(*calls)
+                prm, hints = list(votes[:n_prm]), list(votes[n_prm:])
         scores = [v.score if v else None for v in prm]
         eval_score = majority_vote(scores) if prm else None
         hint = select_hint([HintVote(v.score, v.hint) for v in hints if v is not None]) if hints else None
@@ -101,6 +114,32 @@ class JudgeTurnWorkflow:
             task_queue=plan.judge_task_queue,
         )
         return JudgeOutcome(judge=summary, teacher=teacher, result=result)
+
+    async def _votes(
+        self, inp: JudgeTurnInput, n_prm: int, n_hint: int
+    ) -> tuple[list[VoteResult | None], list[VoteResult | None]]:
+        plan = inp.plan
+        attempts = JUDGE_VOTES.retry.maximum_attempts
+        try:
+            votes: Votes = await waiting_out_store_outages(
+                lambda: execute(
+                    JUDGE_VOTES,
+                    VotesInput(
+                        turn_id=inp.turn_id,
+                        next_state=inp.next_state,
+                        prm=n_prm,
+                        hints=n_hint,
+                        vote_timeout_s=plan.vote_timeout_s,
+                        attempts=attempts,
+                    ),
+                    task_queue=plan.judge_task_queue,
+                    # Every vote's tries and their pauses (1 s, 2 s), with a margin: the votes run at once.
+                    start_to_close=timedelta(seconds=attempts * plan.vote_timeout_s + 3 * attempts + 30),
+                )
+            )
+        except ActivityError:
+            return [None] * n_prm, [None] * n_hint  # failed votes are ignored, never fatal
+        return votes.prm, votes.hints
 
     async def _vote(self, inp: JudgeTurnInput, kind: str, index: int) -> VoteResult | None:
         try:

@@ -98,7 +98,7 @@ class LearningSettings(BaseModel):
     """A frozen teacher server. None: the current policy scores its own answer under the hint (the paper). The
     older `teacher_url = "..."` is read as `teacher.url`."""
     vote_timeout_s: float = Field(180.0, gt=0)
-    """Upper bound on one vote activity attempt (judge worker liveness)."""
+    """Upper bound on one try of one vote (a judge call that hangs counts as a failed try)."""
     source: str = "personal"
     """Sample stream of the personal agent (general agents publish to their own)."""
 

@@ -46,6 +46,8 @@ from contracts.learning import (
     TeacherResult,
     VoteInput,
     VoteResult,
+    Votes,
+    VotesInput,
 )
 from contracts.session import ArchiveTurnsInput, SessionConfig, SessionInput, TurnRequest, TurnResult
 from contracts.training import (
@@ -338,6 +340,18 @@ class JudgeActivities:
             raw=f"\\boxed{{1}} [HINT_START]{self.hint_text}[HINT_END]",
         )
 
+    @activity.defn(name="judge_votes")
+    async def judge_votes(self, inp: VotesInput) -> Votes:
+        """Every vote of a turn in one activity, as the judge pool answers them (each recorded as a vote)."""
+
+        def vote(kind: str, i: int) -> VoteInput:
+            return VoteInput(turn_id=inp.turn_id, kind=kind, vote=i, next_state=inp.next_state)
+
+        return Votes(
+            prm=[await JudgeActivities.prm_vote(self, vote("prm", i)) for i in range(inp.prm)],
+            hints=[await JudgeActivities.hint(self, vote("hint", i)) for i in range(inp.hints)],
+        )
+
     @activity.defn(name="teacher_logprobs")
     async def teacher_logprobs(self, inp: TeacherInput) -> TeacherResult:
         self.teacher.append(inp)
@@ -356,7 +370,7 @@ class JudgeActivities:
         return [v for v in self.votes if v.turn_id == turn_id]
 
     def all(self) -> list:
-        return [self.prm_vote, self.hint, self.teacher_logprobs, self.publish_sample]
+        return [self.judge_votes, self.prm_vote, self.hint, self.teacher_logprobs, self.publish_sample]
 
 
 # ---- training -------------------------------------------------------------------

@@ -277,6 +277,32 @@ async def judge_turn_opd() -> None:
             await save(env.client, "judge_turn_opd", judge_workflow_id(session_key, 0))
 
 
+async def judge_turn_votes_in_one() -> None:
+    """Judges on the code that introduced VOTES_IN_ONE_ACTIVITY (2026-11-28): a binary one (three PRM votes in one
+    `judge_votes` activity, the publish) and a combined one (three PRM votes and a hint vote in one activity, the
+    hint's teacher log-probs, the publish)."""
+    async with fresh_env() as env:
+        q = new_queue()
+        async with Worker(env.client, task_queue=q, workflows=[JudgeTurnWorkflow], activities=JudgeActivities().all()):
+            for name, method, hints in (("binary", Method.BINARY, 0), ("in_one", Method.COMBINED, 1)):
+                session_key = session_workflow_id("tester", f"votes-{name}")
+                inp = JudgeTurnInput(
+                    plan=learning_plan(q, method, prm_votes=3, hint_votes=hints),
+                    session_key=session_key,
+                    user_id="tester",
+                    session_id=f"votes-{name}",
+                    turn_id="t0",
+                    turn_index=0,
+                    policy_version="3",
+                    next_state=NextState(role="user", request_key=reply_to("t1").request_key, message_index=3),
+                )
+                outcome = await env.client.execute_workflow(
+                    JudgeTurnWorkflow.run, inp, id=judge_workflow_id(session_key, 0), task_queue=q
+                )
+                assert outcome.judge.prm_votes == [1, 1, -1] and (outcome.teacher is not None) == bool(hints), outcome
+                await save(env.client, f"judge_turn_votes_{name}", judge_workflow_id(session_key, 0))
+
+
 async def wait_acked(trainer: TrainerActivities, n: int) -> None:
     await eventually(lambda: len(trainer.acked) == n, what=f"batch {n} to be acknowledged")
 
@@ -776,6 +802,7 @@ async def progress_round() -> None:
 SCENARIOS = (
     session_paired_and_rolled,
     judge_turn_opd,
+    judge_turn_votes_in_one,
     training_steps,
     training_all_stale_before_patch,
     training_from_memory,

@@ -168,7 +168,7 @@ async def test_chat_turn_and_its_judging_carry_the_users_key_at_their_ranks(dev:
     jp = (2, tenant_of(inp.user_id), 2.0)  # rank 2; key and weight inherited from the session
     assert started(judge_history) == jp
     votes = scheduled(judge_history)
-    assert {n for n, _ in votes} >= {"prm_vote", "publish_sample"} and {p for _, p in votes} == {jp}, votes
+    assert {n for n, _ in votes} >= {"judge_votes", "publish_sample"} and {p for _, p in votes} == {jp}, votes
     initiated = [
         triple(e.start_child_workflow_execution_initiated_event_attributes.priority)
         for h in histories.values()

@@ -39,6 +39,8 @@ RECORDED = {
     "judge_turn_binary.json",
     "judge_turn_binary_no_next_state.json",
     "judge_turn_opd.json",
+    "judge_turn_votes_in_one.json",
+    "judge_turn_votes_binary.json",
     "training_steps.json",
     "training_all_stale_before_patch.json",
     "training_from_memory.json",
@@ -432,3 +434,10 @@ def test_evaluation_history_that_moved_on_records_nothing_after_the_moved_set():
     assert steps(history) == ["eval_plan", "evaluate_set", "record_eval_scores", "evaluate_set"]
     done = result(history)
     assert done["skipped"] == "version 3 moved on" and [s["set"] for s in done["scores"]] == ["personalization-student"]
+
+
+def test_a_turns_votes_are_one_activity_since_the_patch_and_one_each_before():
+    now = steps(load(HISTORIES / "judge_turn_votes_in_one.json"))
+    assert now.count("judge_votes") == 1 and "prm_vote" not in now and "hint" not in now, now
+    before = steps(load(HISTORIES / "judge_turn_binary.json"))
+    assert before.count("prm_vote") == 3 and "judge_votes" not in before, before

@@ -15,7 +15,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
 from contracts.errors import ErrorType
-from contracts.learning import JudgeTurnInput, PublishInput, PublishResult, VoteInput, VoteResult
+from contracts.learning import JudgeTurnInput, PublishInput, PublishResult, Votes, VotesInput
 from tests.workflows.mocks import JudgeActivities, learning_plan, new_queue, reply_to
 from workflows.judge_turn import JudgeTurnWorkflow
 
@@ -27,17 +27,17 @@ class StoreDownFor(JudgeActivities):
     def __init__(self, vote_failures: int, publish_failures: int):
         super().__init__(prm_scores=(1, 1, 1))
         self.vote_failures, self.publish_failures = vote_failures, publish_failures
-        self.calls = {"prm_vote": 0, "publish_sample": 0}
+        self.calls = {"judge_votes": 0, "publish_sample": 0}
 
     def _down(self, name: str, failures: int) -> None:
         self.calls[name] += 1
         if self.calls[name] <= failures:
             raise ApplicationError("the store (Redis) is unavailable", type=ErrorType.STORE_UNAVAILABLE)
 
-    @activity.defn(name="prm_vote")
-    async def prm_vote(self, inp: VoteInput) -> VoteResult:
-        self._down("prm_vote", self.vote_failures)
-        return await super().prm_vote(inp)
+    @activity.defn(name="judge_votes")
+    async def judge_votes(self, inp: VotesInput) -> Votes:
+        self._down("judge_votes", self.vote_failures)
+        return await super().judge_votes(inp)
 
     @activity.defn(name="publish_sample")
     async def publish_sample(self, inp: PublishInput) -> PublishResult:
@@ -49,7 +49,7 @@ class StoreDownFor(JudgeActivities):
 async def test_votes_and_the_publish_wait_out_a_store_outage(skipping_env):
     env = skipping_env
     q = new_queue()
-    acts = StoreDownFor(vote_failures=4, publish_failures=11)  # a vote's 3 attempts and the old 10 are not enough
+    acts = StoreDownFor(vote_failures=4, publish_failures=11)  # the votes' 3 attempts and the old 10 are not enough
     inp = JudgeTurnInput(
         plan=learning_plan(q, prm_votes=1),
         session_key="s@r",
@@ -65,5 +65,5 @@ async def test_votes_and_the_publish_wait_out_a_store_outage(skipping_env):
         outcome = await env.client.execute_workflow(JudgeTurnWorkflow.run, inp, id=f"judge-{inp.turn_id}", task_queue=q)
     assert outcome.judge.prm_votes == [1] and outcome.judge.failed_votes == 0
     assert outcome.result.published and len(acts.published) == 1
-    assert acts.calls == {"prm_vote": 5, "publish_sample": 12}
+    assert acts.calls == {"judge_votes": 5, "publish_sample": 12}
     print(f"took {time.monotonic() - started:.1f} s")
