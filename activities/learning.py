@@ -1,8 +1,8 @@
 """Activities that turn a paired turn into a training sample.
 
-judge pool:  `prm_vote` and `hint` (one vote per call, so votes retry
-             independently) and `publish_sample` (advantages, then the sample,
-             its record and the audit summary in one atomic Redis step).
+judge pool:  `judge_votes` (a turn's votes in one call, each retried on its own inside; `prm_vote` and `hint`, one
+             vote a call, serve judge workflows started before it) and `publish_sample` (advantages, then the
+             sample, its record and the audit summary in one atomic Redis step).
 policy pool: `teacher_logprobs` (the response scored under the hint-enhanced context), on the frozen teacher
              server when one is configured, else on the policy (traffic through its router).
 
