@@ -11,11 +11,11 @@ BAR = 30
 
 
 def _bar(rate: float, low: float, high: float) -> str:
-    """The win rate on a 0-1 line: `|` at one half, `=` the interval, `#` the rate."""
+    """The win rate on a 0-1 line: `=` the interval, `|` one half, `#` the rate."""
     cells = [" "] * (BAR + 1)
     for i in range(round(low * BAR), round(high * BAR) + 1):
         cells[i] = "="
-    cells[BAR // 2] = "|" if cells[BAR // 2] == " " else cells[BAR // 2]
+    cells[BAR // 2] = "|"  # one half: no difference
     cells[round(rate * BAR)] = "#"
     return "[" + "".join(cells) + "]"
 

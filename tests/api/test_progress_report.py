@@ -129,6 +129,7 @@ def test_held_out_turns_train_nothing_and_the_report_compares_the_new_version_wi
 
     cli = users_cli(stack, "report", user)
     assert cli.returncode == 0, cli.stdout + cli.stderr
+    print(cli.stdout)  # what a user sees (pytest -s)
     view = progress(stack, key)
     report = view["latest"]
     assert report is not None, (cli.stdout, view)
