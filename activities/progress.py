@@ -117,7 +117,7 @@ class ProgressActivities:
                 skipped="the policy servers answered with the versions "
                 "that served the held-out turns: nothing to compare yet",
             )
-        serving = max((w for _, _, w in pairs), key=_version_order)
+        serving = max((w for _, _, w in pairs), key=progress.version_order)
         run = activity.info().workflow_run_id[:12]
         key = await self.store.progress.put_answers(tenant, run, answers)
         return AnswersRef(tenant=tenant, key=key, version=serving, turns=len(answers))
@@ -195,10 +195,6 @@ class ProgressActivities:
         if self.policy is not None:
             await self.policy.aclose()
         await self.store.aclose()
-
-
-def _version_order(version: str) -> tuple[int, str]:
-    return (int(version), version) if version.isdigit() else (-1, version)
 
 
 def _no_turns(settings: Settings) -> str:

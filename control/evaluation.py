@@ -10,20 +10,14 @@ from datetime import timedelta
 import structlog
 from temporalio.client import (
     Client,
-    Schedule,
     ScheduleActionStartWorkflow,
-    ScheduleAlreadyRunningError,
     ScheduleHandle,
     ScheduleIntervalSpec,
-    ScheduleOverlapPolicy,
-    SchedulePolicy,
     ScheduleSpec,
-    ScheduleState,
     ScheduleUpdate,
     ScheduleUpdateInput,
 )
 from temporalio.common import Priority
-from temporalio.service import RPCError, RPCStatusCode
 
 from contracts.episodes import EpisodeConfig
 from contracts.evaluation import (
@@ -35,6 +29,7 @@ from contracts.evaluation import (
 )
 from contracts.priorities import Rank
 from control.episodes import episode_config
+from control.schedules import delete_schedule, put_schedule
 from evals.registry import configured_sets
 from openclaw_rl.settings import Pool, Settings
 from workflows.evaluation import EvaluationWorkflow
@@ -87,29 +82,11 @@ async def ensure_eval_schedule(client: Client, settings: Settings) -> ScheduleHa
     if settings.eval.every_versions == 0:
         await delete_eval_schedule(client, settings)
         return None
-    action, spec = schedule_action(settings), schedule_spec(settings)
-    try:
-        handle = await client.create_schedule(
-            schedule_id,
-            Schedule(
-                action=action,
-                spec=spec,
-                # An evaluation still running when the next check comes: that check is dropped, not queued.
-                policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
-                state=ScheduleState(note="openclaw-rl up: evaluates every Nth policy version"),
-            ),
-        )
+    note = "openclaw-rl up: evaluates every Nth policy version"
+    handle, created = await put_schedule(client, schedule_id, schedule_action(settings), schedule_spec(settings), note)
+    if created:
         log.info("eval schedule created", schedule_id=schedule_id, every_versions=settings.eval.every_versions)
-        return handle
-    except ScheduleAlreadyRunningError:
-        handle = client.get_schedule_handle(schedule_id)
-
-        def updated(current: ScheduleUpdateInput) -> ScheduleUpdate:
-            schedule = dataclasses.replace(current.description.schedule, action=action, spec=spec)
-            return ScheduleUpdate(schedule=schedule)
-
-        await handle.update(updated)
-        return handle
+    return handle
 
 
 async def set_every_versions(client: Client, settings: Settings, every: int) -> None:
@@ -125,13 +102,7 @@ async def set_every_versions(client: Client, settings: Settings, every: int) -> 
 
 async def delete_eval_schedule(client: Client, settings: Settings) -> bool:
     """Whether there was one to delete."""
-    try:
-        await client.get_schedule_handle(eval_schedule_id(settings.api.model_name)).delete()
-        return True
-    except RPCError as exc:
-        if exc.status is RPCStatusCode.NOT_FOUND:
-            return False
-        raise
+    return await delete_schedule(client, eval_schedule_id(settings.api.model_name))
 
 
 async def run_evaluation(

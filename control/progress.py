@@ -3,26 +3,11 @@ and the progress schedule (created, updated or deleted by `up`, idempotently).""
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import timedelta
 
 import structlog
-from temporalio.client import (
-    Client,
-    Schedule,
-    ScheduleActionStartWorkflow,
-    ScheduleAlreadyRunningError,
-    ScheduleHandle,
-    ScheduleIntervalSpec,
-    ScheduleOverlapPolicy,
-    SchedulePolicy,
-    ScheduleSpec,
-    ScheduleState,
-    ScheduleUpdate,
-    ScheduleUpdateInput,
-)
+from temporalio.client import Client, ScheduleActionStartWorkflow, ScheduleHandle, ScheduleIntervalSpec, ScheduleSpec
 from temporalio.common import Priority, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
-from temporalio.service import RPCError, RPCStatusCode
 
 from contracts.chat import tenant_of
 from contracts.priorities import Rank
@@ -33,6 +18,7 @@ from contracts.progress import (
     progress_schedule_id,
     report_workflow_id,
 )
+from control.schedules import delete_schedule, put_schedule
 from openclaw_rl.settings import Pool, Settings
 from workflows.progress import ProgressReportWorkflow, ProgressRoundWorkflow
 
@@ -78,20 +64,14 @@ def round_input(settings: Settings) -> RoundInput:
     )
 
 
-def _schedule(settings: Settings) -> Schedule:
-    policy = settings.api.model_name
-    return Schedule(
-        action=ScheduleActionStartWorkflow(
-            ProgressRoundWorkflow.run,
-            round_input(settings),
-            id=f"progress/{policy}/round",  # Temporal appends each run's time
-            task_queue=settings.temporal.task_queue(Pool.WORKFLOW),
-            static_summary="a progress report for every user with held-out turns and news",
-            priority=Priority(priority_key=Rank.EVALUATION),
-        ),
-        spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=timedelta(seconds=settings.eval.progress.every_s))]),
-        policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
-        state=ScheduleState(note="openclaw-rl up: users' progress reports"),
+def schedule_action(settings: Settings) -> ScheduleActionStartWorkflow:
+    return ScheduleActionStartWorkflow(
+        ProgressRoundWorkflow.run,
+        round_input(settings),
+        id=f"progress/{settings.api.model_name}/round",  # Temporal appends each run's time
+        task_queue=settings.temporal.task_queue(Pool.WORKFLOW),
+        static_summary="a progress report for every user with held-out turns and news",
+        priority=Priority(priority_key=Rank.EVALUATION),
     )
 
 
@@ -105,29 +85,12 @@ async def ensure_progress_schedule(client: Client, settings: Settings) -> Schedu
     held-out share or `every_s = 0`, delete it. Returns its handle (None when off)."""
     schedule_id = progress_schedule_id(settings.api.model_name)
     if not schedule_wanted(settings):
-        await delete_progress_schedule(client, settings)
+        await delete_schedule(client, schedule_id)
         return None
-    schedule = _schedule(settings)
-    try:
-        handle = await client.create_schedule(schedule_id, schedule)
+    spec = ScheduleSpec(intervals=[ScheduleIntervalSpec(every=timedelta(seconds=settings.eval.progress.every_s))])
+    handle, created = await put_schedule(
+        client, schedule_id, schedule_action(settings), spec, "openclaw-rl up: users' progress reports"
+    )
+    if created:
         log.info("progress schedule created", schedule_id=schedule_id, every_s=settings.eval.progress.every_s)
-        return handle
-    except ScheduleAlreadyRunningError:
-        handle = client.get_schedule_handle(schedule_id)
-
-        def updated(current: ScheduleUpdateInput) -> ScheduleUpdate:
-            kept = current.description.schedule
-            return ScheduleUpdate(schedule=dataclasses.replace(kept, action=schedule.action, spec=schedule.spec))
-
-        await handle.update(updated)
-        return handle
-
-
-async def delete_progress_schedule(client: Client, settings: Settings) -> bool:
-    try:
-        await client.get_schedule_handle(progress_schedule_id(settings.api.model_name)).delete()
-        return True
-    except RPCError as exc:
-        if exc.status is RPCStatusCode.NOT_FOUND:
-            return False
-        raise
+    return handle

@@ -71,7 +71,8 @@ class Judged:
     verdicts: Verdicts
 
 
-def _version_key(version: str) -> tuple[int, str]:
+def version_order(version: str) -> tuple[int, str]:
+    """Versions by number ("10" after "2"); a label that is no number before them all."""
     return (int(version), version) if version.isdigit() else (-1, version)
 
 
@@ -97,7 +98,7 @@ def comparisons(judged: Sequence[Judged]) -> list[Comparison]:
     before the serving version), and all earlier versions together."""
     if not judged:
         return []
-    versions = sorted({j.turn.version for j in judged}, key=_version_key)
+    versions = sorted({j.turn.version for j in judged}, key=version_order)
     out = [comparison("first", versions[0], [j for j in judged if j.turn.version == versions[0]])]
     if len(versions) > 1:
         out.append(comparison("previous", versions[-1], [j for j in judged if j.turn.version == versions[-1]]))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import time
@@ -92,3 +93,21 @@ def store_at(port: int, ttl_s: int = 3600):
     from store.client import Store, StoreAddress
 
     return Store.connect(StoreAddress(f"redis://127.0.0.1:{port}/0", ttl_s))
+
+
+def workflow_exists(stack: RunningStack, workflow_id: str) -> bool:
+    """Whether Temporal has the workflow (its latest run), asked of the stack's server."""
+    from temporalio.client import Client
+    from temporalio.service import RPCError, RPCStatusCode
+
+    async def describe() -> bool:
+        client = await Client.connect(stack.temporal)
+        try:
+            await client.get_workflow_handle(workflow_id).describe()
+            return True
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                return False
+            raise
+
+    return asyncio.run(describe())

@@ -11,7 +11,6 @@ order would make every turn a tie instead.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 import uuid
@@ -20,15 +19,13 @@ from pathlib import Path
 import httpx
 import pytest
 import redis
-from temporalio.client import Client
-from temporalio.service import RPCError, RPCStatusCode
 
 from activities.learning import HELD_OUT
 from contracts.chat import tenant_of
 from store import keys
 from tests.api.conftest import chat_stack_env, create_key
 from tests.api.test_user_data import store_hits, users_cli
-from tests.helpers import RunningStack
+from tests.helpers import RunningStack, workflow_exists
 from tests.learning.conftest import ScriptedJudge
 
 pytestmark = pytest.mark.timeout(900)
@@ -91,20 +88,6 @@ def progress(stack: RunningStack, key: str) -> dict:
 
 def served_version(stack: RunningStack) -> int:
     return int(json.loads(stack.cli("train", "status", "--json"))["version"])
-
-
-def workflow_exists(stack: RunningStack, workflow_id: str) -> bool:
-    async def describe() -> bool:
-        client = await Client.connect(stack.temporal)
-        try:
-            await client.get_workflow_handle(workflow_id).describe()
-            return True
-        except RPCError as exc:
-            if exc.status == RPCStatusCode.NOT_FOUND:
-                return False
-            raise
-
-    return asyncio.run(describe())
 
 
 def test_held_out_turns_train_nothing_and_the_report_compares_the_new_version_with_the_old(stack):

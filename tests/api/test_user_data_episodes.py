@@ -20,7 +20,7 @@ from envs.sandbox import sandbox_problem
 from store.samples import EpisodeStep, decode_sample
 from tests.api.conftest import chat_stack_env, create_key
 from tests.api.test_user_data import auth, nothing_left_on_disk, store_hits, users_cli
-from tests.helpers import RunningStack
+from tests.helpers import RunningStack, workflow_exists
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -88,20 +88,6 @@ def wait_samples(stack: RunningStack, group_id: str, timeout: float = 120.0) -> 
         assert time.monotonic() < deadline, f"no sample of {group_id} within {timeout}s"
         time.sleep(0.3)
     return found
-
-
-def workflow_exists(stack: RunningStack, workflow_id: str) -> bool:
-    async def go() -> bool:
-        client = await Client.connect(stack.temporal)
-        try:
-            await client.get_workflow_handle(workflow_id).describe()
-            return True
-        except RPCError as exc:
-            if exc.status == RPCStatusCode.NOT_FOUND:
-                return False
-            raise
-
-    return asyncio.run(go())
 
 
 def test_client_episodes_are_exported_and_forgotten_with_their_user(stack):
