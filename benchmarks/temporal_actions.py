@@ -64,13 +64,13 @@ def main(argv: list[str] | None = None) -> int:
     turns = sum(updates(r) for r in runs)
     judge = actions(load("judge_turn_votes_binary.json", root))  # today's: the votes in one activity
     judge_before = actions(load("judge_turn_binary.json", root))  # before VOTES_IN_ONE_ACTIVITY: one a vote
-    opd = actions(load("judge_turn_opd.json", root))
+    combined = actions(load("judge_turn_votes_in_one.json", root))  # today's: 3 PRM votes and a hint vote in one
     per_turn = total(session) / turns + total(judge)
     print(f"session: {turns} turns over {len(runs)} runs, {total(session)} actions ({total(session) / turns:.2f} a "
           f"turn): {show(session, turns)}")  # fmt: skip
     print(f"judge child (binary): {total(judge)} actions: {show(judge, 1)}")
     print(f"judge child (binary, one activity a vote, before): {total(judge_before)} actions: {show(judge_before, 1)}")
-    print(f"judge child (OPD): {total(opd)} actions: {show(opd, 1)}")
+    print(f"judge child (combined, with a hint): {total(combined)} actions: {show(combined, 1)}")
 
     # An episode step: the episode's actions over its steps (open, outcome and close spread over them), and the
     # step's own (agent_step + env_step + step_vote).
