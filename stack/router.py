@@ -46,6 +46,16 @@ class RouterCallError(RuntimeError):
     """The router refused a control call (its answer says why)."""
 
 
+SGLANG_BALANCE_ABS_THRESHOLD = 64
+
+
+def balance_abs_threshold(settings: Settings) -> int:
+    """`router.balance_abs_threshold`, or about one engine's batch when unset (RouterSettings says why)."""
+    if settings.router.balance_abs_threshold is not None:
+        return settings.router.balance_abs_threshold
+    return settings.engine.max_batch_size if settings.embedded_router else SGLANG_BALANCE_ABS_THRESHOLD
+
+
 def router_argv(settings: Settings, host: str = "127.0.0.1") -> list[str]:
     """How `up` starts the router: no workers on the command line; each engine is admitted once it has caught up.
     `host`: the address it serves on (and its metrics), loopback for `up`'s."""
@@ -60,6 +70,10 @@ def router_argv(settings: Settings, host: str = "127.0.0.1") -> list[str]:
         str(r.port),
         "--policy",
         r.policy,
+        "--balance-abs-threshold",
+        str(balance_abs_threshold(settings)),
+        "--balance-rel-threshold",
+        str(r.balance_rel_threshold),
         "--prometheus-host",
         host,
         "--prometheus-port",

@@ -92,6 +92,14 @@ class RouterSettings(BaseModel):
     policy: Literal["cache_aware", "round_robin", "power_of_two", "random"] = "cache_aware"
     """How the router picks an engine: cache_aware keeps requests that share a prefix (a session's turns) on one
     engine, so its prefix cache hits; round_robin spreads them evenly."""
+    balance_abs_threshold: int | None = Field(None, ge=0)
+    """cache_aware: requests in flight by which the busiest engine must lead the idlest (and by the relative
+    threshold) before the router sends by load instead of by prefix. It should be about one engine's batch: with
+    more, a system prompt that every session shares (it matches on every engine) keeps every session on the first
+    engine that served it. None: the embedded engines' `engine.max_batch_size` when `up` starts the router in front
+    of them, else SGLang's 64 (its servers batch that many and more)."""
+    balance_rel_threshold: float = Field(1.5, ge=1.0)
+    """cache_aware: the busiest engine's requests in flight over the idlest's that also triggers balancing."""
     health_check_interval_s: int = Field(5, ge=1, le=3600)
     """How often the router probes each engine's /health."""
     health_failure_threshold: int = Field(2, ge=1, le=100)

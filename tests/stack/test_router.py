@@ -24,7 +24,7 @@ from openclaw_rl.checkpoints import version_dir, write_version_info
 from openclaw_rl.settings import Settings
 from policy_client import PolicyClient, SamplingParams
 from stack.follow import follow_once
-from stack.router import RouterFront, catch_up
+from stack.router import RouterFront, catch_up, router_argv
 from store import keys as store_keys
 from tests.api.conftest import chat_stack_env, create_key
 from tests.conftest import start_engine
@@ -298,3 +298,16 @@ async def test_a_followed_server_joins_at_the_published_version_and_leaves_when_
         proc.wait(timeout=30)
     assert await follow_once(settings, server, router) is False
     assert server not in _routed_urls(settings.embedded_router_url())
+
+
+def test_the_router_balances_by_load_once_an_engine_leads_by_about_a_batch():
+    """A system prompt every session shares matches on every engine: with SGLang's threshold (64) in front of engines
+    that batch 16, cache_aware kept all 16 sessions of `bench hosts --scale` on one engine (0.98x for a second one)."""
+
+    def threshold(**settings: object) -> str:
+        argv = router_argv(Settings(**settings))
+        return argv[argv.index("--balance-abs-threshold") + 1]
+
+    assert threshold(engine={"replicas": 2, "max_batch_size": 16}) == "16"
+    assert threshold(policy={"server_urls": ["http://gpu-1:30000"]}) == "64"
+    assert threshold(router={"balance_abs_threshold": 3}) == "3"
