@@ -4,6 +4,7 @@ Chat sessions talk to the API host while task groups run on the two env hosts; t
 from both streams and broadcasts each to the two engines over the network (gloo). At the end every sample published
 is accounted for (trained, or still waiting in its stream) from the hosts' own records, and the last line says so:
 `hosts: <turns> turns, <steps> env steps, <versions> versions on 2 engines, lost 0, duplicated 0, 5xx 0`.
+`--failures` kills and cuts hosts under that load; `--scale` measures what a second host adds (bench/hosts_scale.py).
 """
 
 from __future__ import annotations
@@ -137,6 +138,7 @@ class HostsBench:
         self.fig = Figures()
         self.key = ""
         self.deadline = 0.0
+        self.load_until = 0.0
         self.phases_done = asyncio.Event()
         self.groups_done: list[float] = []
 
@@ -306,9 +308,7 @@ class HostsBench:
         ph.notes["turns while down"] = sum(1 for t, _ in self.fig.answered if t > ph.fault)
         t = time.monotonic()
         await self.d.restart_host("policy-1")
-        from stack.router import RouterFront
-
-        await self.d.wait_routed(RouterFront(self.d.router_url, self.d.secrets["engine"]), timeout_s=300)
+        await self.d.wait_routed(timeout_s=300)
         ph.back = time.monotonic()
         ph.notes["restart to routed s"] = round(ph.back - t, 1)
 
@@ -339,10 +339,8 @@ class HostsBench:
         await self._until(lambda: self._answered_since(ph.fault) is not None, 300)
         first = self._answered_since(ph.fault)
         ph.recovery_s = None if first is None else first - ph.fault
-        from stack.router import RouterFront
-
         t = time.monotonic()
-        await self.d.wait_routed(RouterFront(self.d.router_url, self.d.secrets["engine"]), timeout_s=300)
+        await self.d.wait_routed(timeout_s=300)
         ph.notes["mended to routed s"] = round(time.monotonic() - t, 1)
         if self.load.cut_host == "trainer":  # does training go on once the trainer is reachable again?
             took = await self._until(lambda: self._durable_version() > durable, self.load.resume_wait_s, 1.0)
@@ -547,6 +545,15 @@ def add_parser(bsub: argparse._SubParsersAction) -> None:
         f"--minutes (default when given: {','.join(PHASES)}): " + "; ".join(f"{k}: {v}" for k, v in PHASES.items()),
     )
     p.add_argument("--keep", action="store_true", help="keep the hosts' folders (logs, records) afterwards")
+    p.add_argument(
+        "--scale",
+        action="store_true",
+        help="scale figures instead (bench/hosts_scale.py): stand-in GPU servers on the policy hosts; chat turns/s "
+        "with 1 then 2 policy hosts, env steps/s with 1 then 2 env hosts, prefix-cache hits per engine, a chat turn's "
+        "p50 on the hosts against the one-box stack",
+    )
+    p.add_argument("--seconds", type=float, default=45.0, help="with --scale: each measured window")
+    p.add_argument("--json", type=Path, help="with --scale: also write the windows' figures here")
 
 
 def _phases(text: str) -> list[str]:
@@ -563,6 +570,15 @@ def bench_command(args: argparse.Namespace, settings) -> int:
         console.error(None, f"bench hosts: {why}")
         return 2
     root = args.root or Path(tempfile.mkdtemp(prefix="openclaw-rl-hosts-", dir="/var/tmp"))
+    if args.scale:
+        from bench.hosts_scale import ScaleLoad, scale_command
+
+        try:
+            print(scale_command(root, ScaleLoad(seconds=args.seconds, sessions=args.sessions), args.json), flush=True)
+        finally:
+            if not args.keep:
+                shutil.rmtree(root, ignore_errors=True)
+        return 0
     load = Load(
         sessions=args.sessions,
         turns_per_session=None,

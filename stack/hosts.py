@@ -39,7 +39,7 @@ import structlog
 from openclaw_rl.settings import Pool, Settings
 from stack.process import ManagedProcess, ServiceSpec, _group_members
 from stack.router import ROUTER_API_KEY_ENV, RouterFront, router_argv
-from stack.services import api_service, engine_services, temporal_service, valkey_service, worker_service
+from stack.services import api_service, engine_services, http_ok, temporal_service, valkey_service, worker_service
 
 log = structlog.get_logger(__name__)
 
@@ -316,6 +316,8 @@ def _free_subnet() -> str:
 # ---- the layout --------------------------------------------------------------------------------------------------
 
 HOST_NAMES = ["control", "api", "workflow", "env-1", "env-2", "policy-1", "policy-2", "trainer"]
+POLICY_HOSTS = ("policy-1", "policy-2")
+ENV_HOSTS = ("env-1", "env-2")
 MODEL_HOSTS = ("api", "workflow", "policy-1", "policy-2", "trainer")
 """Hosts whose processes read the model (tokenizer, or the weights themselves): each gets its own copy, as an image
 carrying the model would."""
@@ -329,6 +331,12 @@ class Knobs:
     wait_s: float = 2.0
     context_length: int = 4096
     extra_env: dict[str, str] = field(default_factory=dict)
+    policy_server: list[str] | None = None
+    """A stand-in for the remote GPU policy servers, run on each policy host in the engine's place: its command,
+    to which `--host`, `--port` and `--tokenizer` (the host's model folder) are added; it must answer /health.
+    None: the embedded engine."""
+    train: bool = True
+    """Start the training workflow once the hosts are up."""
 
 
 class Deployment:
@@ -348,6 +356,7 @@ class Deployment:
 
         self.secrets["keys"] = f"k1:{Keyring.new_key()}"
         self.router_proc: ManagedProcess | None = None
+        self.front = RouterFront(self.router_url, self.secrets["engine"])
         self.down: set[str] = set()
         """Hosts killed on purpose (`kill_host`) and not yet back: `check_alive` does not count them."""
 
@@ -373,7 +382,7 @@ class Deployment:
 
     @property
     def engine_urls(self) -> list[str]:
-        return [f"http://{self.ip(n)}:{ENGINE_PORT}" for n in ("policy-1", "policy-2")]
+        return [f"http://{self.ip(n)}:{ENGINE_PORT}" for n in POLICY_HOSTS]
 
     def shared_env(self) -> dict[str, str]:
         """What every host sets alike: the addresses, the shared secrets, the learning and training settings."""
@@ -455,7 +464,7 @@ class Deployment:
         client = await connect(cs.temporal, keyring=cs.keyring())
         await ensure_search_attributes(client, cs.temporal.namespace)
         # The router and its follower on the control host, as deploy/k8s/22-sglang-router.yaml runs them.
-        front = RouterFront(self.router_url, self.secrets["engine"])
+        front = self.front
         router = ServiceSpec(
             "router",
             router_argv(cs, host=control.ip),
@@ -464,19 +473,13 @@ class Deployment:
             env={ROUTER_API_KEY_ENV: self.secrets["engine"]},
         )
         follower = ServiceSpec("follower", [sys.executable, "-m", "stack.follow", "--interval", "1"], _no_check)
-        engines = []
-        for name in ("policy-1", "policy-2"):
-            host = self.hosts[name]
-            (spec,) = engine_services(host.settings(), None)
-            engines.append(host.start(dataclasses.replace(spec, name="engine")))
+        engines = [self.hosts[name].start(self.policy_server_spec(self.hosts[name])) for name in POLICY_HOSTS]
         waiting = [control.start(router), control.start(follower)] + engines
         waiting.append(api.start(api_service(api.settings())))
         for name, pools in (
             ("workflow", [Pool.WORKFLOW, Pool.JUDGE]),
-            ("env-1", [Pool.ENV]),
-            ("env-2", [Pool.ENV]),
-            ("policy-1", [Pool.POLICY]),
-            ("policy-2", [Pool.POLICY]),
+            *((name, [Pool.ENV]) for name in ENV_HOSTS),
+            *((name, [Pool.POLICY]) for name in POLICY_HOSTS),
             ("trainer", [Pool.TRAINER]),
         ):
             for pool in pools:
@@ -484,23 +487,42 @@ class Deployment:
         await asyncio.gather(*(p.wait_ready() for p in waiting))
         await self.wait_routed(front)
         await self.probe(client, cs)
-        from control.training import start_training
+        if self.knobs.train:
+            from control.training import start_training
 
-        await start_training(client, self.hosts["trainer"].settings())
+            await start_training(client, self.hosts["trainer"].settings())
 
-    async def wait_routed(self, front: RouterFront, timeout_s: float = 300.0) -> None:
-        """Until the follower has put both engines in the router's rotation."""
+    def policy_server_spec(self, host: Host) -> ServiceSpec:
+        """What serves the policy on a policy host: the embedded engine, or the knobs' stand-in for a GPU server."""
+        if self.knobs.policy_server is None:
+            (spec,) = engine_services(host.settings(), None)
+            return dataclasses.replace(spec, name="engine")
+        argv = [*self.knobs.policy_server, "--host", host.ip, "--port", str(ENGINE_PORT)]
+        argv += ["--tokenizer", str(host.data_dir / "models" / "tiny-qwen3")]
+        return ServiceSpec("engine", argv, http_ok(f"http://{host.ip}:{ENGINE_PORT}/health"), ready_timeout_s=60)
+
+    async def stop_host(self, name: str) -> None:
+        """Stop a host's services gracefully (SIGTERM first), as an operator scales a pool in; `restart_host`
+        brings them back."""
+        self.down.add(name)
+        await self.hosts[name].stop()
+
+    async def wait_routed(self, front: RouterFront | None = None, timeout_s: float = 300.0) -> None:
+        """Until the router's rotation is exactly the engines of the policy hosts that are up (both, unless one was
+        stopped or killed): the follower adds a server that answers and withdraws one that does not."""
+        front = front or self.front
+        want = {url for name, url in zip(POLICY_HOSTS, self.engine_urls) if name not in self.down}
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             try:
                 healthy = {w.url for w in await front.workers() if w.is_healthy}
             except (httpx.HTTPError, RuntimeError):
                 healthy = set()
-            if set(self.engine_urls) <= healthy:
+            if healthy == want:
                 return
             self.check_alive()
             await asyncio.sleep(0.5)
-        raise HostsError(f"the engines were not in the router's rotation after {timeout_s:.0f}s")
+        raise HostsError(f"the router's rotation was not {sorted(want)} after {timeout_s:.0f}s")
 
     async def probe(self, client, settings: Settings) -> None:
         """A StackProbeWorkflow reaches every pool across the hosts (as `up` proves its stack)."""

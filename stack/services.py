@@ -16,7 +16,9 @@ from stack.router import ROUTER_API_KEY_ENV, RouterFront, admit_caught_up, catch
 PYTHON_CLI = [sys.executable, "-m", "cli"]
 
 
-def _http_ok(url: str):
+def http_ok(url: str):
+    """A readiness check: `url` answers 200."""
+
     async def check() -> bool:
         async with httpx.AsyncClient(timeout=2.0) as http:
             return (await http.get(url)).status_code == 200
@@ -173,7 +175,7 @@ def engine_names(settings: Settings) -> list[str]:
 
 
 def _engine_ready(settings: Settings, url: str, router: RouterFront | None):
-    health = _http_ok(f"{url}/health")
+    health = http_ok(f"{url}/health")
 
     async def ready() -> bool:
         if not await health():
@@ -197,7 +199,7 @@ def router_service(settings: Settings, router: RouterFront) -> ServiceSpec:
             return False
         for url in engines:
             try:
-                up = await _http_ok(f"{url}/health")()
+                up = await http_ok(f"{url}/health")()
             except httpx.HTTPError:
                 continue  # down or starting: it joins when its own restart is ready
             if up:
@@ -224,5 +226,5 @@ def worker_service(pool: Pool) -> ServiceSpec:
 def api_service(settings: Settings) -> ServiceSpec:
     host = LOOPBACK if settings.api.host in ("0.0.0.0", "::", "") else settings.api.host
     return ServiceSpec(
-        "api", PYTHON_CLI + ["api"], _http_ok(f"http://{host}:{settings.api.port}/healthz"), ready_timeout_s=60
+        "api", PYTHON_CLI + ["api"], http_ok(f"http://{host}:{settings.api.port}/healthz"), ready_timeout_s=60
     )
