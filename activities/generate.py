@@ -19,9 +19,11 @@ from activities.store_errors import store_failure
 from activities.token_stream import StreamCheckpoint, TurnStreams
 from contracts.chat import GENERATE, GenerateInput, GenerateOutput
 from contracts.errors import ErrorType
+from evals import canary
 from openclaw_rl.settings import Settings
 from policy_client import PolicyClient
 from policy_client.chat_output import generate_output
+from store.adapters import AdapterRef
 from store.client import Store
 from store.errors import StoreError, StoreFull, is_passing
 from store.turns import TurnTokens
@@ -58,6 +60,16 @@ class GenerateActivities:
                 log.warning("the store refuses writes for lack of room", turn_id=inp.turn_id, attempt=attempt)
             raise store_failure(exc, non_retryable=full and attempt >= STORAGE_FULL_ATTEMPTS) from exc
 
+    async def _canary_arm(self, tenant: str, turn_id: str, current: AdapterRef | None) -> AdapterRef | None:
+        """With a candidate pending for the user: the candidate serves `eval.canary.share` of their turns (by turn
+        id, so a retry takes the same arm), the incumbent the rest; either way the turn is logged for the judging."""
+        cand = await self.store.canaries.candidate(tenant)
+        if cand is None:
+            return current
+        arm = "candidate" if canary.serves_candidate(turn_id, self.settings.eval.canary.share) else "incumbent"
+        await self.store.canaries.log_turn(tenant, cand.ref.version, arm, turn_id)
+        return cand.ref if arm == "candidate" else cand.incumbent
+
     async def _generate(self, inp: GenerateInput, attempt: int) -> GenerateOutput:
         req = await self.store.requests.load(inp.turn_id)
         if req is None:
@@ -77,6 +89,8 @@ class GenerateActivities:
             adapter = None
             if self.settings.training.adapters == "per_user" and inp.tenant:  # the user's own adapter serves them
                 adapter = await self.store.adapters.current(inp.tenant)
+                if self.settings.eval.canary.enabled:
+                    adapter = await self._canary_arm(inp.tenant, inp.turn_id, adapter)
             async with heartbeating(self.settings.session.generate_heartbeat_s / 3):
                 gen = await self.rollout.generate(
                     prompt_ids + done.ids,

@@ -318,20 +318,26 @@ class LearningActivities:
         req = await self._request(keys.chat_request(inp.turn_id))
         renderer = renderer_for(str(self.settings.tokenizer_path()))
         enhanced = renderer.render(teacher_messages(req.messages, inp.hint), req.tools)
-        adapter = await self._users_adapter(inp.user_id)
+        adapter = await self._users_adapter(inp.user_id, tokens.weight_version)
         # Scored at the sampling temperature, so teacher and rollout log-probs compare like with like.
         async with self._teacher_slots:
             lps = await self._score_as_teacher(enhanced + tokens.response_ids, len(enhanced), tokens, adapter)
         key = await self.store.turns.save_teacher_logprobs(inp.turn_id, lps)
         return TeacherResult(key=key, tokens=len(lps), mean_logprob=sum(lps) / len(lps))
 
-    async def _users_adapter(self, user_id: str | None) -> AdapterRef | None:
+    async def _users_adapter(self, user_id: str | None, served_version: str | None = None) -> AdapterRef | None:
         """With per-user adapters the teacher is the user's own policy (the paper: the same model re-scores its
         answer under the hint); scored by the base instead, OPD would pull the adapter back towards the base.
-        A frozen teacher (`learning.teacher`) stays the base it is."""
+        A frozen teacher (`learning.teacher`) stays the base it is. A turn served by the user's candidate version
+        (eval.canary) is re-scored by that candidate, the policy that wrote it."""
         if self.settings.training.adapters != "per_user" or not user_id or self.settings.learning.teacher is not None:
             return None
-        return await self.store.adapters.current(tenant_of(user_id))
+        tenant = tenant_of(user_id)
+        if self.settings.eval.canary.enabled and served_version is not None:
+            cand = await self.store.canaries.candidate(tenant)
+            if cand is not None and str(cand.ref.version) == served_version:
+                return cand.ref
+        return await self.store.adapters.current(tenant)
 
     async def _score_as_teacher(
         self, input_ids: list[int], start: int, tokens: TurnTokens, adapter: AdapterRef | None

@@ -23,8 +23,10 @@ from pathlib import Path
 
 import structlog
 import torch
+from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.canary_start import start_canary
 from activities.held_trainer import HeldTrainer
 from contracts.errors import ErrorType
 from contracts.training import PublishedWeights, PublishWeightsInput
@@ -138,6 +140,7 @@ class WeightPublisher:
             return PublishedWeights(version=version, route="none", servers=[], seconds=0.0)
         store = Store.from_settings(self.settings)
         nbytes, servers = 0, []
+        candidates: list[tuple[str, int]] = []
         try:
             async with WeightSyncClient.from_settings(self.settings) as client:
                 for owner in owners:
@@ -151,6 +154,15 @@ class WeightPublisher:
                     nbytes += sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
                     ref = AdapterRef(name=f"{owner}-v{steps}", path=str(folder), version=steps)
                     servers = list(await client.load_lora_adapter(ref.name, ref.path))
+                    if self.settings.eval.canary.enabled:  # a candidate until it earns promotion
+                        proposed = await store.canaries.propose(owner, ref, began_at=state.began_at)
+                        if proposed.status == "candidate":
+                            candidates.append((owner, steps))
+                        if proposed.status != "forgotten":
+                            old = proposed.replaced_next
+                            if old is not None and old.name != ref.name:  # a waiting version a newer one replaced
+                                await client.unload_lora_adapter(old.name)
+                            continue
                     # Recorded only if no forget came since the check above or since the adapter began (one
                     # script): a forget in between takes the record, files and loaded copies it finds; this takes
                     # back what it made after, so the user's adapter serves no one (a new key for the id included).
@@ -165,6 +177,8 @@ class WeightPublisher:
                         await client.unload_lora_adapter(done.previous.name)
         finally:
             await store.aclose()
+        for owner, steps in candidates:
+            await start_canary(activity.client(), self.settings, owner, steps)
         trainer.touched.difference_update(owners)
         log.info("user adapters published", version=version, users=len(owners), bytes=nbytes)
         return PublishedWeights(

@@ -13,6 +13,7 @@ has a backlog: an idle worker takes whatever comes.
 | 4    | training: the TrainingWorkflow and its trainer steps       | control.training.start_training            |
 | 5    | evaluation: the EvaluationWorkflow and everything under it | control.evaluation (schedule and runs)     |
 | 5    | users' progress reports (ProgressReport/RoundWorkflow)     | control.progress (schedule and runs)       |
+| 5    | users' canaries (CanaryWorkflow)                           | activities.canary_start                    |
 
 A child workflow and an activity inherit their parent's priority and fairness key where they set none (server
 side). Every activity call also names its rank explicitly (`workflows.activity_calls.execute`): the workflow's own
@@ -30,6 +31,7 @@ import hashlib
 from enum import IntEnum
 from typing import Mapping
 
+from contracts.canary import CANARY_WORKFLOW
 from contracts.episodes import EPISODE_WORKFLOW, ROLLOUT_WORKFLOW, TASK_GROUP_WORKFLOW
 from contracts.evaluation import EVALUATION_WORKFLOW
 from contracts.learning import JUDGE_TURN_WORKFLOW
@@ -58,6 +60,7 @@ WORKFLOW_RANKS: Mapping[str, Rank] = {
     EVALUATION_WORKFLOW: Rank.EVALUATION,
     PROGRESS_REPORT_WORKFLOW: Rank.EVALUATION,
     PROGRESS_ROUND_WORKFLOW: Rank.EVALUATION,
+    CANARY_WORKFLOW: Rank.EVALUATION,
 }
 """The rank of a workflow type's own work, for a run that carries no priority of its own (started before ranks
 existed, or by a client that set none). A child of an evaluation inherits 5 from it instead."""

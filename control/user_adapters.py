@@ -44,6 +44,7 @@ class FileAdapters:
         on every policy server (a publication racing the forget may have loaded one the record never named)."""
         tenant = tenant_of(user_id)
         ref = await self.store.adapters.forget(tenant)  # also marks the time: a racing publication is refused
+        judged = await self.store.canaries.forget(tenant)  # a candidate and a waiting version (eval.canary)
         if self.files is None:
             from activities.user_files import forget_adapters
 
@@ -52,6 +53,7 @@ class FileAdapters:
             done = await self.files.forget(user_id, records=False, adapters=True)
             found = done.adapter_versions if done is not None else []  # pending: removed once the trainer is back
         names = {f"{tenant}-v{v}" for v in found} | ({ref.name} if ref is not None else set())
+        names |= {r.name for r in judged}
         if names:
             from policy_client.weight_sync import WeightSyncClient
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from temporalio.client import Client
 
+from contracts.canary import canary_workflow_id
 from contracts.chat import tenant_of
 from contracts.episodes import TASK_GROUP_WORKFLOW
 from contracts.progress import report_workflow_id
@@ -46,13 +47,14 @@ class UserLookup:
         return found
 
     async def _workflows(self, user_id: str, groups: set[str] = frozenset()) -> list[tuple[str, str]]:
-        """(workflow id, run id) of every run of the user's session, judge and progress report workflows, and of
-        their client groups and those groups' episodes (groups first: their episodes end with them), closed ones too.
+        """(workflow id, run id) of every run of the user's session, judge, progress report and canary workflows, and
+        of their client groups and those groups' episodes (groups first: their episodes end with them), closed ones too.
         Both forms of id: the pseudonym's, and the user id's of those started before (control.sessions)."""
         queries = [
             f"WorkflowType = 'SessionWorkflow' AND {user_query(user_id)}",
             *(f"WorkflowId STARTS_WITH {quote(f'judge/session/{u}/')}" for u in (tenant_of(user_id), user_id)),
             f"WorkflowId = {quote(report_workflow_id(tenant_of(user_id)))}",  # its summary holds their win rates
+            f"WorkflowId = {quote(canary_workflow_id(tenant_of(user_id)))}",  # their candidates' verdicts
             *(f"WorkflowId = {quote(f'group/{g}')}" for g in sorted(groups)),
             *(f"WorkflowId STARTS_WITH {quote(f'episode/{g}/')}" for g in sorted(groups)),
         ]

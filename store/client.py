@@ -11,6 +11,7 @@ from openclaw_rl.encryption import Keyring
 from openclaw_rl.settings import Settings
 from store.adapters import AdapterRecords
 from store.api_keys import ApiKeyRecords
+from store.canaries import CanaryRecords
 from store.chat_requests import ChatRequests
 from store.connection import open_redis
 from store.episodes import EpisodeData
@@ -79,6 +80,7 @@ class Store:
         self.samples = SampleStreams(redis, data_ttl_s, sealer, acks)
         self.policy = PolicyVersions(redis)
         self.adapters = AdapterRecords(redis)
+        self.canaries = CanaryRecords(redis, sealer)
         self.evals = EvalScoreRecords(redis)
         self.users = UserRecords(redis, data_ttl_s, sealer)
         self.progress = ProgressRecords(redis, sealer)

@@ -203,6 +203,30 @@ def progress_answers(tenant: str, run: str) -> str:
 PROGRESS_ANSWERS_TTL_S = 24 * 3600
 
 
+def adapter_candidate(tenant: str) -> str:
+    """Hash: the user's candidate adapter version under judgement (eval.canary): `version`, `ref` (its AdapterRef),
+    `incumbent` (the one it is judged against, empty for the base), `since`. No TTL; forgotten with the user."""
+    return f"{PREFIX}:adapter-candidate:{tenant}"
+
+
+def adapter_next(tenant: str) -> str:
+    """A newer adapter version (AdapterRef JSON) trained while a candidate was judged: proposed once that is
+    decided. Forgotten with the user."""
+    return f"{PREFIX}:adapter-next:{tenant}"
+
+
+def canary_turns(tenant: str, version: int) -> str:
+    """List: `<arm> <turn id>` of each turn served while candidate `version` was judged (arm: candidate or
+    incumbent), in order; what the canary workflow judges. Turn ids only; expires with the turn data."""
+    return f"{PREFIX}:canary:{tenant}:v{version}:turns"
+
+
+def canary_pairs(tenant: str, version: int, run: str, cursor: int) -> str:
+    """One canary round's answer pairs (candidate and incumbent, with the conversation), between its two activities
+    (the policy pool writes, the judge pool reads). Sealed under encryption; expires after a day."""
+    return f"{PREFIX}:canary:{tenant}:v{version}:pairs:{run}:{cursor}"
+
+
 def no_train(turn_id: str) -> str:
     """Set when a turn's request came from an opted-out user or key: it is served, never judged into a sample."""
     return f"{PREFIX}:notrain:{turn_id}"

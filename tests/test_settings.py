@@ -127,3 +127,16 @@ def test_one_agent_setting_given_in_the_environment_keeps_that_setting_s_own_def
     assert (envs.toolcall.math_count, envs.toolcall.bfcl, envs.toolcall.max_steps) == (3000, False, 16)
     assert (envs.gui.settle_s, envs.gui.max_steps, envs.gui.prm_votes) == (0.1, 30, 3)
     assert (envs.swe.prm_votes, envs.swe.max_steps, envs.terminal.max_steps) == (2, 20, 10)
+
+
+def test_canaries_need_per_user_adapters_and_a_judge_that_compares(monkeypatch):
+    monkeypatch.setenv("OPENCLAW_RL_EVAL__CANARY__ENABLED", "true")
+    with pytest.raises(ValidationError, match="training.adapters = per_user"):
+        load_settings()
+    monkeypatch.setenv("OPENCLAW_RL_TRAINING__ADAPTERS", "per_user")
+    monkeypatch.setenv("OPENCLAW_RL_TRAINING__LORA__ENABLED", "true")
+    monkeypatch.setenv("OPENCLAW_RL_LEARNING__JUDGE", '{"type": "heuristic"}')
+    with pytest.raises(ValidationError, match="every comparison is a tie"):
+        load_settings()
+    monkeypatch.setenv("OPENCLAW_RL_LEARNING__JUDGE", '{"type": "llm", "url": "http://judge:30000"}')
+    assert load_settings().eval.canary.enabled

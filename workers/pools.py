@@ -35,6 +35,7 @@ def components_for(pool: Pool, settings: Settings) -> PoolComponents:
     parts = PoolComponents(activities=[make_ping(pool.value)])
     if pool is Pool.WORKFLOW:
         from activities.turn_log import TurnLogActivities
+        from workflows.canary import CanaryWorkflow
         from workflows.episode import EpisodeWorkflow
         from workflows.evaluation import EvaluationWorkflow
         from workflows.judge_turn import JudgeTurnWorkflow
@@ -58,6 +59,7 @@ def components_for(pool: Pool, settings: Settings) -> PoolComponents:
             UserFilesWorkflow,
             ProgressReportWorkflow,
             ProgressRoundWorkflow,
+            CanaryWorkflow,
         ]
         # Bookkeeping runs beside the workflows: same task queue, so it is dispatched eagerly.
         turn_log = TurnLogActivities(settings)
@@ -65,6 +67,7 @@ def components_for(pool: Pool, settings: Settings) -> PoolComponents:
         parts.closers.append(turn_log.aclose)
     elif pool is Pool.POLICY:
         from activities.agent_step import AgentActivities
+        from activities.canary import CanaryActivities
         from activities.evaluation import EvalActivities
         from activities.generate import GenerateActivities
         from activities.learning import LearningActivities
@@ -86,8 +89,12 @@ def components_for(pool: Pool, settings: Settings) -> PoolComponents:
         answers = ProgressActivities(settings, policy=True)
         parts.activities.append(answers.progress_answers)
         parts.closers.append(answers.aclose)
+        canary_answers = CanaryActivities(settings, policy=True)
+        parts.activities.append(canary_answers.canary_answers)
+        parts.closers.append(canary_answers.aclose)
     elif pool is Pool.JUDGE:
         import rlmath.advantages  # noqa: F401  (torch, for publish_sample: loaded at start, not on the first sample)
+        from activities.canary import CanaryActivities
         from activities.learning import LearningActivities
         from activities.progress import ProgressActivities
         from activities.step_learning import StepLearningActivities
@@ -107,6 +114,9 @@ def components_for(pool: Pool, settings: Settings) -> PoolComponents:
         reports = ProgressActivities(settings)
         parts.activities += [reports.progress_judge, reports.progress_users]
         parts.closers.append(reports.aclose)
+        canaries = CanaryActivities(settings)
+        parts.activities += [canaries.canary_judge, canaries.canary_decide]
+        parts.closers.append(canaries.aclose)
     elif pool is Pool.TRAINER:
         from activities.training import TrainingActivities
         from activities.user_files import TrainerUserFiles

@@ -141,6 +141,14 @@ class Settings(BaseSettings):
                 "policy.router_url needs policy.server_urls: the servers behind the router, each of which must "
                 "receive every weight update"
             )
+        if self.eval.canary.enabled:
+            if self.training.adapters != "per_user":
+                raise ValueError("eval.canary judges each user's adapter versions: set training.adapters = per_user")
+            if isinstance(self.judge(), HeuristicJudgeSettings):
+                raise ValueError(
+                    "eval.canary needs a judge that compares two answers (learning.judge with type llm); without "
+                    "one every comparison is a tie and no candidate would ever be promoted"
+                )
         last = self.engine.port + self.engine.replicas - 1
         if last > 65535:
             raise ValueError(

@@ -28,6 +28,29 @@ class ProgressSettings(BaseModel):
     """Reports kept per user (the report's history and plot)."""
 
 
+class CanarySettings(BaseModel):
+    """Per-user adapter versions are candidates until they earn promotion: a new version serves a share of its
+    user's turns, each such turn is answered again by the other version and the two answers judged pairwise (both
+    orders), and a sequential test promotes the candidate or rolls it back (docs/evaluation.md, "Canary versions").
+    Needs `training.adapters = per_user` and a judge that compares answers (an LLM judge)."""
+
+    enabled: bool = False
+    """Judge each user's new adapter versions before they serve all of the user's turns (off: straight to serving)."""
+    share: float = Field(0.25, gt=0.0, le=0.5)
+    """The share of the user's turns the candidate serves while it is judged (a stable hash of the turn id)."""
+    max_turns: int = Field(40, ge=2, le=1000)
+    """Turns judged at most: undecided by then, the candidate is rolled back and the incumbent stays."""
+    worse: float = Field(0.35, gt=0.0, lt=0.5)
+    """The sequential test's hypotheses on the candidate's share of decisive verdicts: `worse` (it loses more than it
+    wins) against `better` (1 - worse)."""
+    alpha: float = Field(0.05, gt=0.0, lt=0.5)
+    """The chance of promoting a candidate no better than `worse`: the bound on serving a version that lost."""
+    beta: float = Field(0.10, gt=0.0, lt=0.5)
+    """The chance of rolling back a candidate as good as `1 - worse`."""
+    wait_s: float = Field(60.0, ge=1.0, le=3600.0)
+    """How long one round waits for new turns to judge before the workflow looks again."""
+
+
 class EvalSettings(BaseModel):
     """Evaluation of policy versions on held-out sets, on a Temporal Schedule (docs/evaluation.md)."""
 
@@ -60,6 +83,7 @@ class EvalSettings(BaseModel):
     held_out_tasks: dict[str, list[str]] = Field(default_factory=dict)
     """A setting's held-out task ids, in place of its built-in split (or for a setting without one)."""
     progress: ProgressSettings = Field(default_factory=ProgressSettings)
+    canary: CanarySettings = Field(default_factory=CanarySettings)
 
     @field_validator("user_sets")
     @classmethod

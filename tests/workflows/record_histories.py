@@ -19,7 +19,8 @@ bookkeeping of a loss in the working tree, which changes no command).
 The progress files (progress_round, progress_report: a round of the progress schedule and one user's report) were
 recorded on the workflow code that introduced them (2026-11-28). The evaluation files (evaluation_*:
 EvaluationWorkflow, its task-group and episode children run but only the parent's history kept) were recorded on
-main 2e1ff99's workflow code, the first histories of that workflow.
+main 2e1ff99's workflow code, the first histories of that workflow. canary_promoted (CanaryWorkflow) was recorded on
+the workflow code that introduced it (2026-11-28).
 Rerunning overwrites them, so name the scenarios to run
 (`python -m tests.workflows.record_histories episode_steps rollout_tasks`; none
 named: all of them), record a new scenario under a new name, and keep the old
@@ -44,6 +45,8 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
 from api.session_gateway import session_workflow_id
+from contracts.canary import CanaryInput, DecideInput, Decision, RoundAnswers, RoundVerdicts
+from contracts.canary import RoundInput as CanaryRoundInput
 from contracts.episodes import (
     EnvRef,
     EpisodeInput,
@@ -79,6 +82,7 @@ from contracts.progress import (
     RoundInput,
     RoundResult,
     UsersWithHeldOut,
+    Verdicts,
 )
 from contracts.session import EndSession
 from contracts.training import (
@@ -121,6 +125,7 @@ from tests.workflows.mocks import (
     trainer_workers,
     training_input,
 )
+from workflows.canary import CanaryWorkflow
 from workflows.episode import EpisodeWorkflow
 from workflows.evaluation import EvaluationWorkflow
 from workflows.judge_turn import JudgeTurnWorkflow
@@ -799,6 +804,55 @@ async def progress_round() -> None:
             await save(env.client, "progress_report", "progress/u-reported")
 
 
+# ---- a user's canary: CanaryWorkflow ------------------------------------------------------------------------------
+
+CANARY_ROUNDS = [0, 3, 2]
+"""New turns per round of the recorded canary: none yet, then three, then two (five wins: promoted)."""
+
+
+CANARY_CALLS: list[int] = []
+
+
+@activity.defn(name="canary_answers")
+async def canary_answers(inp: CanaryRoundInput) -> RoundAnswers:
+    new = CANARY_ROUNDS[min(len(CANARY_CALLS), len(CANARY_ROUNDS) - 1)]
+    CANARY_CALLS.append(new)
+    key = f"oc:canary:{inp.tenant}:v3:pairs:r1:{inp.cursor}" if new else ""
+    return RoundAnswers(tenant=inp.tenant, status="judging", version=3, key=key, cursor=inp.cursor + new, turns=new)
+
+
+@activity.defn(name="canary_judge")
+async def canary_judge(ref: RoundAnswers) -> RoundVerdicts:
+    win = Verdicts(new_first="new", old_first="new")
+    return RoundVerdicts(turn_ids=[f"t{ref.cursor - i}" for i in range(ref.turns)], verdicts=[win] * ref.turns)
+
+
+@activity.defn(name="canary_decide")
+async def canary_decide(inp: DecideInput) -> Decision:
+    verdict = "promoted" if inp.promote else "rolled back"
+    return Decision(tenant=inp.tenant, version=inp.version, verdict=verdict, reason=inp.reason, evidence=inp.evidence)
+
+
+async def canary_promoted() -> None:
+    """A user's candidate (version 3): a round with no new turn, then two rounds of wins (answers on the policy queue,
+    judging and the decision on the judge queue): promoted after five."""
+    async with fresh_env() as env:
+        q, policy_q, judge_q = new_queue(), new_queue(), new_queue()
+        async with (
+            Worker(env.client, task_queue=q, workflows=[CanaryWorkflow]),
+            Worker(env.client, task_queue=policy_q, activities=[canary_answers]),
+            Worker(env.client, task_queue=judge_q, activities=[canary_judge, canary_decide]),
+        ):
+            wf_id = "canary/u-canary-replayed"
+            inp = CanaryInput(
+                tenant="u-canary-replayed", policy_task_queue=policy_q, judge_task_queue=judge_q, share=0.25,
+                max_turns=40, worse=0.35, alpha=0.05, beta=0.10, wait_s=1.0,
+            )  # fmt: skip
+            out: Decision = await env.client.execute_workflow(CanaryWorkflow.run, inp, id=wf_id, task_queue=q)
+            assert out.verdict == "promoted" and out.evidence.wins == 5, out
+            await save(env.client, "canary_promoted", wf_id)
+
+
 SCENARIOS = (
     session_paired_and_rolled,
     judge_turn_opd,
@@ -817,6 +871,7 @@ SCENARIOS = (
     evaluation_moved_on,
     user_files,
     progress_round,
+    canary_promoted,
 )
 
 

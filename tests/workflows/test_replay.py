@@ -21,6 +21,7 @@ from temporalio.worker import Replayer
 from contracts.training import StepSummary, TrainingInput
 from openclaw_rl import tracing
 from tests.workflows.record_histories import HISTORIES, TrainingWorkflowBeforePatch
+from workflows.canary import CanaryWorkflow
 from workflows.episode import EpisodeWorkflow
 from workflows.evaluation import EvaluationWorkflow
 from workflows.judge_turn import JudgeTurnWorkflow
@@ -58,6 +59,7 @@ RECORDED = {
     "user_files_forget.json",
     "progress_round.json",
     "progress_report.json",
+    "canary_promoted.json",
 }
 EPISODE_STEPS = [  # three steps; each step's vote is scheduled after the next call (judging never holds a step up)
     "env_open",
@@ -109,6 +111,7 @@ def replayer(*workflows: type) -> Replayer:
             UserFilesWorkflow,
             ProgressReportWorkflow,
             ProgressRoundWorkflow,
+            CanaryWorkflow,
         ],
         data_converter=pydantic_data_converter,
     )

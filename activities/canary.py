@@ -1,0 +1,159 @@
+"""A user's canary (contracts.canary): each round, the other version answers the turns served since the last round
+(`canary_answers`, policy pool), the judge compares candidate and incumbent both ways (`canary_judge`, judge pool);
+the workflow's decision is carried out by `canary_decide` (judge pool): the candidate becomes the user's adapter or
+is dropped, and the adapter that serves no one any more is unloaded from the policy servers."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import structlog
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.heartbeat import heartbeating
+from activities.progress import conversation_text
+from activities.rollout import Rollout
+from activities.store_errors import store_outage_is_retryable
+from contracts.canary import (
+    CANARY_ANSWERS,
+    CANARY_DECIDE,
+    CANARY_JUDGE,
+    DecideInput,
+    Decision,
+    RoundAnswers,
+    RoundInput,
+    RoundVerdicts,
+)
+from contracts.chat import ChatSampling
+from contracts.errors import ErrorType
+from contracts.progress import Verdicts
+from evals import progress
+from judges import Judge, JudgeCallError, make_judge
+from judges.base import PairwiseContext
+from openclaw_rl.settings import Settings
+from policy_client import PolicyClient
+from policy_client.weight_sync import WeightSyncClient
+from store.client import Store
+
+log = structlog.get_logger(__name__)
+
+POLL_S = 1.0
+
+
+class CanaryActivities:
+    def __init__(self, settings: Settings, policy: bool = False):
+        """`policy`: this process answers (the policy pool); the judge pool judges and decides."""
+        self.settings = settings
+        self.store = Store.from_settings(settings)
+        self.policy = PolicyClient.from_settings(settings) if policy else None
+        self._rollout: Rollout | None = None
+        self._judge: Judge | None = None
+
+    @property
+    def rollout(self) -> Rollout:
+        if self._rollout is None:
+            assert self.policy is not None, "canary_answers runs on the policy pool"
+            self._rollout = Rollout(self.settings, self.store, self.policy)
+        return self._rollout
+
+    # ---- policy pool ------------------------------------------------------------------------------------------
+    @activity.defn(name=CANARY_ANSWERS.name)
+    @store_outage_is_retryable
+    async def canary_answers(self, inp: RoundInput) -> RoundAnswers:
+        cand = await self.store.canaries.candidate(inp.tenant)
+        if cand is None:
+            return RoundAnswers(tenant=inp.tenant, status="no candidate")
+        version = cand.ref.version
+        cursor = inp.cursor if inp.version == version else 0
+        deadline = time.monotonic() + inp.wait_s
+        while not (turns := await self.store.canaries.turns(inp.tenant, version, cursor, inp.max_turns)):
+            if time.monotonic() >= deadline:
+                return RoundAnswers(tenant=inp.tenant, status="judging", version=version, cursor=cursor)
+            activity.heartbeat()
+            await asyncio.sleep(POLL_S)
+        sampling = ChatSampling(temperature=self.settings.eval.temperature, max_tokens=self.settings.eval.max_tokens)
+        gate = asyncio.Semaphore(self.settings.eval.concurrency)
+
+        async def pair(arm: str, turn_id: str) -> tuple[str, dict] | None:
+            req = await self.store.requests.load(turn_id)
+            served = await self.store.turns.response_text(turn_id)
+            if req is None or served is None:  # expired, or forgotten: nothing to compare
+                return None
+            other = cand.incumbent if arm == "candidate" else cand.ref
+            async with gate:
+                prompt = await self.rollout.render(req.messages, req.tools)
+                params = await self.rollout.params(sampling, len(prompt))
+                gen = await self.rollout.generate(prompt, params, tenant=inp.tenant, adapter=other)
+            shadow = self.rollout.decode(gen.ids)
+            new, old = (served, shadow) if arm == "candidate" else (shadow, served)
+            return turn_id, {"candidate": new, "incumbent": old, "conversation": conversation_text(req.messages)}
+
+        async with heartbeating(10.0):
+            got = await asyncio.gather(*(pair(arm, tid) for arm, tid in turns))
+        pairs = dict(p for p in got if p is not None)
+        run = activity.info().workflow_run_id[:12]
+        key = await self.store.canaries.put_pairs(inp.tenant, version, run, cursor, pairs) if pairs else ""
+        return RoundAnswers(
+            tenant=inp.tenant, status="judging", version=version, key=key, cursor=cursor + len(turns), turns=len(pairs)
+        )
+
+    # ---- judge pool -------------------------------------------------------------------------------------------
+    @activity.defn(name=CANARY_JUDGE.name)
+    @store_outage_is_retryable
+    async def canary_judge(self, ref: RoundAnswers) -> RoundVerdicts:
+        pairs = await self.store.canaries.pairs(ref.key) if ref.key else {}
+        if pairs is None:
+            raise ApplicationError(
+                f"the canary round's answers ({ref.key}) are gone from the store (expired, or the user was forgotten)",
+                type=ErrorType.INVALID_REQUEST,
+                non_retryable=True,
+            )
+        if self._judge is None:
+            self._judge = make_judge(self.settings)
+        judge = self._judge
+
+        async def both_orders(p: dict) -> Verdicts:
+            new, old, convo = p["candidate"], p["incumbent"], p["conversation"]
+            try:
+                first, second = await asyncio.gather(
+                    judge.pairwise(PairwiseContext(conversation=convo, answer_a=new, answer_b=old)),
+                    judge.pairwise(PairwiseContext(conversation=convo, answer_a=old, answer_b=new)),
+                )
+            except JudgeCallError as exc:
+                raise ApplicationError(str(exc), type=ErrorType.JUDGE_CALL_FAILED) from exc
+            return progress.verdicts(progress.parse_preference(first), progress.parse_preference(second))
+
+        async with heartbeating(10.0):
+            verdicts = await asyncio.gather(*(both_orders(p) for p in pairs.values()))
+        return RoundVerdicts(turn_ids=list(pairs), verdicts=list(verdicts))
+
+    @activity.defn(name=CANARY_DECIDE.name)
+    @store_outage_is_retryable
+    async def canary_decide(self, inp: DecideInput) -> Decision:
+        done = await self.store.canaries.decide(inp.tenant, inp.version, inp.promote)
+        if not done.done:
+            # A retry after the decision was written, or the user forgotten meanwhile: nothing more to do.
+            return Decision(
+                tenant=inp.tenant, version=inp.version, verdict="superseded", reason=inp.reason, evidence=inp.evidence
+            )
+        if done.loser is not None:
+            async with WeightSyncClient.from_settings(self.settings) as client:
+                await client.unload_lora_adapter(done.loser.name)
+        verdict = "promoted" if inp.promote else "rolled back"
+        log.info(
+            "canary decided", user=inp.tenant, version=inp.version, verdict=verdict, reason=inp.reason,
+            next_version=done.next_version,
+        )  # fmt: skip
+        return Decision(
+            tenant=inp.tenant, version=inp.version, verdict=verdict, reason=inp.reason, evidence=inp.evidence,
+            next_version=done.next_version,
+        )  # fmt: skip
+
+    async def aclose(self) -> None:
+        if self._judge is not None:
+            await self._judge.aclose()
+        if self.policy is not None:
+            await self.policy.aclose()
+        await self.store.aclose()

@@ -1,0 +1,181 @@
+"""Candidate adapter versions under judgement (`eval.canary`): a user's new adapter version is proposed as their
+candidate instead of replacing their current adapter (store.adapters); the turns it and the incumbent serve meanwhile
+are logged for the canary workflow, which promotes it (it becomes the current adapter) or rolls it back. A version
+trained while a candidate is judged waits as the user's next, proposed once that is decided. Keyed by the tenant
+pseudonym; every write checks the user's tombstone, in one script with the write."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import redis.asyncio as aioredis
+from pydantic import BaseModel
+
+from store.adapters import AdapterRef
+from store.keys import (
+    DATA_TTL_S,
+    PROGRESS_ANSWERS_TTL_S,
+    adapter_candidate,
+    adapter_forgotten,
+    adapter_next,
+    canary_pairs,
+    canary_turns,
+    forgotten,
+    user_adapter,
+)
+from store.sealing import Sealer
+
+ARMS = ("candidate", "incumbent")
+
+# KEYS: candidate, next, current, tombstone, adapters-forgotten-at. ARGV: ref json, version, began_at, now.
+# A forgotten user gets nothing. No candidate pending: this one is, against the current adapter (none: the base).
+# One pending: this one waits as the next (a newer next replaces an older).
+_PROPOSE = """
+if redis.call('EXISTS', KEYS[4]) == 1 then return {0, false} end
+local at = redis.call('GET', KEYS[5])
+if at and tonumber(at) >= tonumber(ARGV[3]) then return {0, false} end
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return {2, redis.call('SET', KEYS[2], ARGV[1], 'GET')}
+end
+local current = redis.call('GET', KEYS[3]) or ''
+redis.call('HSET', KEYS[1], 'version', ARGV[2], 'ref', ARGV[1], 'incumbent', current, 'since', ARGV[4])
+return {1, false}
+"""
+# KEYS: candidate, current, next. ARGV: version, promote (1) or roll back (0), now.
+# Decides the pending candidate if it is `version`; then the next, if any, becomes the candidate against whatever is
+# current. Returns {done, loser ref, new candidate version}.
+_DECIDE = """
+if redis.call('HGET', KEYS[1], 'version') ~= ARGV[1] then return {0, false, false} end
+local ref = redis.call('HGET', KEYS[1], 'ref')
+local loser = ref
+if ARGV[2] == '1' then
+  loser = redis.call('SET', KEYS[2], ref, 'GET') or false
+end
+redis.call('DEL', KEYS[1])
+local nxt = redis.call('GETDEL', KEYS[3])
+if not nxt then return {1, loser, false} end
+local version = cjson.decode(nxt)['version']
+local current = redis.call('GET', KEYS[2]) or ''
+redis.call('HSET', KEYS[1], 'version', tostring(version), 'ref', nxt, 'incumbent', current, 'since', ARGV[3])
+return {1, loser, tostring(version)}
+"""
+
+
+# KEYS: the turn log, the set of turn ids in it. ARGV: entry, turn id, ttl.
+_LOG = """
+if redis.call('SADD', KEYS[2], ARGV[2]) == 0 then return 0 end
+redis.call('RPUSH', KEYS[1], ARGV[1])
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+redis.call('EXPIRE', KEYS[2], ARGV[3])
+return 1
+"""
+
+
+class Candidate(BaseModel):
+    ref: AdapterRef
+    incumbent: AdapterRef | None
+    """What it is judged against: the user's current adapter when it was proposed (None: the base model)."""
+    since: float
+
+
+class Proposed(BaseModel):
+    status: str
+    """`candidate` (judged from now on), `next` (waits for the pending one), `forgotten` (nothing written)."""
+    replaced_next: AdapterRef | None = None
+    """An older next version this one replaced (its loaded copies can go)."""
+
+
+class Decided(BaseModel):
+    done: bool
+    """False: `version` was no longer the user's candidate (decided already, or the user was forgotten)."""
+    loser: AdapterRef | None = None
+    """The adapter that no longer serves anyone: the rolled-back candidate, or the incumbent it replaced."""
+    next_version: int | None = None
+    """A version that waited and is now the candidate."""
+
+
+class CanaryRecords:
+    def __init__(self, redis: aioredis.Redis, sealer: Sealer | None = None):
+        self._r = redis
+        self._seal = sealer or Sealer()
+        self._propose = redis.register_script(_PROPOSE)
+        self._decide = redis.register_script(_DECIDE)
+        self._log = redis.register_script(_LOG)
+
+    async def propose(self, tenant: str, ref: AdapterRef, began_at: float = 0.0) -> Proposed:
+        keys = [
+            adapter_candidate(tenant), adapter_next(tenant), user_adapter(tenant), forgotten(tenant),
+            adapter_forgotten(tenant),
+        ]  # fmt: skip
+        done, raw = await self._propose(
+            keys=keys, args=[ref.model_dump_json(), ref.version, repr(began_at), time.time()]
+        )
+        status = {0: "forgotten", 1: "candidate", 2: "next"}[int(done)]
+        return Proposed(status=status, replaced_next=AdapterRef.model_validate_json(raw) if raw else None)
+
+    async def candidate(self, tenant: str) -> Candidate | None:
+        raw = await self._r.hgetall(adapter_candidate(tenant))
+        if not raw:
+            return None
+        got = {
+            (k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
+            for k, v in raw.items()
+        }
+        return Candidate(
+            ref=AdapterRef.model_validate_json(got["ref"]),
+            incumbent=AdapterRef.model_validate_json(got["incumbent"]) if got.get("incumbent") else None,
+            since=float(got.get("since") or 0),
+        )
+
+    async def log_turn(self, tenant: str, version: int, arm: str, turn_id: str) -> bool:
+        """Log a turn served while `version` is judged, once (a retried generation of it adds nothing)."""
+        key = canary_turns(tenant, version)
+        added = await self._log(keys=[key, f"{key}:seen"], args=[f"{arm} {turn_id}", turn_id, DATA_TTL_S])
+        return bool(added)
+
+    async def turns(self, tenant: str, version: int, start: int, count: int) -> list[tuple[str, str]]:
+        """(arm, turn id) of the turns served while `version` was judged, from the `start`th on."""
+        raw = await self._r.lrange(canary_turns(tenant, version), start, start + count - 1)
+        out = []
+        for item in raw:
+            arm, turn_id = _text(item).split(" ", 1)
+            out.append((arm, turn_id))
+        return out
+
+    async def put_pairs(self, tenant: str, version: int, run: str, cursor: int, pairs: dict[str, dict]) -> str:
+        """A round's answer pairs by turn id (`candidate`, `incumbent`, `conversation`), for the judge pool."""
+        key = canary_pairs(tenant, version, run, cursor)
+        await self._r.set(key, self._seal.seal(key, json.dumps(pairs)), ex=PROGRESS_ANSWERS_TTL_S)
+        return key
+
+    async def pairs(self, key: str) -> dict[str, dict] | None:
+        raw = await self._r.get(key)
+        return None if raw is None else json.loads(self._seal.open(key, raw))
+
+    async def decide(self, tenant: str, version: int, promote: bool) -> Decided:
+        keys = [adapter_candidate(tenant), user_adapter(tenant), adapter_next(tenant)]
+        done, loser, nxt = await self._decide(keys=keys, args=[str(version), "1" if promote else "0", time.time()])
+        return Decided(
+            done=bool(done),
+            loser=AdapterRef.model_validate_json(loser) if loser else None,
+            next_version=int(nxt) if nxt else None,
+        )
+
+    async def forget(self, tenant: str) -> list[AdapterRef]:
+        """Remove the user's candidate, their next version and the turn logs; the adapters named (to unload)."""
+        refs = []
+        cand = await self.candidate(tenant)
+        if cand is not None:
+            refs.append(cand.ref)
+        nxt = await self._r.getdel(adapter_next(tenant))
+        if nxt:
+            refs.append(AdapterRef.model_validate_json(nxt))
+        await self._r.delete(adapter_candidate(tenant))
+        async for key in self._r.scan_iter(match=f"{canary_turns(tenant, 0).split(':v0:')[0]}:v*", count=500):
+            await self._r.delete(key)
+        return refs
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

@@ -1,0 +1,91 @@
+"""Candidate adapter versions in the store (store/canaries.py), on a bare valkey: a new version is the candidate
+against the current adapter, or waits as the next while one is judged; a decision promotes (the candidate becomes
+the adapter) or rolls back, then the next is judged; each turn is logged once however often a retry logs it; a
+forgotten user gets nothing written, and the forget takes the candidate, the next and the turn logs; the answer
+pairs are sealed under encryption."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+import redis
+
+from contracts.chat import tenant_of
+from openclaw_rl.encryption import Keyring
+from store.adapters import AdapterRef
+from store.client import Store, StoreAddress
+from tests.helpers import running_valkey
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def port(tmp_path: Path):
+    with running_valkey(tmp_path) as p:
+        yield p
+
+
+def ref(tenant: str, v: int) -> AdapterRef:
+    return AdapterRef(name=f"{tenant}-v{v}", path=f"/data/adapters/{tenant}/v{v}", version=v)
+
+
+def test_candidates_wait_their_turn_and_a_decision_promotes_or_rolls_back(port):
+    async def main():
+        store = Store.connect(StoreAddress(f"redis://127.0.0.1:{port}/0", 3600))
+        ana = tenant_of("ana")
+        assert (await store.canaries.propose(ana, ref(ana, 1))).status == "candidate"
+        cand = await store.canaries.candidate(ana)
+        assert cand.ref == ref(ana, 1) and cand.incumbent is None  # judged against the base
+        assert await store.adapters.current(ana) is None  # not served to everyone yet
+
+        assert (await store.canaries.propose(ana, ref(ana, 2))).status == "next"
+        third = await store.canaries.propose(ana, ref(ana, 3))
+        assert third.status == "next" and third.replaced_next == ref(ana, 2)  # the newest waits
+
+        assert await store.canaries.log_turn(ana, 1, "candidate", "t1")
+        assert not await store.canaries.log_turn(ana, 1, "candidate", "t1")  # a retried generation
+        assert await store.canaries.log_turn(ana, 1, "incumbent", "t2")
+        assert await store.canaries.turns(ana, 1, 0, 10) == [("candidate", "t1"), ("incumbent", "t2")]
+        assert await store.canaries.turns(ana, 1, 1, 10) == [("incumbent", "t2")]
+
+        assert not (await store.canaries.decide(ana, 7, promote=True)).done  # not the pending one
+        promoted = await store.canaries.decide(ana, 1, promote=True)
+        assert promoted.done and promoted.loser is None and promoted.next_version == 3
+        assert await store.adapters.current(ana) == ref(ana, 1)
+        cand = await store.canaries.candidate(ana)
+        assert cand.ref == ref(ana, 3) and cand.incumbent == ref(ana, 1)  # the next, against the promoted one
+
+        rolled = await store.canaries.decide(ana, 3, promote=False)
+        assert rolled.done and rolled.loser == ref(ana, 3) and rolled.next_version is None
+        assert await store.adapters.current(ana) == ref(ana, 1) and await store.canaries.candidate(ana) is None
+        assert not (await store.canaries.decide(ana, 3, promote=False)).done  # a retry of the decision
+
+        await store.users.tombstone("bo")
+        assert (await store.canaries.propose(tenant_of("bo"), ref(tenant_of("bo"), 1))).status == "forgotten"
+        assert await store.canaries.candidate(tenant_of("bo")) is None
+
+        assert (await store.canaries.propose(ana, ref(ana, 4))).status == "candidate"
+        assert (await store.canaries.propose(ana, ref(ana, 5))).status == "next"
+        await store.canaries.log_turn(ana, 4, "candidate", "t9")
+        assert {r.name for r in await store.canaries.forget(ana)} == {ref(ana, 4).name, ref(ana, 5).name}
+        assert await store.canaries.candidate(ana) is None and await store.canaries.turns(ana, 4, 0, 10) == []
+        assert not redis.Redis(port=port).keys(f"oc:canary:{ana}:*")
+        await store.aclose()
+
+    asyncio.run(main())
+
+
+def test_the_answer_pairs_are_sealed_under_encryption(port):
+    async def main():
+        store = Store.connect(
+            StoreAddress(f"redis://127.0.0.1:{port}/0", 3600), keyring=Keyring.parse(f"k1:{Keyring.new_key()}")
+        )
+        pair = {"t1": {"candidate": "my-cat-Quetzalcoatl", "incumbent": "old", "conversation": "user: hi"}}
+        key = await store.canaries.put_pairs("ten", 1, "run", 0, pair)
+        assert b"Quetzalcoatl" not in redis.Redis(port=port).get(key)
+        assert await store.canaries.pairs(key) == pair
+        await store.aclose()
+
+    asyncio.run(main())

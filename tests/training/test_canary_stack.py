@@ -1,0 +1,165 @@
+"""Canary versions on the real stack (eval.canary, contracts.canary): each user's new adapter version is a candidate
+that serves a share of their turns; the CanaryWorkflow has the other version answer those turns again, an LLM judge
+(a scripted stand-in on the real wire format) compares both orders, and a sequential test promotes or rolls back.
+
+The stand-in judge prefers, in either position, ines's candidate and omar's incumbent (it finds which answer is whose
+in the round's pairs the store holds, as a judge reading the answers would tell them apart). So ines's first version
+must be promoted (it becomes her adapter), and omar's rolled back (he stays on the base model): each decision an
+event of his `canary/<pseudonym>` workflow, with its evidence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import redis
+from temporalio.client import Client
+
+from contracts.chat import tenant_of
+from store import keys
+from tests.api.conftest import chat_stack_env, create_key
+from tests.helpers import RunningStack
+from tests.learning.conftest import ScriptedJudge
+
+pytestmark = pytest.mark.timeout(900)
+
+PREFERS = {"ines": "candidate", "omar": "incumbent"}
+STORE: dict[str, redis.Redis] = {}
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _pair_of(a: str, b: str) -> dict | None:
+    r = STORE["r"]
+    for key in r.scan_iter("oc:canary:*:pairs:*"):
+        for pair in json.loads(r.get(key) or "{}").values():
+            if {_flat(pair["candidate"]), _flat(pair["incumbent"])} == {_flat(a), _flat(b)}:
+                return pair
+    return None
+
+
+def decide(messages: list[dict]) -> str | None:
+    system, user = messages[0]["content"], messages[-1]["content"]
+    if "compare two responses" in system:
+        a, b = user.split("## Response A\n", 1)[1].split("\n\n## Response B\n", 1)
+        pair = _pair_of(a, b)
+        if pair is None or _flat(a) == _flat(b):
+            return "\\boxed{tie}"
+        who = next(u for u in PREFERS if f"[{u}]" in user)
+        wanted = _flat(pair[PREFERS[who]])
+        return "\\boxed{A}" if _flat(a) == wanted else "\\boxed{B}"
+    if "(PRM) evaluating" in system:
+        return "Helpful. \\boxed{1}"
+    return "No hindsight. \\boxed{-1}"  # hint votes
+
+
+@pytest.fixture(scope="module")
+def stack(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory):
+    with ScriptedJudge(["\\boxed{0}"], decide=decide) as judge:
+        env = chat_stack_env(
+            tmp_path_factory.mktemp("canary") / "data",
+            tiny_model,
+            OPENCLAW_RL_LEARNING__JUDGE=json.dumps({"type": "llm", "url": judge.url, "timeout_s": 20}),
+            OPENCLAW_RL_TRAINING__AUTO_START="true",
+            OPENCLAW_RL_TRAINING__BATCH_SIZE="4",
+            OPENCLAW_RL_TRAINING__WAIT_S="1",
+            OPENCLAW_RL_TRAINING__LR="5e-4",
+            OPENCLAW_RL_TRAINING__LORA__ENABLED="true",
+            OPENCLAW_RL_TRAINING__LORA__RANK="4",
+            OPENCLAW_RL_TRAINING__ADAPTERS="per_user",
+            OPENCLAW_RL_EVAL__CANARY__ENABLED="true",
+            OPENCLAW_RL_EVAL__CANARY__SHARE="0.5",
+            OPENCLAW_RL_EVAL__CANARY__MAX_TURNS="30",
+            OPENCLAW_RL_EVAL__CANARY__WAIT_S="2",
+            OPENCLAW_RL_EVAL__TEMPERATURE="1.0",
+        )
+        s = RunningStack(env).start()
+        STORE["r"] = redis.Redis.from_url(s.redis, decode_responses=True)
+        yield s
+        s.stop()
+
+
+def talk(stack: RunningStack, key: str, user: str, stop: threading.Event) -> None:
+    n = 0
+    while not stop.is_set():
+        n += 1
+        history = [{"role": "user", "content": f"[{user}] tell me about topic {n}"}]
+        for t in range(4):
+            r = httpx.post(
+                f"{stack.api}/v1/chat/completions",
+                json={"messages": history, "max_tokens": 8},
+                headers={"Authorization": f"Bearer {key}", "X-Session-Id": f"{user}-{n}"},
+                timeout=120,
+            )
+            assert r.status_code == 200, r.text
+            reply = r.json()["choices"][0]["message"]["content"]
+            history += [{"role": "assistant", "content": reply}, {"role": "user", "content": f"[{user}] more {t}"}]
+            if stop.is_set():
+                return
+
+
+async def decisions(stack: RunningStack, tenant: str) -> list[dict]:
+    """The canary_decide results in the history of every run of the user's canary workflow: the decisions, with
+    their evidence, as workflow events."""
+    client = await Client.connect(stack.temporal)
+    out = []
+    async for wf in client.list_workflows(f"WorkflowId = 'canary/{tenant}'"):
+        history = await client.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history()
+        scheduled = {}
+        for event in history.events:
+            if event.HasField("activity_task_scheduled_event_attributes"):
+                scheduled[event.event_id] = event.activity_task_scheduled_event_attributes.activity_type.name
+            if event.HasField("activity_task_completed_event_attributes"):
+                done = event.activity_task_completed_event_attributes
+                if scheduled.get(done.scheduled_event_id) == "canary_decide":
+                    out.append(json.loads(done.result.payloads[0].data))
+    return out
+
+
+def test_a_preferred_candidate_is_promoted_and_a_losing_one_rolled_back_on_a_share_of_turns(stack):
+    tenants = {u: tenant_of(u) for u in PREFERS}
+    api_keys = {u: create_key(stack, u) for u in PREFERS}
+    stop = threading.Event()
+    threads = [threading.Thread(target=talk, args=(stack, api_keys[u], u, stop), daemon=True) for u in PREFERS]
+    for t in threads:
+        t.start()
+    r = STORE["r"]
+    found: dict[str, list[dict]] = {}
+    deadline = time.monotonic() + 600
+    try:
+        while not all(found.get(u) for u in PREFERS):
+            assert time.monotonic() < deadline, (
+                found,
+                {u: r.hgetall(keys.adapter_candidate(t)) for u, t in tenants.items()},
+            )
+            assert all(t.is_alive() for t in threads), "a chat thread failed"
+            time.sleep(3)
+            found = {u: asyncio.run(decisions(stack, t)) for u, t in tenants.items()}
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=120)
+
+    ines, omar = found["ines"][0], found["omar"][0]
+    assert ines["verdict"] == "promoted" and ines["evidence"]["wins"] >= 5, ines
+    assert ines["evidence"]["losses"] == 0 and ines["reason"].startswith("promoted:")
+    assert omar["verdict"] == "rolled back" and omar["evidence"]["losses"] >= 4 and omar["evidence"]["wins"] == 0, omar
+    promoted = json.loads(r.get(keys.user_adapter(tenants["ines"])))
+    assert promoted["version"] >= ines["version"]
+    assert r.get(keys.user_adapter(tenants["omar"])) is None  # every candidate of his lost: the base serves him
+
+    # Omar's rolled-back candidate served about its share of his turns while judged, and none after the decision.
+    logged = r.lrange(keys.canary_turns(tenants["omar"], omar["version"]), 0, -1)
+    arms = [entry.split(" ", 1)[0] for entry in logged]
+    assert omar["evidence"]["turns"] <= len(arms)
+    assert 0 < arms.count("candidate") < len(arms)
+    time.sleep(2)
+    assert len(r.lrange(keys.canary_turns(tenants["omar"], omar["version"]), 0, -1)) == len(logged)
