@@ -64,6 +64,10 @@ def bench_command(args: argparse.Namespace, settings) -> int:
     # A benchmark killed (SIGTERM: `kill`, a CI timeout) stops its stacks as Ctrl-C does, through the runners'
     # `finally`, instead of leaving a Temporal server, an engine and workers behind.
     signal.signal(signal.SIGTERM, _interrupt)
+    if args.bench_command == "hosts" and args.scale:
+        from bench import hosts_scale
+
+        return hosts_scale.bench_command(args, settings)
     return COMMANDS[args.bench_command].bench_command(args, settings)
 
 

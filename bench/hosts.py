@@ -4,7 +4,8 @@ Chat sessions talk to the API host while task groups run on the two env hosts; t
 from both streams and broadcasts each to the two engines over the network (gloo). At the end every sample published
 is accounted for (trained, or still waiting in its stream) from the hosts' own records, and the last line says so:
 `hosts: <turns> turns, <steps> env steps, <versions> versions on 2 engines, lost 0, duplicated 0, 5xx 0`.
-`--failures` kills and cuts hosts under that load; `--scale` measures what a second host adds (bench/hosts_scale.py).
+`--failures` kills and cuts hosts under that load; `--scale` (bench/hosts_scale.py, dispatched by bench/cli.py)
+measures what a second host adds.
 """
 
 from __future__ import annotations
@@ -570,15 +571,6 @@ def bench_command(args: argparse.Namespace, settings) -> int:
         console.error(None, f"bench hosts: {why}")
         return 2
     root = args.root or Path(tempfile.mkdtemp(prefix="openclaw-rl-hosts-", dir="/var/tmp"))
-    if args.scale:
-        from bench.hosts_scale import ScaleLoad, scale_command
-
-        try:
-            print(scale_command(root, ScaleLoad(seconds=args.seconds, sessions=args.sessions), args.json), flush=True)
-        finally:
-            if not args.keep:
-                shutil.rmtree(root, ignore_errors=True)
-        return 0
     load = Load(
         sessions=args.sessions,
         turns_per_session=None,

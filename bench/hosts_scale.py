@@ -21,10 +21,13 @@ cache hits <p>% -> <q>%, errors <n>`.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections import Counter
@@ -37,7 +40,7 @@ from bench.fairness import pct
 from bench.hosts import HostsBench, Load
 from bench.standin_engine import StandinConfig, StandinServer
 from openclaw_rl.ports import free_port
-from stack.hosts import ENGINE_PORT, Deployment, Knobs
+from stack.hosts import ENGINE_PORT, Deployment, Knobs, hosts_problem
 from stack.running import REPO, RunningStack, isolated_env
 
 
@@ -293,3 +296,19 @@ def scale_command(root: Path, load: ScaleLoad, json_out: Path | None) -> str:
     if json_out is not None:
         json_out.write_text(json.dumps({"load": asdict(load), "windows": [asdict(x) for x in windows]}, indent=1))
     return report(windows, load)
+
+
+def bench_command(args: argparse.Namespace, settings) -> int:
+    """`bench hosts --scale` (its options are `bench hosts`' own: bench/hosts.py)."""
+    from openclaw_rl import console
+
+    if why := hosts_problem():
+        console.error(None, f"bench hosts: {why}")
+        return 2
+    root = args.root or Path(tempfile.mkdtemp(prefix="openclaw-rl-hosts-", dir="/var/tmp"))
+    try:
+        print(scale_command(root, ScaleLoad(seconds=args.seconds, sessions=args.sessions), args.json), flush=True)
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    return 0
