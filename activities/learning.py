@@ -108,7 +108,9 @@ class LearningActivities:
         await self.store.aclose()
 
     # ---- judge pool ---------------------------------------------------------
-    # PRM_VOTE and HINT_VOTE: one vote an activity, for judge workflows started before JUDGE_VOTES (replays).
+    # PRM_VOTE and HINT_VOTE: one vote an activity, as judge workflows started before JUDGE_VOTES schedule them. The
+    # workflow no longer does (the patch is deprecated); kept for a rolling deploy, where an open run on the build
+    # before still schedules them and this build's judge pool takes them. Remove with the next release.
     @activity.defn(name=PRM_VOTE.name)
     @store_outage_is_retryable
     async def prm_vote(self, inp: VoteInput) -> VoteResult:

@@ -37,10 +37,13 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from openclaw_rl.settings.serving import SessionSettings  # noqa: E402
 from openclaw_rl.temporal_actions import actions, count, total, updates  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 HISTORIES = REPO / "tests" / "fixtures" / "histories"
+TURNS_PER_RUN = SessionSettings().turns_per_run
+"""The default turns a session's run takes before it continues as new."""
 
 
 def load(name: str, root: Path) -> list[dict]:
@@ -62,10 +65,18 @@ def main(argv: list[str] | None = None) -> int:
     runs = [load(f"session_paired_and_rolled_run{i}.json", root) for i in (1, 2, 3)]
     session = sum((actions(r) for r in runs), Counter())
     turns = sum(updates(r) for r in runs)
-    judge = actions(load("judge_turn_votes_binary.json", root))  # today's: the votes in one activity
-    judge_before = actions(load("judge_turn_binary.json", root))  # before VOTES_IN_ONE_ACTIVITY: one a vote
+    judge = actions(load("judge_turn_retired_binary.json", root))  # today's: the votes in one, the patch deprecated
+    judge_before = actions(load("retired/judge_turn_binary.json", root))  # before VOTES_IN_ONE_ACTIVITY: one a vote
     combined = actions(load("judge_turn_votes_in_one.json", root))  # today's: 3 PRM votes and a hint vote in one
     per_turn = total(session) / turns + total(judge)
+    # The recording rolls a session over every 2 turns; a deployment every `session.turns_per_run` (200). What a
+    # run costs once (its start, its idle timer, the archive, the roll-over signal, a version upsert) is then spread
+    # over that many turns; what each turn costs (the update, the generation) is not.
+    each_turn = {"update", "activity:generate"}
+    turn_share = sum(v for k, v in session.items() if k in each_turn) / turns
+    run_share = sum(v for k, v in session.items() if k not in each_turn and not k.startswith("patch")) / len(runs)
+    in_production = turn_share + run_share / TURNS_PER_RUN + total(judge)
+    upsert_of_patch = judge.get("upsert", 0)  # the deprecated patch's TemporalChangeVersion upsert
     print(f"session: {turns} turns over {len(runs)} runs, {total(session)} actions ({total(session) / turns:.2f} a "
           f"turn): {show(session, turns)}")  # fmt: skip
     print(f"judge child (binary): {total(judge)} actions: {show(judge, 1)}")
@@ -88,6 +99,11 @@ def main(argv: list[str] | None = None) -> int:
     train_steps = count(tr, "train_step")
     print(f"training: {train_steps} steps, {total(training)} actions: {show(training, 1)}")
 
+    print(
+        f"judged turn with {TURNS_PER_RUN}-turn session runs: {in_production:.2f} (session {turn_share:.2f} a turn + "
+        f"{run_share:.1f} a run / {TURNS_PER_RUN}, judge {total(judge)}); {in_production - upsert_of_patch:.2f} once "
+        f"the deprecated patch's call is removed (its upsert)"
+    )
     print(
         f"actions: {per_turn:.1f} per judged turn (session {total(session) / turns:.2f} + judge {total(judge)}), "
         f"{total(episode) / steps:.1f} per episode step ({marginal:.0f} per step plus open/outcome/close and the "

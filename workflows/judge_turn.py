@@ -11,7 +11,6 @@ exactly once.
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
@@ -19,10 +18,8 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from contracts.learning import (
-        HINT_VOTE,
         JUDGE_TURN_WORKFLOW,
         JUDGE_VOTES,
-        PRM_VOTE,
         PUBLISH_SAMPLE,
         TEACHER_LOGPROBS,
         JudgeOutcome,
@@ -31,7 +28,6 @@ with workflow.unsafe.imports_passed_through():
         Method,
         PublishInput,
         TeacherInput,
-        VoteInput,
         VoteResult,
         Votes,
         VotesInput,
@@ -43,8 +39,12 @@ with workflow.unsafe.imports_passed_through():
 
 
 VOTES_IN_ONE_ACTIVITY = "judge-votes-in-one-activity"
-"""All of a turn's votes in one `judge_votes` activity (one billable action where m votes were m); runs started
-before take one activity a vote."""
+"""All of a turn's votes in one `judge_votes` activity (one billable action where m votes were m). Deprecated
+(`workflow.deprecate_patch`, the first of Temporal's two steps to retire a patch): a judge workflow lives seconds to
+minutes, so none started before the patch is still open once the build that added it has drained. Runs recorded
+with its marker replay; new runs still write the marker (marked deprecated) and its TemporalChangeVersion upsert.
+The next release removes the call, and with it that upsert (one billable action a judged turn): histories with a
+deprecated marker replay without it (tests/workflows/test_replay.py), those with the plain marker would not."""
 
 
 @workflow.defn(name=JUDGE_TURN_WORKFLOW)
@@ -59,13 +59,9 @@ class JudgeTurnWorkflow:
             wants_hint = plan.method in (Method.OPD, Method.COMBINED)
             n_prm = plan.prm_votes if wants_prm else 0
             n_hint = plan.hint_votes if wants_hint else 0
-            if n_prm + n_hint and workflow.patched(VOTES_IN_ONE_ACTIVITY):
+            if n_prm + n_hint:
+                workflow.deprecate_patch(VOTES_IN_ONE_ACTIVITY)
                 prm, hints = await self._votes(inp, n_prm, n_hint)
-            else:  # runs started before: one activity a vote
-                calls = [self._vote(inp, "prm", i) for i in range(n_prm)]
-                calls += [self._vote(inp, "hint", i) for i in range(n_hint)]
-                votes = await asyncio.gather(*calls)
-                prm, hints = list(votes[:n_prm]), list(votes[n_prm:])
         scores = [v.score if v else None for v in prm]
         eval_score = majority_vote(scores) if prm else None
         hint = select_hint([HintVote(v.score, v.hint) for v in hints if v is not None]) if hints else None
@@ -140,16 +136,3 @@ class JudgeTurnWorkflow:
         except ActivityError:
             return [None] * n_prm, [None] * n_hint  # failed votes are ignored, never fatal
         return votes.prm, votes.hints
-
-    async def _vote(self, inp: JudgeTurnInput, kind: str, index: int) -> VoteResult | None:
-        try:
-            return await waiting_out_store_outages(
-                lambda: execute(
-                    PRM_VOTE if kind == "prm" else HINT_VOTE,
-                    VoteInput(turn_id=inp.turn_id, kind=kind, vote=index, next_state=inp.next_state),
-                    task_queue=inp.plan.judge_task_queue,
-                    start_to_close=timedelta(seconds=inp.plan.vote_timeout_s),
-                )
-            )
-        except ActivityError:
-            return None  # a failed vote is ignored, never fatal

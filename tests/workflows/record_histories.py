@@ -286,6 +286,15 @@ async def judge_turn_votes_in_one() -> None:
     """Judges on the code that introduced VOTES_IN_ONE_ACTIVITY (2026-11-28): a binary one (three PRM votes in one
     `judge_votes` activity, the publish) and a combined one (three PRM votes and a hint vote in one activity, the
     hint's teacher log-probs, the publish)."""
+    await _judges_voting_in_one("judge_turn_votes")
+
+
+async def judge_turn_patch_retired() -> None:
+    """The same two judges on the code that deprecated VOTES_IN_ONE_ACTIVITY (2026-11-28): no marker, no upsert."""
+    await _judges_voting_in_one("judge_turn_retired")
+
+
+async def _judges_voting_in_one(prefix: str) -> None:
     async with fresh_env() as env:
         q = new_queue()
         async with Worker(env.client, task_queue=q, workflows=[JudgeTurnWorkflow], activities=JudgeActivities().all()):
@@ -305,7 +314,7 @@ async def judge_turn_votes_in_one() -> None:
                     JudgeTurnWorkflow.run, inp, id=judge_workflow_id(session_key, 0), task_queue=q
                 )
                 assert outcome.judge.prm_votes == [1, 1, -1] and (outcome.teacher is not None) == bool(hints), outcome
-                await save(env.client, f"judge_turn_votes_{name}", judge_workflow_id(session_key, 0))
+                await save(env.client, f"{prefix}_{name}", judge_workflow_id(session_key, 0))
 
 
 async def wait_acked(trainer: TrainerActivities, n: int) -> None:
@@ -857,6 +866,7 @@ SCENARIOS = (
     session_paired_and_rolled,
     judge_turn_opd,
     judge_turn_votes_in_one,
+    judge_turn_patch_retired,
     training_steps,
     training_all_stale_before_patch,
     training_from_memory,

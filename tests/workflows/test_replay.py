@@ -8,6 +8,7 @@ re-recording.
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
@@ -37,11 +38,13 @@ RECORDED = {
     "session_paired_and_rolled_run1.json",
     "session_paired_and_rolled_run2.json",
     "session_paired_and_rolled_run3.json",
-    "judge_turn_binary.json",
+    # retired/judge_turn_binary.json and judge_turn_opd.json (one activity a vote) were recorded before
+    # VOTES_IN_ONE_ACTIVITY and no longer replay since the patch is deprecated: no judge workflow that old is open.
     "judge_turn_binary_no_next_state.json",
-    "judge_turn_opd.json",
     "judge_turn_votes_in_one.json",
     "judge_turn_votes_binary.json",
+    "judge_turn_retired_binary.json",
+    "judge_turn_retired_in_one.json",
     "training_steps.json",
     "training_all_stale_before_patch.json",
     "training_from_memory.json",
@@ -442,5 +445,25 @@ def test_evaluation_history_that_moved_on_records_nothing_after_the_moved_set():
 def test_a_turns_votes_are_one_activity_since_the_patch_and_one_each_before():
     now = steps(load(HISTORIES / "judge_turn_votes_in_one.json"))
     assert now.count("judge_votes") == 1 and "prm_vote" not in now and "hint" not in now, now
-    before = steps(load(HISTORIES / "judge_turn_binary.json"))
+    before = steps(load(HISTORIES / "retired" / "judge_turn_binary.json"))
     assert before.count("prm_vote") == 3 and "judge_votes" not in before, before
+
+
+def test_the_deprecated_patch_marks_its_marker_deprecated_so_the_next_release_can_drop_the_call():
+    def patch_markers(name: str) -> list[dict]:
+        events = json.loads((HISTORIES / name).read_text())["events"]
+        payloads = [
+            e["markerRecordedEventAttributes"]["details"]["patch-data"]["payloads"][0]["data"]
+            for e in events
+            if e["eventType"] == "EVENT_TYPE_MARKER_RECORDED"
+        ]
+        return [json.loads(base64.b64decode(p)) for p in payloads]
+
+    patch = "judge-votes-in-one-activity"
+    assert patch_markers("judge_turn_votes_binary.json") == [{"id": patch, "deprecated": False}]
+    assert patch_markers("judge_turn_retired_binary.json") == [{"id": patch, "deprecated": True}]
+    assert steps(load(HISTORIES / "judge_turn_retired_binary.json")) == [
+        f"patch:{patch}",
+        "judge_votes",
+        "publish_sample",
+    ]
