@@ -147,7 +147,7 @@ def one_box_hop(root: Path, model: Path, load: ScaleLoad) -> Window:
             OPENCLAW_RL_LEARNING__JUDGE='{"type": "heuristic"}',
             OPENCLAW_RL_TRAINING__AUTO_START="false",
         )
-        with RunningStack(env).start() as stack:
+        with RunningStack(env) as stack:  # __enter__ starts it
             out = subprocess.run(
                 [sys.executable, "-m", "cli", "keys", "create", "--user", "bench-hop"],
                 env=env, cwd=REPO, capture_output=True, text=True, timeout=120,
