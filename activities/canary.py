@@ -35,6 +35,7 @@ from judges.base import PairwiseContext
 from openclaw_rl.settings import Settings
 from policy_client import PolicyClient
 from policy_client.weight_sync import WeightSyncClient
+from store.canaries import LoggedTurn
 from store.client import Store
 
 log = structlog.get_logger(__name__)
@@ -73,25 +74,28 @@ class CanaryActivities:
                 return RoundAnswers(tenant=inp.tenant, status="judging", version=version, cursor=cursor)
             activity.heartbeat()
             await asyncio.sleep(POLL_S)
-        sampling = ChatSampling(temperature=self.settings.eval.temperature, max_tokens=self.settings.eval.max_tokens)
         gate = asyncio.Semaphore(self.settings.eval.concurrency)
 
-        async def pair(arm: str, turn_id: str) -> tuple[str, dict] | None:
-            req = await self.store.requests.load(turn_id)
-            served = await self.store.turns.response_text(turn_id)
+        async def pair(turn: LoggedTurn) -> tuple[str, dict] | None:
+            req = await self.store.requests.load(turn.turn_id)
+            served = await self.store.turns.load(turn.turn_id)
             if req is None or served is None:  # expired, or forgotten: nothing to compare
                 return None
-            other = cand.incumbent if arm == "candidate" else cand.ref
+            other = cand.incumbent if turn.arm == "candidate" else cand.ref
+            # Sampled as the served answer was (its temperature and token limit), so neither side is judged for
+            # being longer or greedier than the other.
+            max_tokens = turn.max_tokens or self.settings.eval.max_tokens
+            sampling = ChatSampling(temperature=served.temperature, max_tokens=max_tokens)
             async with gate:
                 prompt = await self.rollout.render(req.messages, req.tools)
                 params = await self.rollout.params(sampling, len(prompt))
                 gen = await self.rollout.generate(prompt, params, tenant=inp.tenant, adapter=other)
             shadow = self.rollout.decode(gen.ids)
-            new, old = (served, shadow) if arm == "candidate" else (shadow, served)
-            return turn_id, {"candidate": new, "incumbent": old, "conversation": conversation_text(req.messages)}
+            new, old = (served.response_text, shadow) if turn.arm == "candidate" else (shadow, served.response_text)
+            return turn.turn_id, {"candidate": new, "incumbent": old, "conversation": conversation_text(req.messages)}
 
         async with heartbeating(10.0):
-            got = await asyncio.gather(*(pair(arm, tid) for arm, tid in turns))
+            got = await asyncio.gather(*(pair(t) for t in turns))
         pairs = dict(p for p in got if p is not None)
         run = activity.info().workflow_run_id[:12]
         key = await self.store.canaries.put_pairs(inp.tenant, version, run, cursor, pairs) if pairs else ""
@@ -139,8 +143,11 @@ class CanaryActivities:
                 tenant=inp.tenant, version=inp.version, verdict="superseded", reason=inp.reason, evidence=inp.evidence
             )
         if done.loser is not None:
-            async with WeightSyncClient.from_settings(self.settings) as client:
-                await client.unload_lora_adapter(done.loser.name)
+            try:
+                async with WeightSyncClient.from_settings(self.settings) as client:
+                    await client.unload_lora_adapter(done.loser.name)
+            except Exception as exc:  # decided and written: a server down keeps it loaded, serving no one
+                log.warning("could not unload a decided canary's loser", adapter=done.loser.name, error=str(exc))
         verdict = "promoted" if inp.promote else "rolled back"
         log.info(
             "canary decided", user=inp.tenant, version=inp.version, verdict=verdict, reason=inp.reason,

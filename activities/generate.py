@@ -24,6 +24,7 @@ from openclaw_rl.settings import Settings
 from policy_client import PolicyClient
 from policy_client.chat_output import generate_output
 from store.adapters import AdapterRef
+from store.canaries import LoggedTurn
 from store.client import Store
 from store.errors import StoreError, StoreFull, is_passing
 from store.turns import TurnTokens
@@ -60,15 +61,21 @@ class GenerateActivities:
                 log.warning("the store refuses writes for lack of room", turn_id=inp.turn_id, attempt=attempt)
             raise store_failure(exc, non_retryable=full and attempt >= STORAGE_FULL_ATTEMPTS) from exc
 
-    async def _canary_arm(self, tenant: str, turn_id: str, current: AdapterRef | None) -> AdapterRef | None:
+    async def _canary_arm(
+        self, inp: GenerateInput, current: AdapterRef | None
+    ) -> tuple[AdapterRef | None, tuple[int, LoggedTurn] | None]:
         """With a candidate pending for the user: the candidate serves `eval.canary.share` of their turns (by turn
-        id, so a retry takes the same arm), the incumbent the rest; either way the turn is logged for the judging."""
-        cand = await self.store.canaries.candidate(tenant)
+        id, so a retry takes the same arm), the incumbent the rest. Returns the adapter, and what to log for the
+        judging once the answer is kept (an opted-out turn is never logged: no content of it goes to a judge)."""
+        cand = await self.store.canaries.candidate(inp.tenant)
         if cand is None:
-            return current
-        arm = "candidate" if canary.serves_candidate(turn_id, self.settings.eval.canary.share) else "incumbent"
-        await self.store.canaries.log_turn(tenant, cand.ref.version, arm, turn_id)
-        return cand.ref if arm == "candidate" else cand.incumbent
+            return current, None
+        arm = "candidate" if canary.serves_candidate(inp.turn_id, self.settings.eval.canary.share) else "incumbent"
+        adapter = cand.ref if arm == "candidate" else cand.incumbent
+        if await self.store.users.turn_opted_out(inp.turn_id):
+            return adapter, None
+        logged = LoggedTurn(arm=arm, turn_id=inp.turn_id, max_tokens=inp.sampling.max_tokens)
+        return adapter, (cand.ref.version, logged)
 
     async def _generate(self, inp: GenerateInput, attempt: int) -> GenerateOutput:
         req = await self.store.requests.load(inp.turn_id)
@@ -84,13 +91,13 @@ class GenerateActivities:
         stream = await self.streams.open(inp.turn_id, attempt, self.rollout.renderer) if inp.stream else None
         done = stream.done if stream else StreamCheckpoint()
         gen = RolloutResult(finish=done.finish or "length")
+        adapter, canary_log = None, None
+        if self.settings.training.adapters == "per_user" and inp.tenant:  # the user's own adapter serves them
+            adapter = await self.store.adapters.current(inp.tenant)
+            if self.settings.eval.canary.enabled:
+                adapter, canary_log = await self._canary_arm(inp, adapter)
         if not done.finish:
             params = await self.rollout.params(inp.sampling, len(prompt_ids) + len(done.ids))
-            adapter = None
-            if self.settings.training.adapters == "per_user" and inp.tenant:  # the user's own adapter serves them
-                adapter = await self.store.adapters.current(inp.tenant)
-                if self.settings.eval.canary.enabled:
-                    adapter = await self._canary_arm(inp.tenant, inp.turn_id, adapter)
             async with heartbeating(self.settings.session.generate_heartbeat_s / 3):
                 gen = await self.rollout.generate(
                     prompt_ids + done.ids,
@@ -117,6 +124,8 @@ class GenerateActivities:
                 temperature=inp.sampling.temperature,
             ),
         )
+        if canary_log is not None:  # logged once answered and kept: the judging reads the answer
+            await self.store.canaries.log_turn(inp.tenant, *canary_log)
         if done.ids:
             log.info(
                 "generation resumed after a failed attempt",

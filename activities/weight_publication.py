@@ -156,12 +156,14 @@ class WeightPublisher:
                     servers = list(await client.load_lora_adapter(ref.name, ref.path))
                     if self.settings.eval.canary.enabled:  # a candidate until it earns promotion
                         proposed = await store.canaries.propose(owner, ref, began_at=state.began_at)
-                        if proposed.status == "candidate":
+                        if proposed.status in ("candidate", "next"):  # started or woken: none is left unjudged
                             candidates.append((owner, steps))
                         if proposed.status != "forgotten":
                             old = proposed.replaced_next
                             if old is not None and old.name != ref.name:  # a waiting version a newer one replaced
                                 await client.unload_lora_adapter(old.name)
+                            if proposed.status == "stale":  # not newer than the one judged: serves no one
+                                await client.unload_lora_adapter(ref.name)
                             continue
                     # Recorded only if no forget came since the check above or since the adapter began (one
                     # script): a forget in between takes the record, files and loaded copies it finds; this takes

@@ -30,22 +30,29 @@ ARMS = ("candidate", "incumbent")
 
 # KEYS: candidate, next, current, tombstone, adapters-forgotten-at. ARGV: ref json, version, began_at, now.
 # A forgotten user gets nothing. No candidate pending: this one is, against the current adapter (none: the base).
-# One pending: this one waits as the next (a newer next replaces an older).
+# One pending: this one waits as the next (a newer next replaces an older). A retried publication of the pending
+# candidate or of the waiting next changes nothing; a version not newer than the pending one is stale.
 _PROPOSE = """
 if redis.call('EXISTS', KEYS[4]) == 1 then return {0, false} end
 local at = redis.call('GET', KEYS[5])
 if at and tonumber(at) >= tonumber(ARGV[3]) then return {0, false} end
-if redis.call('EXISTS', KEYS[1]) == 1 then
+local pending = redis.call('HGET', KEYS[1], 'version')
+if pending then
+  if tonumber(ARGV[2]) == tonumber(pending) then return {1, false} end
+  if tonumber(ARGV[2]) < tonumber(pending) then return {3, false} end
+  local waiting = redis.call('GET', KEYS[2])
+  if waiting and tonumber(cjson.decode(waiting)['version']) >= tonumber(ARGV[2]) then return {2, false} end
   return {2, redis.call('SET', KEYS[2], ARGV[1], 'GET')}
 end
 local current = redis.call('GET', KEYS[3]) or ''
 redis.call('HSET', KEYS[1], 'version', ARGV[2], 'ref', ARGV[1], 'incumbent', current, 'since', ARGV[4])
 return {1, false}
 """
-# KEYS: candidate, current, next. ARGV: version, promote (1) or roll back (0), now.
-# Decides the pending candidate if it is `version`; then the next, if any, becomes the candidate against whatever is
-# current. Returns {done, loser ref, new candidate version}.
+# KEYS: candidate, current, next, tombstone. ARGV: version, promote (1) or roll back (0), now.
+# Decides the pending candidate if it is `version` (and its user was not forgotten meanwhile); then the next, if any,
+# becomes the candidate against whatever is current. Returns {done, loser ref, new candidate version}.
 _DECIDE = """
+if redis.call('EXISTS', KEYS[4]) == 1 then return {0, false, false} end
 if redis.call('HGET', KEYS[1], 'version') ~= ARGV[1] then return {0, false, false} end
 local ref = redis.call('HGET', KEYS[1], 'ref')
 local loser = ref
@@ -62,14 +69,24 @@ return {1, loser, tostring(version)}
 """
 
 
-# KEYS: the turn log, the set of turn ids in it. ARGV: entry, turn id, ttl.
+# KEYS: the turn log, the set of turn ids in it, the tombstone. ARGV: entry, turn id, ttl.
 _LOG = """
+if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
 if redis.call('SADD', KEYS[2], ARGV[2]) == 0 then return 0 end
 redis.call('RPUSH', KEYS[1], ARGV[1])
 redis.call('EXPIRE', KEYS[1], ARGV[3])
 redis.call('EXPIRE', KEYS[2], ARGV[3])
 return 1
 """
+
+
+class LoggedTurn(BaseModel):
+    """A turn answered while a candidate was judged: which arm answered it, and how it was sampled (the other
+    version answers it the same way)."""
+
+    arm: str
+    turn_id: str
+    max_tokens: int | None = None
 
 
 class Candidate(BaseModel):
@@ -81,7 +98,8 @@ class Candidate(BaseModel):
 
 class Proposed(BaseModel):
     status: str
-    """`candidate` (judged from now on), `next` (waits for the pending one), `forgotten` (nothing written)."""
+    """`candidate` (judged from now on, or already: a retry), `next` (waits for the pending one), `stale` (not newer
+    than the pending one: nothing written), `forgotten` (nothing written)."""
     replaced_next: AdapterRef | None = None
     """An older next version this one replaced (its loaded copies can go)."""
 
@@ -111,7 +129,7 @@ class CanaryRecords:
         done, raw = await self._propose(
             keys=keys, args=[ref.model_dump_json(), ref.version, repr(began_at), time.time()]
         )
-        status = {0: "forgotten", 1: "candidate", 2: "next"}[int(done)]
+        status = {0: "forgotten", 1: "candidate", 2: "next", 3: "stale"}[int(done)]
         return Proposed(status=status, replaced_next=AdapterRef.model_validate_json(raw) if raw else None)
 
     async def candidate(self, tenant: str) -> Candidate | None:
@@ -128,20 +146,17 @@ class CanaryRecords:
             since=float(got.get("since") or 0),
         )
 
-    async def log_turn(self, tenant: str, version: int, arm: str, turn_id: str) -> bool:
-        """Log a turn served while `version` is judged, once (a retried generation of it adds nothing)."""
+    async def log_turn(self, tenant: str, version: int, turn: LoggedTurn) -> bool:
+        """Log a turn answered while `version` is judged, once (a retried generation of it adds nothing); never for a
+        forgotten user."""
         key = canary_turns(tenant, version)
-        added = await self._log(keys=[key, f"{key}:seen"], args=[f"{arm} {turn_id}", turn_id, DATA_TTL_S])
-        return bool(added)
+        args = [turn.model_dump_json(), turn.turn_id, DATA_TTL_S]
+        return bool(await self._log(keys=[key, f"{key}:seen", forgotten(tenant)], args=args))
 
-    async def turns(self, tenant: str, version: int, start: int, count: int) -> list[tuple[str, str]]:
-        """(arm, turn id) of the turns served while `version` was judged, from the `start`th on."""
+    async def turns(self, tenant: str, version: int, start: int, count: int) -> list[LoggedTurn]:
+        """The turns answered while `version` was judged, from the `start`th on."""
         raw = await self._r.lrange(canary_turns(tenant, version), start, start + count - 1)
-        out = []
-        for item in raw:
-            arm, turn_id = _text(item).split(" ", 1)
-            out.append((arm, turn_id))
-        return out
+        return [LoggedTurn.model_validate_json(item) for item in raw]
 
     async def put_pairs(self, tenant: str, version: int, run: str, cursor: int, pairs: dict[str, dict]) -> str:
         """A round's answer pairs by turn id (`candidate`, `incumbent`, `conversation`), for the judge pool."""
@@ -154,7 +169,7 @@ class CanaryRecords:
         return None if raw is None else json.loads(self._seal.open(key, raw))
 
     async def decide(self, tenant: str, version: int, promote: bool) -> Decided:
-        keys = [adapter_candidate(tenant), user_adapter(tenant), adapter_next(tenant)]
+        keys = [adapter_candidate(tenant), user_adapter(tenant), adapter_next(tenant), forgotten(tenant)]
         done, loser, nxt = await self._decide(keys=keys, args=[str(version), "1" if promote else "0", time.time()])
         return Decided(
             done=bool(done),

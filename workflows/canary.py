@@ -10,6 +10,7 @@ continues as new with the user's next candidate, if one waited; else it ends (th
 from __future__ import annotations
 
 from temporalio import workflow
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from contracts.canary import (
@@ -39,7 +40,7 @@ class CanaryWorkflow:
         self.evidence = Evidence()
         self.version: int | None = None
         self.proposed: list[int] = []
-        """Candidates proposed since the last round began (control.canary's signal-with-start)."""
+        """Candidates proposed since the last round began (activities.canary_start's signal-with-start)."""
 
     @workflow.signal(name=CANDIDATE_SIGNAL)
     def candidate(self, version: int) -> None:
@@ -71,8 +72,12 @@ class CanaryWorkflow:
                 self.version, self.evidence = answers.version, Evidence()
             cursor = answers.cursor
             if answers.key:
-                judged: RoundVerdicts = await execute(CANARY_JUDGE, answers, task_queue=inp.judge_task_queue)
-                self.evidence = canary.add(self.evidence, judged.verdicts)
+                try:
+                    judged: RoundVerdicts = await execute(CANARY_JUDGE, answers, task_queue=inp.judge_task_queue)
+                except ActivityError:  # the round's answers are gone (expired, forgotten): its turns count for nothing
+                    workflow.logger.warning("a canary round could not be judged", extra={"tenant": inp.tenant})
+                else:
+                    self.evidence = canary.add(self.evidence, judged.verdicts)
             verdict, why = canary.decision(self.evidence, inp.worse, inp.alpha, inp.beta, inp.max_turns)
             if verdict is None:
                 continue
@@ -85,8 +90,10 @@ class CanaryWorkflow:
                 ),
                 task_queue=inp.judge_task_queue,
             )  # fmt: skip
-            if decided.next_version is None:
+            if decided.next_version is None and decided.verdict != "superseded" and not self.proposed:
                 return decided
+            # A version waits, or one was proposed meanwhile, or this decision had been written already (a retry):
+            # the next run reads whatever candidate is pending (none: it ends), so no candidate is left unjudged.
             workflow.continue_as_new(
                 inp.model_copy(update={"version": decided.next_version, "cursor": 0, "evidence": Evidence()})
             )

@@ -15,6 +15,7 @@ import redis
 from contracts.chat import tenant_of
 from openclaw_rl.encryption import Keyring
 from store.adapters import AdapterRef
+from store.canaries import LoggedTurn
 from store.client import Store, StoreAddress
 from tests.helpers import running_valkey
 
@@ -40,15 +41,21 @@ def test_candidates_wait_their_turn_and_a_decision_promotes_or_rolls_back(port):
         assert cand.ref == ref(ana, 1) and cand.incumbent is None  # judged against the base
         assert await store.adapters.current(ana) is None  # not served to everyone yet
 
+        assert (await store.canaries.propose(ana, ref(ana, 1))).status == "candidate"  # a retried publication
         assert (await store.canaries.propose(ana, ref(ana, 2))).status == "next"
         third = await store.canaries.propose(ana, ref(ana, 3))
         assert third.status == "next" and third.replaced_next == ref(ana, 2)  # the newest waits
+        assert (await store.canaries.propose(ana, ref(ana, 3))).status == "next"  # a retry: nothing replaced
+        assert (await store.canaries.propose(ana, ref(ana, 2))).status == "next"  # older than the waiting one
+        assert (await store.canaries.propose(ana, ref(ana, 0))).status == "stale"  # older than the judged one
+        assert (await store.canaries.candidate(ana)).ref == ref(ana, 1)
 
-        assert await store.canaries.log_turn(ana, 1, "candidate", "t1")
-        assert not await store.canaries.log_turn(ana, 1, "candidate", "t1")  # a retried generation
-        assert await store.canaries.log_turn(ana, 1, "incumbent", "t2")
-        assert await store.canaries.turns(ana, 1, 0, 10) == [("candidate", "t1"), ("incumbent", "t2")]
-        assert await store.canaries.turns(ana, 1, 1, 10) == [("incumbent", "t2")]
+        t1, t2 = LoggedTurn(arm="candidate", turn_id="t1", max_tokens=8), LoggedTurn(arm="incumbent", turn_id="t2")
+        assert await store.canaries.log_turn(ana, 1, t1)
+        assert not await store.canaries.log_turn(ana, 1, t1)  # a retried generation
+        assert await store.canaries.log_turn(ana, 1, t2)
+        assert await store.canaries.turns(ana, 1, 0, 10) == [t1, t2]
+        assert await store.canaries.turns(ana, 1, 1, 10) == [t2]
 
         assert not (await store.canaries.decide(ana, 7, promote=True)).done  # not the pending one
         promoted = await store.canaries.decide(ana, 1, promote=True)
@@ -62,13 +69,17 @@ def test_candidates_wait_their_turn_and_a_decision_promotes_or_rolls_back(port):
         assert await store.adapters.current(ana) == ref(ana, 1) and await store.canaries.candidate(ana) is None
         assert not (await store.canaries.decide(ana, 3, promote=False)).done  # a retry of the decision
 
+        bo = tenant_of("bo")
+        assert (await store.canaries.propose(bo, ref(bo, 1))).status == "candidate"
         await store.users.tombstone("bo")
-        assert (await store.canaries.propose(tenant_of("bo"), ref(tenant_of("bo"), 1))).status == "forgotten"
-        assert await store.canaries.candidate(tenant_of("bo")) is None
+        assert (await store.canaries.propose(bo, ref(bo, 2))).status == "forgotten"
+        assert not await store.canaries.log_turn(bo, 1, t1)  # a forget between the generation and its log
+        assert not (await store.canaries.decide(bo, 1, promote=True)).done  # a decision racing the forget
+        assert await store.adapters.current(bo) is None
 
         assert (await store.canaries.propose(ana, ref(ana, 4))).status == "candidate"
         assert (await store.canaries.propose(ana, ref(ana, 5))).status == "next"
-        await store.canaries.log_turn(ana, 4, "candidate", "t9")
+        await store.canaries.log_turn(ana, 4, LoggedTurn(arm="candidate", turn_id="t9"))
         assert {r.name for r in await store.canaries.forget(ana)} == {ref(ana, 4).name, ref(ana, 5).name}
         assert await store.canaries.candidate(ana) is None and await store.canaries.turns(ana, 4, 0, 10) == []
         assert not redis.Redis(port=port).keys(f"oc:canary:{ana}:*")

@@ -124,6 +124,15 @@ async def decisions(stack: RunningStack, tenant: str) -> list[dict]:
     return out
 
 
+def logged(r: redis.Redis, tenant: str, version: int) -> list[tuple[str, str]]:
+    """(arm, weight version that served it) of each turn logged while `version` was the user's candidate."""
+    out = []
+    for raw in r.lrange(keys.canary_turns(tenant, version), 0, -1):
+        turn = json.loads(raw)
+        out.append((turn["arm"], r.hget(keys.turn_data(turn["turn_id"]), "weight_version")))
+    return out
+
+
 def test_a_preferred_candidate_is_promoted_and_a_losing_one_rolled_back_on_a_share_of_turns(stack):
     tenants = {u: tenant_of(u) for u in PREFERS}
     api_keys = {u: create_key(stack, u) for u in PREFERS}
@@ -136,19 +145,24 @@ def test_a_preferred_candidate_is_promoted_and_a_losing_one_rolled_back_on_a_sha
     deadline = time.monotonic() + 600
     try:
         while not all(found.get(u) for u in PREFERS):
-            assert time.monotonic() < deadline, (
-                found,
-                {u: r.hgetall(keys.adapter_candidate(t)) for u, t in tenants.items()},
-            )
+            pending = {u: r.hgetall(keys.adapter_candidate(t)) for u, t in tenants.items()}
+            assert time.monotonic() < deadline, (found, pending)
             assert all(t.is_alive() for t in threads), "a chat thread failed"
             time.sleep(3)
             found = {u: asyncio.run(decisions(stack, t)) for u, t in tenants.items()}
+        ines, omar = found["ines"][0], found["omar"][0]
+        # The users go on talking: their turns under the next candidate (if one waited) show who serves them now.
+        after = {"ines": ines.get("next_version"), "omar": omar.get("next_version")}
+        until = time.monotonic() + 90
+        while time.monotonic() < until and any(
+            v is not None and len(logged(r, tenants[u], v)) < 4 for u, v in after.items()
+        ):
+            time.sleep(2)
     finally:
         stop.set()
         for t in threads:
             t.join(timeout=120)
 
-    ines, omar = found["ines"][0], found["omar"][0]
     assert ines["verdict"] == "promoted" and ines["evidence"]["wins"] >= 5, ines
     assert ines["evidence"]["losses"] == 0 and ines["reason"].startswith("promoted:")
     assert omar["verdict"] == "rolled back" and omar["evidence"]["losses"] >= 4 and omar["evidence"]["wins"] == 0, omar
@@ -156,10 +170,17 @@ def test_a_preferred_candidate_is_promoted_and_a_losing_one_rolled_back_on_a_sha
     assert promoted["version"] >= ines["version"]
     assert r.get(keys.user_adapter(tenants["omar"])) is None  # every candidate of his lost: the base serves him
 
-    # Omar's rolled-back candidate served about its share of his turns while judged, and none after the decision.
-    logged = r.lrange(keys.canary_turns(tenants["omar"], omar["version"]), 0, -1)
-    arms = [entry.split(" ", 1)[0] for entry in logged]
-    assert omar["evidence"]["turns"] <= len(arms)
-    assert 0 < arms.count("candidate") < len(arms)
-    time.sleep(2)
-    assert len(r.lrange(keys.canary_turns(tenants["omar"], omar["version"]), 0, -1)) == len(logged)
+    # While judged, each arm was served by its own version: the candidate's turns by it, the incumbent's by the base
+    # (their first versions were judged against the base model, version "0"); the candidate took some, not all.
+    for user, d in (("ines", ines), ("omar", omar)):
+        arms = logged(r, tenants[user], d["version"])
+        assert d["evidence"]["turns"] <= len(arms)
+        assert {a for a, _ in arms} == {"candidate", "incumbent"}, arms
+        assert all(served == (str(d["version"]) if arm == "candidate" else "0") for arm, served in arms), arms
+    # After the decisions: ines's incumbent is her promoted version, omar's still the base; his rolled-back version
+    # serves none of his turns.
+    if after["ines"] is not None:
+        assert {v for a, v in logged(r, tenants["ines"], after["ines"]) if a == "incumbent"} <= {str(ines["version"])}
+    if after["omar"] is not None:
+        served = logged(r, tenants["omar"], after["omar"])
+        assert served and str(omar["version"]) not in {v for _, v in served}, served
