@@ -13,8 +13,8 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import heartbeating
+from activities.pairwise import PairwiseActivities
 from activities.progress import conversation_text
-from activities.rollout import Rollout
 from activities.store_errors import store_outage_is_retryable
 from contracts.canary import (
     CANARY_ANSWERS,
@@ -28,37 +28,15 @@ from contracts.canary import (
 )
 from contracts.chat import ChatSampling
 from contracts.errors import ErrorType
-from contracts.progress import Verdicts
-from evals import progress
-from judges import Judge, JudgeCallError, make_judge
-from judges.base import PairwiseContext
-from openclaw_rl.settings import Settings
-from policy_client import PolicyClient
 from policy_client.weight_sync import WeightSyncClient
 from store.canaries import LoggedTurn
-from store.client import Store
 
 log = structlog.get_logger(__name__)
 
 POLL_S = 1.0
 
 
-class CanaryActivities:
-    def __init__(self, settings: Settings, policy: bool = False):
-        """`policy`: this process answers (the policy pool); the judge pool judges and decides."""
-        self.settings = settings
-        self.store = Store.from_settings(settings)
-        self.policy = PolicyClient.from_settings(settings) if policy else None
-        self._rollout: Rollout | None = None
-        self._judge: Judge | None = None
-
-    @property
-    def rollout(self) -> Rollout:
-        if self._rollout is None:
-            assert self.policy is not None, "canary_answers runs on the policy pool"
-            self._rollout = Rollout(self.settings, self.store, self.policy)
-        return self._rollout
-
+class CanaryActivities(PairwiseActivities):
     # ---- policy pool ------------------------------------------------------------------------------------------
     @activity.defn(name=CANARY_ANSWERS.name)
     @store_outage_is_retryable
@@ -114,23 +92,10 @@ class CanaryActivities:
                 type=ErrorType.INVALID_REQUEST,
                 non_retryable=True,
             )
-        if self._judge is None:
-            self._judge = make_judge(self.settings)
-        judge = self._judge
-
-        async def both_orders(p: dict) -> Verdicts:
-            new, old, convo = p["candidate"], p["incumbent"], p["conversation"]
-            try:
-                first, second = await asyncio.gather(
-                    judge.pairwise(PairwiseContext(conversation=convo, answer_a=new, answer_b=old)),
-                    judge.pairwise(PairwiseContext(conversation=convo, answer_a=old, answer_b=new)),
-                )
-            except JudgeCallError as exc:
-                raise ApplicationError(str(exc), type=ErrorType.JUDGE_CALL_FAILED) from exc
-            return progress.verdicts(progress.parse_preference(first), progress.parse_preference(second))
-
         async with heartbeating(10.0):
-            verdicts = await asyncio.gather(*(both_orders(p) for p in pairs.values()))
+            verdicts = await asyncio.gather(
+                *(self.both_orders(p["conversation"], p["candidate"], p["incumbent"]) for p in pairs.values())
+            )
         return RoundVerdicts(turn_ids=list(pairs), verdicts=list(verdicts))
 
     @activity.defn(name=CANARY_DECIDE.name)
@@ -157,10 +122,3 @@ class CanaryActivities:
             tenant=inp.tenant, version=inp.version, verdict=verdict, reason=inp.reason, evidence=inp.evidence,
             next_version=done.next_version,
         )  # fmt: skip
-
-    async def aclose(self) -> None:
-        if self._judge is not None:
-            await self._judge.aclose()
-        if self.policy is not None:
-            await self.policy.aclose()
-        await self.store.aclose()

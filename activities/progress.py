@@ -17,7 +17,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import heartbeating
-from activities.rollout import Rollout
+from activities.pairwise import PairwiseActivities
 from activities.store_errors import store_outage_is_retryable
 from contracts.chat import ChatSampling
 from contracts.errors import ErrorType
@@ -34,12 +34,8 @@ from contracts.progress import (
     UsersWithHeldOut,
 )
 from evals import progress
-from judges import Judge, JudgeCallError, make_judge
-from judges.base import PairwiseContext
 from openclaw_rl.settings import Settings
-from policy_client import PolicyClient
 from policy_client.chat import message_text
-from store.client import Store
 
 log = structlog.get_logger(__name__)
 
@@ -53,22 +49,7 @@ def conversation_text(messages: list[dict]) -> str:
     return text if len(text) <= CONVERSATION_CHARS else "…" + text[-CONVERSATION_CHARS:]
 
 
-class ProgressActivities:
-    def __init__(self, settings: Settings, policy: bool = False):
-        """`policy`: this process answers (the policy pool) and needs a policy client; the judge pool judges."""
-        self.settings = settings
-        self.store = Store.from_settings(settings)
-        self.policy = PolicyClient.from_settings(settings) if policy else None
-        self._rollout: Rollout | None = None
-        self._judge: Judge | None = None
-
-    @property
-    def rollout(self) -> Rollout:
-        if self._rollout is None:  # loads the tokenizer: only once a report is asked for
-            assert self.policy is not None, "progress_answers runs on the policy pool"
-            self._rollout = Rollout(self.settings, self.store, self.policy)
-        return self._rollout
-
+class ProgressActivities(PairwiseActivities):
     # ---- policy pool ------------------------------------------------------------------------------------------
     @activity.defn(name=PROGRESS_ANSWERS.name)
     @store_outage_is_retryable
@@ -135,25 +116,16 @@ class ProgressActivities:
             )
         held = {t.turn_id: t for t in await self.store.progress.held_out(ref.tenant)}
         turns = [held[tid] for tid in answers if tid in held]  # a turn forgotten meanwhile is left out
-        if self._judge is None:
-            self._judge = make_judge(self.settings)
-        judge = self._judge
+        judge = self.judge
         started = time.monotonic()
 
-        async def both_orders(turn: HeldOutTurn) -> progress.Judged:
-            new, old, convo = answers[turn.turn_id], turn.answer, conversation_text(turn.messages)
-            try:
-                first, second = await asyncio.gather(
-                    judge.pairwise(PairwiseContext(conversation=convo, answer_a=new, answer_b=old)),
-                    judge.pairwise(PairwiseContext(conversation=convo, answer_a=old, answer_b=new)),
-                )
-            except JudgeCallError as exc:
-                raise ApplicationError(str(exc), type=ErrorType.JUDGE_CALL_FAILED) from exc
-            verdicts = progress.verdicts(progress.parse_preference(first), progress.parse_preference(second))
+        async def judged_turn(turn: HeldOutTurn) -> progress.Judged:
+            new = answers[turn.turn_id]
+            verdicts = await self.both_orders(conversation_text(turn.messages), new, turn.answer)
             return progress.Judged(turn=turn, answer=new, verdicts=verdicts)
 
         async with heartbeating(10.0):
-            judged = await asyncio.gather(*(both_orders(t) for t in turns))
+            judged = await asyncio.gather(*(judged_turn(t) for t in turns))
         cfg = self.settings.eval.progress
         report = ProgressReport(
             tenant=ref.tenant,
@@ -188,13 +160,6 @@ class ProgressActivities:
         tenants = await self.store.progress.tenants_with_held_out()
         names = await self.store.users.names_of(tenants)  # a pseudonym with no name left: forgotten, skipped
         return UsersWithHeldOut(tenants=[t for t in tenants if t in names])
-
-    async def aclose(self) -> None:
-        if self._judge is not None:
-            await self._judge.aclose()
-        if self.policy is not None:
-            await self.policy.aclose()
-        await self.store.aclose()
 
 
 def _no_turns(settings: Settings) -> str:

@@ -26,7 +26,7 @@ from store import keys
 from tests.api.conftest import chat_stack_env, create_key
 from tests.api.test_user_data import store_hits, users_cli
 from tests.helpers import RunningStack, workflow_exists
-from tests.learning.conftest import ScriptedJudge
+from tests.learning.conftest import ScriptedJudge, flat, pairwise_judge
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -34,25 +34,15 @@ SERVED: set[str] = set()
 PAIRWISE: list[tuple[str, str]] = []
 
 
-def _flat(text: str) -> str:
-    return " ".join(text.split())
-
-
-def decide(messages: list[dict]) -> str | None:
-    system, user = messages[0]["content"], messages[-1]["content"]
-    if "compare two responses" in system:
-        a, b = user.split("## Response A\n", 1)[1].split("\n\n## Response B\n", 1)
-        PAIRWISE.append((a, b))
-        a_new, b_new = _flat(a) not in SERVED, _flat(b) not in SERVED
-        return "\\boxed{A}" if a_new and not b_new else "\\boxed{B}" if b_new and not a_new else "\\boxed{tie}"
-    if "(PRM) evaluating" in system:
-        return "Helpful. \\boxed{1}"
-    return "No hindsight. \\boxed{-1}"  # hint votes
+def prefer_unserved(a: str, b: str, conversation: str) -> str:
+    PAIRWISE.append((a, b))
+    a_new, b_new = flat(a) not in SERVED, flat(b) not in SERVED
+    return "A" if a_new and not b_new else "B" if b_new and not a_new else "tie"
 
 
 @pytest.fixture(scope="module")
 def stack(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory):
-    with ScriptedJudge(["\\boxed{0}"], decide=decide) as judge:
+    with ScriptedJudge(["\\boxed{0}"], decide=pairwise_judge(prefer_unserved)) as judge:
         env = chat_stack_env(
             tmp_path_factory.mktemp("progress") / "data",
             tiny_model,
@@ -76,7 +66,7 @@ def chat(stack: RunningStack, key: str, session: str, history: list[dict]) -> st
     )
     assert r.status_code == 200, r.text
     text = r.json()["choices"][0]["message"]["content"]
-    SERVED.add(_flat(text))
+    SERVED.add(flat(text))
     return text
 
 

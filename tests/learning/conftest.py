@@ -69,6 +69,26 @@ class ScriptedJudge:
         self.http.stop()
 
 
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def pairwise_judge(pick: Callable[[str, str, str], str]) -> Callable[[list[dict]], str]:
+    """A ScriptedJudge `decide` for the pairwise prompt (judges.prompts): `pick(a, b, conversation)` says `A`, `B`
+    or `tie`; PRM votes say helpful (+1), hint votes say no hint."""
+
+    def decide(messages: list[dict]) -> str:
+        system, user = messages[0]["content"], messages[-1]["content"]
+        if "compare two responses" in system:
+            a, b = user.split("## Response A\n", 1)[1].split("\n\n## Response B\n", 1)
+            return f"\\boxed{{{pick(a, b, user)}}}"
+        if "(PRM) evaluating" in system:
+            return "Helpful. \\boxed{1}"
+        return "No hindsight. \\boxed{-1}"  # hint votes
+
+    return decide
+
+
 def chat(stack: RunningStack, key: str, sid: str, messages: list[dict], max_tokens: int = 8) -> dict:
     r = httpx.post(
         f"{stack.api}/v1/chat/completions",

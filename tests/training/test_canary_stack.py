@@ -25,7 +25,7 @@ from contracts.chat import tenant_of
 from store import keys
 from tests.api.conftest import chat_stack_env, create_key
 from tests.helpers import RunningStack
-from tests.learning.conftest import ScriptedJudge
+from tests.learning.conftest import ScriptedJudge, flat, pairwise_judge
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -33,37 +33,27 @@ PREFERS = {"ines": "candidate", "omar": "incumbent"}
 STORE: dict[str, redis.Redis] = {}
 
 
-def _flat(text: str) -> str:
-    return " ".join(text.split())
-
-
 def _pair_of(a: str, b: str) -> dict | None:
     r = STORE["r"]
     for key in r.scan_iter("oc:canary:*:pairs:*"):
         for pair in json.loads(r.get(key) or "{}").values():
-            if {_flat(pair["candidate"]), _flat(pair["incumbent"])} == {_flat(a), _flat(b)}:
+            if {flat(pair["candidate"]), flat(pair["incumbent"])} == {flat(a), flat(b)}:
                 return pair
     return None
 
 
-def decide(messages: list[dict]) -> str | None:
-    system, user = messages[0]["content"], messages[-1]["content"]
-    if "compare two responses" in system:
-        a, b = user.split("## Response A\n", 1)[1].split("\n\n## Response B\n", 1)
-        pair = _pair_of(a, b)
-        if pair is None or _flat(a) == _flat(b):
-            return "\\boxed{tie}"
-        who = next(u for u in PREFERS if f"[{u}]" in user)
-        wanted = _flat(pair[PREFERS[who]])
-        return "\\boxed{A}" if _flat(a) == wanted else "\\boxed{B}"
-    if "(PRM) evaluating" in system:
-        return "Helpful. \\boxed{1}"
-    return "No hindsight. \\boxed{-1}"  # hint votes
+def prefer_by_user(a: str, b: str, conversation: str) -> str:
+    """ines's candidate, omar's incumbent, in either position (a tie when the answers are the same)."""
+    pair = _pair_of(a, b)
+    if pair is None or flat(a) == flat(b):
+        return "tie"
+    who = next(u for u in PREFERS if f"[{u}]" in conversation)
+    return "A" if flat(a) == flat(pair[PREFERS[who]]) else "B"
 
 
 @pytest.fixture(scope="module")
 def stack(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory):
-    with ScriptedJudge(["\\boxed{0}"], decide=decide) as judge:
+    with ScriptedJudge(["\\boxed{0}"], decide=pairwise_judge(prefer_by_user)) as judge:
         env = chat_stack_env(
             tmp_path_factory.mktemp("canary") / "data",
             tiny_model,
