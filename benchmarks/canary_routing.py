@@ -1,8 +1,9 @@
 """What canary routing adds to a chat turn (eval.canary): the generate activity's own choice of arm, timed.
 
-Runs `GenerateActivities._canary_arm` (the code a turn runs before it generates: the user's candidate looked up in
-the store, the arm chosen by the turn id, the turn logged once) against a real valkey, for `--turns` turns of one
-user: with no candidate pending (one store read) and with one pending (a read and the log script). Prints p50 and
+Runs `GenerateActivities._canary_arm` (the user's candidate looked up in the store, the arm chosen by the turn id,
+the turn's opt-out checked) and the log of the turn once answered, as generate does, against a real valkey, for
+`--turns` turns of one user: with no candidate pending (one store read) and with one pending (two reads and the log
+script). Prints p50 and
 p99 per turn in milliseconds; the target is <= 2 ms p50 (issue 44). The rest of a turn is unchanged by canaries.
 
     .venv/bin/python benchmarks/canary_routing.py [--turns 2000]
@@ -23,10 +24,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 async def timed(gen, tenant: str, turns: int, tag: str) -> list[float]:
+    """Per turn: the arm chosen (the candidate read, the opt-out checked), then the turn logged, as generate does."""
+    from contracts.chat import ChatSampling, GenerateInput
+
     out = []
     for i in range(turns):
+        inp = GenerateInput(turn_id=f"{tag}-turn-{i}", sampling=ChatSampling(max_tokens=64), tenant=tenant)
         t = time.perf_counter()
-        await gen._canary_arm(tenant, f"{tag}-turn-{i}", None)
+        _, logged = await gen._canary_arm(inp, None)
+        if logged is not None:
+            await gen.store.canaries.log_turn(tenant, *logged)
         out.append((time.perf_counter() - t) * 1000)
     return out
 
