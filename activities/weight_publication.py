@@ -114,7 +114,12 @@ class WeightPublisher:
             if isinstance(trainer, UserAdapterTrainer):
                 return await self._adapters(trainer, version, started)
             async with WeightSyncClient.from_settings(self.settings) as client:
-                behind = [url for url, v in (await client.weight_versions()).items() if v != str(version)]
+                # A server that does not answer now (its host cut off or restarting) must not hold the version back
+                # from the others: it catches up when it answers again (stack.router.admit_caught_up).
+                served = await client.answering(self.settings.training.weight_sync.probe_timeout_s)
+            if not served:
+                raise WeightSyncError(None, "/get_weight_version", f"no policy server answers: {client.urls}")
+            behind = [url for url, v in served.items() if v != str(version)]
             if not behind:
                 return PublishedWeights(version=version, route="none", servers=[], seconds=0.0)
             mode = self.settings.training.weight_sync.mode
@@ -122,7 +127,7 @@ class WeightPublisher:
             if mode in ("auto", "memory") and self.settings.embedded_engine:
                 nbytes = await self._hand_over(trainer, version, behind)
                 route = "memory" if nbytes else "disk"
-            elif mode == "distributed" and await self._broadcast(trainer, version):
+            elif mode == "distributed" and await self._broadcast(trainer, version, list(served)):
                 route = "distributed"
             if route == "disk":
                 nbytes = await self._weights_to_disk(trainer, version)
@@ -272,22 +277,21 @@ class WeightPublisher:
                 if await self._broadcast(trainer, inp.version):
                     b = self._broadcaster
                     sender = " from the megatron job's rank 0" if b.rank0.sends_own_weights else ""
-                    return [
-                        f"version {inp.version} broadcast to {len(b.client.urls)} servers ({b.group_name})" + sender
-                    ]
+                    return [f"version {inp.version} broadcast to {len(b.members)} servers ({b.group_name})" + sender]
             log.info("the servers load the checkpoint from disk", version=inp.version)
         return await self._load_from_disk(inp.checkpoint, inp.version)
 
     # ---- over a process group ----------------------------------------------------------------------------------------
-    async def _broadcast(self, trainer: PolicyTrainer, version: int) -> bool:
-        """Broadcast the trainer's weights as `version`; False when the servers must load them from disk instead
-        (the sync failed: logged, generation continued); with `disk_fallback` false a failure raises a retryable
-        WEIGHT_LOAD_FAILED instead. Call with the step lock held."""
+    async def _broadcast(self, trainer: PolicyTrainer, version: int, answering: list[str] | None = None) -> bool:
+        """Broadcast the trainer's weights as `version` to the servers `answering` (None: those that answer now);
+        False when the servers must load them from disk instead (the sync failed: logged, generation continued); with
+        `disk_fallback` false a failure raises a retryable WEIGHT_LOAD_FAILED instead. Call with the step lock
+        held."""
         broadcaster = await self._broadcaster_for(trainer)
         try:
             own = broadcaster.rank0.sends_own_weights  # a megatron job's rank 0 gathers and sends them itself
             state = None if own else await asyncio.to_thread(hf_state_dict, trainer)
-            await broadcaster.publish(state, str(version))
+            await broadcaster.publish(state, str(version), answering)
         except GenerationStillPaused as exc:
             # Falling back to disk would not help: a server may be holding its requests. Retrying sends the
             # version again and continues generation again.

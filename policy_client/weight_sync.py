@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import inspect
 import math
 import os
@@ -47,6 +48,9 @@ DEFAULT_GROUP_NAME = "weight_update_group"
 WIRE_DTYPES = ("float32", "float16", "bfloat16", "float64")
 """Dtypes a tensor may travel in (SGLang's names: torch's without the `torch.` prefix, which is tolerated)."""
 CONTROL_ATTEMPTS = 3
+CONTROL_TIMEOUT_S = 30.0
+"""Pause, continue and a group's destroy answer at once on a live server: waiting the broadcast's timeout for each
+attempt on one that went silent would hold a publication for minutes."""
 """Tries of an idempotent call (pause, continue, destroy) against transport errors and 5xx."""
 
 
@@ -325,6 +329,28 @@ class WeightSyncClient:
     async def aclose(self) -> None:
         await self._http.aclose()
 
+    def only(self, urls: list[str]) -> "WeightSyncClient":
+        """This client (its connections, key and timeouts) for those of its servers in `urls` alone. A view: close
+        the client it came from, not the view."""
+        view = copy.copy(self)
+        view.urls = [u for u in self.urls if u in urls]
+        return view
+
+    async def answering(self, timeout_s: float) -> dict[str, str | None]:
+        """The weight_version of each server that answers /get_weight_version within `timeout_s` (a host cut off or
+        gone does not), in the client's order. One look each, no retry: it decides who takes part in a publication
+        now."""
+
+        async def one(url: str) -> tuple[bool, str | None]:
+            try:
+                resp = await self._http.get(f"{url}/get_weight_version", timeout=timeout_s)
+                return resp.status_code < 400, resp.json().get("weight_version") if resp.status_code < 400 else None
+            except (httpx.TransportError, ValueError, AttributeError):
+                return False, None
+
+        answers = await asyncio.gather(*(one(u) for u in self.urls))
+        return {u: v for u, (ok, v) in zip(self.urls, answers) if ok}
+
     async def __aenter__(self) -> "WeightSyncClient":
         return self
 
@@ -340,7 +366,9 @@ class WeightSyncClient:
 
     async def destroy_group_on(self, url: str, group_name: str) -> str:
         body = DestroyWeightsUpdateGroupRequest(group_name=group_name)
-        return await self._post(url, "/destroy_weights_update_group", body, attempts=CONTROL_ATTEMPTS)
+        return await self._post(
+            url, "/destroy_weights_update_group", body, attempts=CONTROL_ATTEMPTS, timeout_s=CONTROL_TIMEOUT_S
+        )
 
     async def load_lora_adapter(self, name: str, path: str) -> list[str]:
         """Every server loads the PEFT adapter at `path` as `name` (SGLang's /load_lora_adapter); one that has it
@@ -437,7 +465,14 @@ class WeightSyncClient:
         body = PauseGenerationRequest(mode=mode)
         await asyncio.gather(
             *(
-                self._post(u, "/pause_generation", body, attempts=CONTROL_ATTEMPTS, expect_result=False)
+                self._post(
+                    u,
+                    "/pause_generation",
+                    body,
+                    attempts=CONTROL_ATTEMPTS,
+                    expect_result=False,
+                    timeout_s=CONTROL_TIMEOUT_S,
+                )
                 for u in self.urls
             )
         )
@@ -452,6 +487,7 @@ class WeightSyncClient:
                     ContinueGenerationRequest(),
                     attempts=CONTROL_ATTEMPTS,
                     expect_result=False,
+                    timeout_s=CONTROL_TIMEOUT_S,
                 )
                 for u in self.urls
             ),
@@ -487,11 +523,14 @@ class WeightSyncClient:
         *,
         attempts: int = 1,
         expect_result: bool = True,
+        timeout_s: float | None = None,
     ) -> str:
-        """POST `body`; the server's message. Raises WeightSyncError on a refusal or when no attempt got through."""
+        """POST `body`; the server's message. Raises WeightSyncError on a refusal or when no attempt got through.
+        `timeout_s`: each attempt's bound (None: the client's)."""
+        bound = {} if timeout_s is None else {"timeout": timeout_s}
         for attempt in range(1, attempts + 1):
             try:
-                resp = await self._http.post(f"{url}{path}", json=body.model_dump())
+                resp = await self._http.post(f"{url}{path}", json=body.model_dump(), **bound)
             except httpx.TransportError as exc:
                 reason = f"no answer ({type(exc).__name__}: {exc})"
             else:

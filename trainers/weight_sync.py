@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import itertools
 import math
 import os
@@ -276,20 +277,37 @@ class WeightBroadcaster:
         self.wire_dtype = resolve_wire_dtype(cfg.wire_dtype, bf16_on_cuda)
         self.rank0 = rank0 if rank0 is not None else InProcessRankZero(device)
         self._group: str | None = None
+        self._members = client
+        """The servers of the group (a view of `client`): those that answered when it was set up."""
 
     @property
     def group_name(self) -> str | None:
         return self._group
 
-    async def publish(self, state: dict[str, torch.Tensor] | None, version: str) -> None:
+    @property
+    def members(self) -> list[str]:
+        """The servers the last publication went to."""
+        return self._members.urls
+
+    async def publish(
+        self, state: dict[str, torch.Tensor] | None, version: str, answering: list[str] | None = None
+    ) -> None:
         """Send `state` (None: rank 0's own weights, for a rank 0 that holds them) as `version` to every server,
         generation paused meanwhile; raises WeightSyncError (the group is dropped; the servers keep serving their
-        old weights) or GenerationStillPaused."""
+        old weights) or GenerationStillPaused. `answering`: the servers the caller just found answering (else each
+        is asked here).
+
+        Only the servers that answer now take part: one cut off would hold the others paused until the collective's
+        timeout. A server left out serves its old version until a later publication reaches it; an engine behind
+        the published version is kept out of rotation meanwhile (stack.router.admit_caught_up)."""
+        if answering is None:
+            answering = list(await self.client.answering(self.cfg.probe_timeout_s))
+        await self._take_part(answering)
         await self.ensure_group()
         try:
             try:
-                await self.client.pause("in_place")
-                await self._send(state, version)
+                await self._members.pause("in_place")
+                await self._send_watched(state, version)
             finally:  # also after a pause that reached only some servers
                 await self._resume()
             await self._check_served(version)
@@ -303,13 +321,26 @@ class WeightBroadcaster:
             await asyncio.shield(self.reset("the publication was cancelled"))
             raise
 
+    async def _take_part(self, answering: list[str]) -> None:
+        """Make the servers that answer the group's members; a change drops the group kept from before."""
+        if not answering:
+            raise WeightSyncError(None, "/get_weight_version", f"no policy server answers: {self.client.urls}")
+        if answering == self._members.urls:
+            return
+        left_out = [u for u in self.client.urls if u not in answering]
+        if left_out:
+            log.warning("policy servers that do not answer are left out of this publication", servers=left_out)
+        self._members = self._members.only(answering)  # the group's end on a server that does not answer is moot
+        await self.reset(f"the servers that answer are now {answering}")
+        self._members = self.client.only(answering)
+
     async def ensure_group(self) -> None:
         """Set the group up unless one is kept from an earlier version; raises WeightSyncError."""
         if self._group is not None:
             return
         name = f"{GROUP_PREFIX}-{os.getpid()}-{_INCARNATION}-{next(_GROUP_NUMBERS)}"
         port = self.cfg.master_port or free_port(host="")  # the servers connect from anywhere
-        world = len(self.client.urls) + 1
+        world = len(self._members.urls) + 1
         spec = GroupSpec(
             master_address=self.cfg.master_addr,
             master_port=port,
@@ -320,7 +351,7 @@ class WeightBroadcaster:
         )
         joins = [
             asyncio.ensure_future(
-                self.client.init_group(
+                self._members.init_group(
                     url,
                     InitWeightsUpdateGroupRequest(
                         master_address=self.cfg.master_addr,
@@ -332,7 +363,7 @@ class WeightBroadcaster:
                     ),
                 )
             )
-            for rank, url in enumerate(self.client.urls, start=1)
+            for rank, url in enumerate(self._members.urls, start=1)
         ]
         try:
             await self.rank0.open_group(spec, joins)
@@ -355,10 +386,11 @@ class WeightBroadcaster:
             await self.rank0.close_group()
         except (WeightSyncError, RuntimeError, ValueError, OSError) as exc:
             log.warning("closing the trainer's end of the group failed", group=group, error=_first_line(exc))
+        members = self._members.urls
         results = await asyncio.gather(
-            *(self.client.destroy_group_on(url, group) for url in self.client.urls), return_exceptions=True
+            *(self._members.destroy_group_on(url, group) for url in members), return_exceptions=True
         )
-        for url, r in zip(self.client.urls, results):
+        for url, r in zip(members, results):
             if isinstance(r, BaseException):
                 log.info("a server did not destroy the group (it may have dropped it already)", url=url, error=str(r))
 
@@ -378,7 +410,7 @@ class WeightBroadcaster:
                 weight_version=version,
                 flush_cache=i == len(parts) - 1,
             )
-            posted = asyncio.ensure_future(self.client.update(req))
+            posted = asyncio.ensure_future(self._members.update(req))
             sent = asyncio.ensure_future(self.rank0.send_bucket(i))
             results = await asyncio.gather(posted, sent, return_exceptions=True)
             failed = [r for r in results if isinstance(r, BaseException)]
@@ -394,15 +426,37 @@ class WeightBroadcaster:
             rank0=type(self.rank0).__name__,
         )
 
+    async def _send_watched(self, state: dict[str, torch.Tensor] | None, version: str) -> None:
+        """`_send`, while the members are asked every `probe_timeout_s` whether they still answer: one silent twice
+        in a row (its host cut off or gone mid-publication) ends the publication then, not at the collective's
+        timeout, so the others are not held paused that long."""
+        sending = asyncio.ensure_future(self._send(state, version))
+        silent: set[str] = set()
+        try:
+            while True:
+                done, _ = await asyncio.wait({sending}, timeout=self.cfg.probe_timeout_s)
+                if done:
+                    return sending.result()
+                answering = await self._members.answering(self.cfg.probe_timeout_s)
+                now = {u for u in self._members.urls if u not in answering}
+                if gone := sorted(now & silent):
+                    raise WeightSyncError(gone[0], "/get_weight_version", "stopped answering during the publication")
+                silent = now
+        finally:
+            if not sending.done():
+                sending.cancel()
+                with contextlib.suppress(BaseException):
+                    await sending
+
     async def _resume(self) -> None:
         try:
-            await self.client.resume()
+            await self._members.resume()
         except WeightSyncError as exc:
             raise GenerationStillPaused(exc.url, exc.path, exc.reason) from exc
 
     async def _check_served(self, version: str) -> None:
-        """Every server must now serve `version` (one that only staged part of it would not)."""
-        served = await self.client.weight_versions()
+        """Every member must now serve `version` (one that only staged part of it would not)."""
+        served = await self._members.weight_versions()
         behind = {url: v for url, v in served.items() if v != version}
         if behind:
             raise WeightSyncError(

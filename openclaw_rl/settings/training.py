@@ -56,6 +56,9 @@ class WeightSyncSettings(BaseModel):
     timeout_s: float = Field(120.0, gt=0)
     """Upper bound on setting the group up and on one bucket's broadcast; past it the update falls back to disk (or,
     with `disk_fallback` false, fails and is retried)."""
+    probe_timeout_s: float = Field(10.0, gt=0)
+    """Before each broadcast every server is asked its version; one that does not answer within this is left out of
+    the publication (it would hold the others paused until `timeout_s`) and catches up at a later one."""
     disk_fallback: bool = True
     """distributed: a broadcast that fails (or a version the trainer does not hold) goes out through disk instead,
     `checkpoints/serve/v<version>` or the durable checkpoint's folder, loaded by every server by its path. Only

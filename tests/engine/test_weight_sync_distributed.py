@@ -17,6 +17,7 @@ import httpx
 import pytest
 import torch
 
+from openclaw_rl.ports import free_port
 from openclaw_rl.settings import WeightSyncSettings
 from policy_client.weight_sync import WeightSyncClient, WeightSyncError
 from tests.conftest import start_engine
@@ -200,6 +201,74 @@ DYING_TRAINER = textwrap.dedent(
     asyncio.run(main())
     """
 )
+
+
+async def test_a_server_that_does_not_answer_is_left_out_and_joins_once_it_answers(engine, tiny_model, tmp_path):
+    """A server that does not answer (stopped here, as a host whose link is cut) must not hold the others paused for
+    the collective's timeout: the publication goes to those that answer, and one that answers again is in the
+    next publication's group."""
+    import os
+    import signal
+
+    url, _ = engine
+    proc, other = start_engine(tiny_model, tmp_path)
+    cfg = WeightSyncSettings(mode="distributed", backend="gloo", bucket_mb=4.0, timeout_s=30, probe_timeout_s=1.0)
+    sender = WeightBroadcaster(cfg, WeightSyncClient([url, other], timeout_s=60), torch.device("cpu"))
+    try:
+        os.kill(proc.pid, signal.SIGSTOP)
+        async with httpx.AsyncClient(base_url=url, timeout=120) as http:
+            t0 = time.monotonic()
+            await sender.publish(perturbed_state(tiny_model, seed=31), "p1")
+            took = time.monotonic() - t0
+            assert (await served(http))["weight_version"] == "p1"
+            assert took < cfg.timeout_s / 2, f"the publication waited {took:.1f} s for the server that is gone"
+            group = sender.group_name
+            assert (await served(http))["weight_update_groups"] == [group]
+
+            os.kill(proc.pid, signal.SIGCONT)
+            await sender.publish(perturbed_state(tiny_model, seed=32), "p2")
+            assert sender.group_name != group  # set up afresh with both servers
+            async with httpx.AsyncClient(timeout=60) as both:
+                versions = [(await both.get(f"{u}/get_weight_version")).json()["weight_version"] for u in (url, other)]
+            assert versions == ["p2", "p2"]
+
+            # Silent mid-publication (stopped as the first bucket goes out): the publication ends within a few
+            # looks, not at the collective's timeout, and the server that answers is let go on its old weights.
+            members = sender._members
+            real_update = members.update
+            stopped_at: list[float] = []
+
+            async def stop_then_update(req):
+                if not stopped_at:
+                    os.kill(proc.pid, signal.SIGSTOP)
+                    stopped_at.append(time.monotonic())
+                return await real_update(req)
+
+            members.update = stop_then_update
+            publishing = asyncio.ensure_future(sender.publish(perturbed_state(tiny_model, seed=33), "p3"))
+            answer = await http.post("/generate", json={"text": "hello", "sampling_params": {"max_new_tokens": 2}})
+            waited = time.monotonic() - stopped_at[0]
+            assert answer.status_code == 200 and waited < cfg.timeout_s / 2, f"held paused {waited:.1f} s"
+            os.kill(proc.pid, signal.SIGCONT)  # lets the publication's last calls to it end
+            with pytest.raises(WeightSyncError, match="stopped answering"):
+                await publishing
+            assert (await served(http))["weight_version"] == "p2"
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+        await sender.close()
+        await sender.client.aclose()
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+async def test_a_publication_no_server_answers_fails_with_the_reason(tmp_path):
+    cfg = WeightSyncSettings(mode="distributed", backend="gloo", timeout_s=30, probe_timeout_s=1.0)
+    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    sender = WeightBroadcaster(cfg, WeightSyncClient([dead], timeout_s=5), torch.device("cpu"))
+    with pytest.raises(WeightSyncError, match="no policy server answers"):
+        await sender.publish({}, "x1")
+    assert sender.group_name is None
+    await sender.client.aclose()
 
 
 async def test_a_publication_cancelled_half_way_drops_the_group_and_what_it_staged(engine, tiny_model):
