@@ -29,6 +29,7 @@ import structlog
 from pydantic import BaseModel, Field
 
 from openclaw_rl import tracing
+from policy_client.rotation import EngineLeft, RotationWatch, wait_watched
 from policy_client.wire import (
     ErrorBody,
     FinishReason,
@@ -109,6 +110,7 @@ class PolicyClient:
         api_key: str = "",
         transport: httpx.AsyncBaseTransport | None = None,
         incremental_streaming: bool = True,
+        silence_probe_s: float = 5.0,
     ):
         """`urls`: where traffic goes (a router, or the servers themselves). `control_urls`: the servers that get
         every weight update and cache flush (None: `urls`, no router). `server_down_s`: how long a traffic URL that
@@ -116,7 +118,9 @@ class PolicyClient:
         `api_key`: sent as `Authorization: Bearer <key>` on every call (SGLang's --api-key); empty sends none.
         `incremental_streaming`: ask for incremental stream events (the embedded engine honours it per request; an
         SGLang server streams incrementally when launched with --incremental-streaming-output). Either way the
-        events are read by what they carry, so a server that sends cumulative snapshots is still understood."""
+        events are read by what they carry, so a server that sends cumulative snapshots is still understood.
+        `silence_probe_s`: a generation quiet this long asks whether its engine is still in rotation
+        (policy_client.rotation)."""
         self.incremental_streaming = incremental_streaming
         if not urls:
             raise ValueError("PolicyClient needs at least one server URL")
@@ -135,6 +139,10 @@ class PolicyClient:
             headers={"Authorization": f"Bearer {api_key}"} if api_key else None,
             transport=transport,
         )
+        self.silence_probe_s = silence_probe_s
+        self._rotation = RotationWatch(
+            self._http, routed=self.routed, traffic_urls=self.urls, timeout_s=connect_timeout_s
+        )
 
     @classmethod
     def from_settings(cls, settings: Any) -> "PolicyClient":
@@ -151,6 +159,7 @@ class PolicyClient:
             backoff_s=p.backoff_s,
             api_key=settings.policy_api_key().get_secret_value(),
             incremental_streaming=settings.embedded_engine or p.incremental_streaming,
+            silence_probe_s=p.silence_probe_s,
         )
 
     async def aclose(self) -> None:
@@ -175,7 +184,7 @@ class PolicyClient:
         """One generation. `tenant`: whose request it is (sent as X-Openclaw-Tenant; None: the system bucket).
         `lora_path`: the name of a LoRA adapter the server has loaded (SGLang's field; None: the base model)."""
         body = _generate_body(input_ids, sampling, return_logprob, tenant, lora_path)
-        raw, url = await self._call("POST", "/generate", body, headers=_tenant_headers(tenant))
+        raw, url = await self._call("POST", "/generate", body, headers=_tenant_headers(tenant), watched=True)
         return Generation.from_wire(GenerateResponse.model_validate(raw), url)
 
     async def generate_stream(
@@ -210,12 +219,20 @@ class PolicyClient:
             url = self._pick()
             started = False
             acc = _StreamAccumulator(url)
+            baseline = self._rotation.baseline(url)
             try:
-                async with self._http.stream("POST", f"{url}/generate", json=body, headers=headers) as resp:
+                request = self._http.build_request("POST", f"{url}/generate", json=body, headers=headers)
+                resp = await self._watched(self._http.send(request, stream=True), url, baseline)
+                try:
                     if resp.status_code >= 400:
                         await resp.aread()
                         self._raise_for(resp, url)
-                    async for line in resp.aiter_lines():
+                    lines = resp.aiter_lines()
+                    while True:
+                        try:
+                            line = await self._watched(anext(lines), url, baseline)
+                        except StopAsyncIteration:
+                            break
                         if not line.startswith("data:"):
                             continue
                         data = line[5:].strip()
@@ -224,7 +241,9 @@ class PolicyClient:
                         started = True
                         yield acc.feed(json.loads(data))
                     return
-            except (httpx.TransportError, _Retryable) as exc:
+                finally:
+                    await resp.aclose()
+            except (httpx.TransportError, _Retryable, EngineLeft) as exc:
                 attempt += 1
                 self._mark_down(url)
                 if started or attempt >= self.max_attempts:
@@ -290,6 +309,10 @@ class PolicyClient:
         )
 
     # ---- plumbing --------------------------------------------------------
+    async def _watched(self, step, url: str, baseline: frozenset[str] | None):
+        """`step` (a coroutine) awaited, ended with EngineLeft when it stays quiet while an engine leaves."""
+        return await wait_watched(asyncio.ensure_future(step), self._rotation, url, baseline, self.silence_probe_s)
+
     def _pick(self) -> str:
         """The next traffic URL round-robin, passing over those that failed lately while another is up."""
         now = time.monotonic()
@@ -316,16 +339,19 @@ class PolicyClient:
         only: str | None = None,
         expect_json: bool = True,
         headers: dict[str, str] | None = None,
+        watched: bool = False,
     ) -> tuple[Any, str]:
+        """`watched`: a generation, which a quiet engine that left the rotation must not hold (rotation.py)."""
         attempt = 0
         while True:
             url = only or self._pick()
             try:
-                resp = await self._http.request(method, f"{url}{path}", json=body, headers=headers)
+                sent = self._http.request(method, f"{url}{path}", json=body, headers=headers)
+                resp = await (self._watched(sent, url, self._rotation.baseline(url)) if watched else sent)
                 if resp.status_code >= 400:
                     self._raise_for(resp, url)
                 return (resp.json() if expect_json else resp.text), url
-            except (httpx.TransportError, _Retryable) as exc:
+            except (httpx.TransportError, _Retryable, EngineLeft) as exc:
                 attempt += 1
                 if attempt >= self.max_attempts:
                     raise PolicyUnavailableError(f"{method} {path} failed after {attempt} attempts: {exc}") from exc

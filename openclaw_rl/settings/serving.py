@@ -126,6 +126,11 @@ class PolicySettings(BaseModel):
     (embedded engine) or engine.model_path."""
     request_timeout_s: float = Field(300.0, gt=0)
     """Upper bound on one HTTP call to a policy server."""
+    silence_probe_s: float = Field(5.0, gt=0)
+    """A generation quiet this long (no answer, no stream event) asks whether the engine it may be waiting on is still
+    in rotation (the router's view; without a router, whether its server answers /health): one that left, e.g. a
+    host whose link is cut, would hold it until `request_timeout_s`, so it is sent again. A quiet call is never
+    ended while every engine stays in rotation (policy_client/rotation.py)."""
     connect_timeout_s: float = Field(5.0, gt=0)
     """Upper bound on opening a connection to a policy server."""
     max_attempts: int = Field(4, ge=1, le=20)

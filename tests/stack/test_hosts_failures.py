@@ -1,9 +1,9 @@
 """Hosts fail, nothing is lost (issue 43, item 3), short: under chat and rollout load on the several-hosts
 deployment (stack.hosts), env-1 is killed (every process of it, by its own process groups) and its episodes start
 over on env-2; then the trainer's link is cut for 30 s and turns are still answered (whether training resumes after
-the cut is reported; cutting policy-1 with only 3 sessions can stall every turn for the whole cut: see
-docs/deployment.md). After both: no sample lost or trained twice, no 5xx. `openclaw-rl bench hosts --failures` runs
-every phase with more load."""
+the cut is reported; a silent engine's turns are sent again once it leaves the rotation, tested against the router
+in tests/stack/test_router.py and measured on the hosts in docs/deployment.md). After both: no sample lost or trained
+twice, no 5xx. `openclaw-rl bench hosts --failures` runs every phase with more load."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def test_env_host_killed_and_link_cut_lose_nothing(hosts_root: Path):
     assert env.notes["of them reopened on env-2"] >= 1
     assert fig.group_failures == 0  # every episode of every group finished, the restarted ones on env-2
     # Turns were answered while the trainer was cut off. (Whether it trains again after the cut is reported, not
-    # asserted: on 2026-11-28 it did not within minutes, a bug recorded in docs/deployment.md.)
+    # asserted: in one run of 2026-11-28 it did not within minutes, not seen again since: docs/deployment.md.)
     assert cut.notes["turns during the cut"] > 0
     assert fig.status_5xx == 0 and set(fig.chat_errors) <= {503}, fig.failed
     unreasoned = [f for f in fig.failed if f[1] == 503 and not f[2]]

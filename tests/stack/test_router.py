@@ -206,6 +206,46 @@ def test_a_killed_engine_is_bypassed_and_returns_at_the_published_version(routed
     assert _served(engines[1])[0] > before  # back in rotation
 
 
+def test_generations_held_by_an_engine_gone_silent_are_sent_again_once_it_leaves_the_rotation(routed_stack):
+    """A stopped engine (as a host whose link is cut) closes no connection: what the router sent it waits. Once the
+    router's health checks take it out of rotation, the quiet calls (streamed and not) are sent again and answered
+    by the other engine, long before the request timeout (300 s)."""
+    settings = _settings(routed_stack)
+    engines, router = settings.engine_urls(), settings.embedded_router_url()
+    pid = routed_stack.service_pid("engine-1")
+
+    async def run() -> tuple[list[str], float]:
+        async with PolicyClient.from_settings(settings) as client:
+            await client.generate([1, 2, 3, 4], GREEDY, return_logprob=False)  # the client has seen the rotation
+            await asyncio.sleep(1.5)
+            os.kill(pid, signal.SIGSTOP)
+            t0 = time.monotonic()
+
+            async def streamed() -> str:
+                last = None
+                async for last in client.generate_stream([1, 2, 3, 4], GREEDY, return_logprob=False):
+                    pass
+                return last.text
+
+            async def whole() -> str:
+                return (await client.generate([1, 2, 3, 4], GREEDY, return_logprob=False)).text
+
+            texts = await asyncio.wait_for(asyncio.gather(*(f() for f in (streamed, whole) * 2)), timeout=90)
+            return list(texts), time.monotonic() - t0
+
+    try:
+        texts, took = asyncio.run(run())
+        assert _routed_urls(router).get(engines[1]) is not True  # it was out of rotation when they were answered
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert len(texts) == 4 and len(set(texts)) == 1
+    assert took < 60, f"the quiet calls waited {took:.0f} s"
+    deadline = time.monotonic() + 60
+    while _routed_urls(router) != {u: True for u in engines} and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _routed_urls(router) == {u: True for u in engines}  # back once it answers
+
+
 def test_a_running_engine_that_missed_a_publication_is_brought_up_to_it(routed_stack):
     """The launcher checks running engines against the published version (stack.launcher.RECONCILE_S)."""
     settings = _settings(routed_stack)
