@@ -36,6 +36,12 @@ EXAMPLES: dict[str, list[str]] = {
         "openclaw-rl turns tour --user alice --json",
         "openclaw-rl turns tour --user alice --export tour.json   # and tour.atif.json (ATIF)",
     ],
+    "deploy": ["openclaw-rl deploy status", "openclaw-rl deploy promote --build-id wf-871c2146bedf"],
+    "deploy status": ["openclaw-rl deploy status"],
+    "deploy promote": [
+        "openclaw-rl deploy promote                          # this checkout's build",
+        "openclaw-rl deploy promote --build-id wf-871c2146bedf --ramp 10",
+    ],
     "train": ["openclaw-rl train status", "openclaw-rl train batch-size 4"],
     "train start": ["openclaw-rl train start"],
     "train status": ["openclaw-rl train status", "openclaw-rl train status --watch --until-version 3"],

@@ -150,6 +150,12 @@ def cmd_turns(args: argparse.Namespace, settings: Settings) -> int:
     return asyncio.run(turns_command(args, settings))
 
 
+def cmd_deploy(args: argparse.Namespace, settings: Settings) -> int:
+    from cli.deploy import deploy_command
+
+    return asyncio.run(deploy_command(args, settings))
+
+
 def cmd_train(args: argparse.Namespace, settings: Settings) -> int:
     if args.train_command == "curves":  # files on disk: no stack needed
         from cli.admin import curves_command
@@ -321,6 +327,9 @@ def build_parser() -> argparse.ArgumentParser:
     from cli.eval import add_parser as add_eval_parser
 
     add_eval_parser(sub, cmd_eval)
+    from cli.deploy import add_parser as add_deploy_parser
+
+    add_deploy_parser(sub, cmd_deploy)
     enc = sub.add_parser(
         "encryption",
         help="encryption at rest: make a key, show the keyring",

@@ -14,10 +14,22 @@ from openclaw_rl.settings import Pool, Settings
 from openclaw_rl.temporal_client import connect, metrics_runtime
 from workers.backlog import BacklogPoller
 from workers.pools import components_for
+from workers.versioning import deployment_config
 
 log = structlog.get_logger(__name__)
 
 GRACEFUL_SHUTDOWN_S = 10
+
+
+async def _make_current(client, settings: Settings, build_id: str) -> None:
+    """One box: this build is the roll-out (the one before it is gone). A failure is logged, not fatal: the worker
+    polls on, and `openclaw-rl deploy promote` can route to it."""
+    from control.deployments import make_current
+
+    try:
+        await make_current(client, settings, build_id)
+    except RuntimeError as exc:
+        log.error("could not make this build current", build_id=build_id, error=str(exc))
 
 
 async def run_worker(settings: Settings, pool: Pool) -> None:
@@ -31,6 +43,7 @@ async def run_worker(settings: Settings, pool: Pool) -> None:
         log.info("metrics endpoint", pool=pool.value, url=f"http://{address}/metrics")
     parts = components_for(pool, settings)
     queue = settings.temporal.task_queue(pool)
+    versioned = deployment_config(settings) if parts.workflows else None
     polls = PollerBehaviorSimpleMaximum(settings.temporal.worker_pollers)
     workers = [
         Worker(
@@ -43,6 +56,7 @@ async def run_worker(settings: Settings, pool: Pool) -> None:
             # A slot-limited queue (the env pool's) polls only while it has room: more polls would only wait on
             # the slot supplier, each in a loop of its own.
             **({"tuner": parts.shared_tuner} if parts.shared_tuner else {"activity_task_poller_behavior": polls}),
+            **({"deployment_config": versioned} if versioned else {}),
         )
     ]
     if parts.own_queue is not None:
@@ -72,6 +86,8 @@ async def run_worker(settings: Settings, pool: Pool) -> None:
         async with contextlib.AsyncExitStack() as running:
             for worker in workers:
                 await running.enter_async_context(worker)
+            if versioned is not None and settings.temporal.versioning.make_current_on_start:
+                await _make_current(client, settings, versioned.version.build_id)
             if runtime is not None:  # the autoscalers' signal, served with the pool's metrics
                 poller = BacklogPoller(client, runtime.metric_meter, [queue], settings.metrics.backlog_interval_s)
                 await running.enter_async_context(poller.running())

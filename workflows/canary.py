@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from evals import canary
     from workflows.activity_calls import execute
+    from workflows.versioning import UPGRADE_AT_CONTINUE
 
 ROUNDS_PER_RUN = 200
 """Rounds before the run continues as new with its evidence (a quiet user's canary waits round after round)."""
@@ -95,8 +96,10 @@ class CanaryWorkflow:
             # A version waits, or one was proposed meanwhile, or this decision had been written already (a retry):
             # the next run reads whatever candidate is pending (none: it ends), so no candidate is left unjudged.
             workflow.continue_as_new(
-                inp.model_copy(update={"version": decided.next_version, "cursor": 0, "evidence": Evidence()})
+                inp.model_copy(update={"version": decided.next_version, "cursor": 0, "evidence": Evidence()}),
+                initial_versioning_behavior=UPGRADE_AT_CONTINUE,
             )
         workflow.continue_as_new(
-            inp.model_copy(update={"version": self.version, "cursor": cursor, "evidence": self.evidence})
+            inp.model_copy(update={"version": self.version, "cursor": cursor, "evidence": self.evidence}),
+            initial_versioning_behavior=UPGRADE_AT_CONTINUE,
         )

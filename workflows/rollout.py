@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from openclaw_rl.search_attributes import OUTCOME, SETTING
     from workflows.activity_calls import execute
     from workflows.task_group import TaskGroupWorkflow
+    from workflows.versioning import UPGRADE_AT_CONTINUE
 
 GROUPS_PER_RUN = 200
 """Groups started per workflow run before it drains and continues as new (history stays far from its limits)."""
@@ -87,7 +88,7 @@ class RolloutWorkflow:
             self._details()
         if inp.cursor < self.total:  # drained after GROUPS_PER_RUN: carry on in a fresh history
             await workflow.wait_condition(workflow.all_handlers_finished)
-            workflow.continue_as_new(inp)
+            workflow.continue_as_new(inp, initial_versioning_behavior=UPGRADE_AT_CONTINUE)
         return self.progress()
 
     def _start(self, inp: RolloutInput):
@@ -159,7 +160,7 @@ class RolloutWorkflow:
             self._details()
         if inp.cursor < self.total:
             await workflow.wait_condition(workflow.all_handlers_finished)
-            workflow.continue_as_new(inp)
+            workflow.continue_as_new(inp, initial_versioning_behavior=UPGRADE_AT_CONTINUE)
         return self.progress()
 
     def _samples(self, inp: RolloutInput, part: RolloutPart) -> int:

@@ -64,6 +64,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from openclaw_rl.search_attributes import POLICY_VERSION
     from workflows.activity_calls import execute
+    from workflows.versioning import UPGRADE_AT_CONTINUE
 
 REPUBLISH_ON_ALL_STALE = "republish-current-version-on-all-stale-batch"
 """Patch marker: an all-stale batch means the servers generate with older weights (an engine restarted on the base
@@ -155,7 +156,10 @@ class TrainingWorkflow:
                 while self._memory and self._republish:  # a flag the next run would not see: the signal was lost
                     self._republish = False
                     await self._publish_held("republish")
-                workflow.continue_as_new(TrainingInput(policy=self.policy, config=self.config, state=self.state))
+                workflow.continue_as_new(
+                    TrainingInput(policy=self.policy, config=self.config, state=self.state),
+                    initial_versioning_behavior=UPGRADE_AT_CONTINUE,
+                )
 
     async def _resume(self) -> None:
         q = self.config.trainer_task_queue

@@ -122,6 +122,24 @@ class FairnessSettings(BaseModel):
         return next((self.weights[n] for n in names if n in self.weights), self.default_weight)
 
 
+class WorkerVersioningSettings(BaseModel):
+    """Temporal Worker Versioning for the workflow pool (docs/operations.md, "Rolling out a new build")."""
+
+    enabled: bool = False
+    """The workflow worker polls as a version of a Worker Deployment: sessions, episodes and task groups stay on the
+    build that started them (Pinned) until they end; the training, canary and rollout workflows move to the current
+    build at their next continue-as-new. Off: one unversioned pool, whose new code must replay every open history."""
+    deployment_name: str = Field("openclaw-rl", min_length=1, max_length=200)
+    """The Worker Deployment the workflow worker's builds belong to."""
+    build_id: str | None = Field(None, min_length=1, max_length=200)
+    """This build's id. None: derived from the workflow code (workflows/ and contracts/), so a build whose workflow
+    code differs is a new version by itself and one whose code is the same is not."""
+    make_current_on_start: bool = True
+    """The workflow worker makes its build the current version once it polls (one box: a restart with new code is
+    the roll-out). False where `openclaw-rl deploy promote` rolls builds out (a fleet: the new build starts beside
+    the old one, which drains)."""
+
+
 class TemporalSettings(BaseModel):
     address: str | None = Field(None, validation_alias=AliasChoices("address", "TEMPORAL_ADDRESS"))
     """An existing Temporal cluster (host:port). None: `up` starts the embedded dev server."""
@@ -155,6 +173,7 @@ class TemporalSettings(BaseModel):
     tls_server_name: str | None = None
     """The name to verify on the server's certificate, when it differs from the address's host."""
     fairness: FairnessSettings = Field(default_factory=FairnessSettings)
+    versioning: WorkerVersioningSettings = Field(default_factory=WorkerVersioningSettings)
     max_payload_bytes: int = Field(2 * 1024 * 1024, ge=64 * 1024)
     """The largest payload the Temporal server takes (its dynamic config `limit.blobSize.error`, 2 MiB unless the
     cluster sets another). A client-driven episode's call that would travel bigger (a tool's arguments, as encoded,
