@@ -13,7 +13,7 @@ import sys
 
 from pydantic import ValidationError
 
-from bench import fairness, scale
+from bench import deploy, fairness, scale
 from bench import hosts as hosts_cli
 from bench.agents import cli as agents_cli
 from bench.personalization import cli as personalization_cli
@@ -28,11 +28,13 @@ COMMANDS = {
     "agents": agents_cli,
     "hosts": hosts_cli,
     "fairness": fairness,
+    "deploy": deploy,
     "scale": scale,
 }
 EXAMPLES: dict[str, list[str]] = {
     "": ["openclaw-rl bench personalization --method combined --setting student"],
     "fairness": ["openclaw-rl bench fairness --seconds 15 --modes today,on"],
+    "deploy": ["openclaw-rl bench deploy --sessions 16 --modes versioned,unversioned"],
     "two-users": ["openclaw-rl bench two-users --mode both --seed 0 --steps 8,16"],
     "personalization": [
         "openclaw-rl bench personalization --recipe fast --method combined --setting student --steps 3",

@@ -26,15 +26,13 @@ from contextlib import AsyncExitStack
 from datetime import datetime, timezone
 
 from temporalio import activity
-from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import Client, WithStartWorkflowOperation, WorkflowUpdateFailedError
 from temporalio.common import Priority, SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
-from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 import workflows.activity_calls as activity_calls
+from bench.dev_server import start_dev_server
 from contracts.chat import ChatSampling, GenerateInput, GenerateOutput, TurnType, tenant_of
 from contracts.episodes import (
     AgentStepInput,
@@ -55,10 +53,8 @@ from contracts.episodes import (
 from contracts.errors import ErrorType
 from contracts.session import ArchiveTurnsInput, SessionConfig, SessionInput, TurnRequest
 from control.sessions import session_priority
-from openclaw_rl.search_attributes import SEARCH_ATTRIBUTES, SESSION_ID, USER_ID
+from openclaw_rl.search_attributes import SESSION_ID, USER_ID
 from openclaw_rl.settings import Settings
-from stack.preflight import find_temporal_binary
-from stack.services import DEV_SERVER_DYNAMIC_CONFIG
 from workflows.episode import EpisodeWorkflow
 from workflows.rollout import RolloutWorkflow
 from workflows.session import SessionWorkflow
@@ -203,14 +199,8 @@ async def run_mode(client: Client, mode: str, args: argparse.Namespace) -> dict[
 
 
 async def main(args: argparse.Namespace) -> int:
-    extra = [a for k, v in DEV_SERVER_DYNAMIC_CONFIG.items() for a in ("--dynamic-config-value", f"{k}={v}")]
-    env = await WorkflowEnvironment.start_local(data_converter=pydantic_data_converter, search_attributes=[],
-                                                dev_server_existing_path=str(find_temporal_binary()),
-                                                dev_server_extra_args=extra + ["--log-level", "error"])  # fmt: skip
+    env = await start_dev_server()
     try:
-        await env.client.operator_service.add_search_attributes(
-            AddSearchAttributesRequest(namespace=env.client.namespace, search_attributes=SEARCH_ATTRIBUTES)
-        )
         print(f"policy pool: {args.slots} slots, {args.gen_ms:.0f} ms a call; B: {args.b} sessions, A: "
               f"{10 * args.b}; {args.seconds:.0f} s a phase", flush=True)  # fmt: skip
         p50: dict[str, dict[str, float]] = {}
