@@ -11,12 +11,17 @@ import asyncio
 from datetime import datetime
 
 import structlog
+from google.protobuf.field_mask_pb2 import FieldMask
 from pydantic import BaseModel
+from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import VersionDrainageStatus, WorkerDeploymentVersionStatus
+from temporalio.api.enums.v1 import VersioningBehavior as WireVersioningBehavior
+from temporalio.api.workflow.v1 import VersioningOverride, WorkflowExecutionOptions
 from temporalio.api.workflowservice.v1 import (
     DescribeWorkerDeploymentRequest,
     SetWorkerDeploymentCurrentVersionRequest,
     SetWorkerDeploymentRampingVersionRequest,
+    UpdateWorkflowExecutionOptionsRequest,
 )
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
@@ -98,6 +103,35 @@ async def make_current(client: Client, settings: Settings, build_id: str, wait_s
         wait_s,
     )
     log.info("build made current", deployment=settings.temporal.versioning.deployment_name, build_id=build_id)
+
+
+async def release_pinned_elsewhere(client: Client, settings: Settings, build_id: str) -> int:
+    """One box: a restart with new workflow code leaves the old build without a worker, and whatever was pinned to it
+    would wait forever. Those workflows are moved to the current build (an AutoUpgrade override): their histories
+    meet the new code, as they would without versioning. Returns how many moved."""
+    deployment = settings.temporal.versioning.deployment_name
+    query = f'ExecutionStatus = "Running" AND TemporalWorkerDeployment = "{deployment}"'
+    moved = 0
+    async for wf in client.list_workflows(query):
+        desc = await client.get_workflow_handle(wf.id, run_id=wf.run_id).describe()
+        info = desc.raw_description.workflow_execution_info.versioning_info
+        pinned = info.behavior == WireVersioningBehavior.VERSIONING_BEHAVIOR_PINNED
+        if not pinned or info.deployment_version.build_id in ("", build_id) or info.HasField("versioning_override"):
+            continue
+        await client.workflow_service.update_workflow_execution_options(
+            UpdateWorkflowExecutionOptionsRequest(
+                namespace=settings.temporal.namespace,
+                workflow_execution=WorkflowExecution(workflow_id=wf.id, run_id=wf.run_id),
+                workflow_execution_options=WorkflowExecutionOptions(
+                    versioning_override=VersioningOverride(auto_upgrade=True)
+                ),
+                update_mask=FieldMask(paths=["versioning_override"]),
+                identity=IDENTITY,
+            )
+        )
+        moved += 1
+        log.info("moved to the current build", workflow_id=wf.id, was=info.deployment_version.build_id, now=build_id)
+    return moved
 
 
 async def ramp(client: Client, settings: Settings, build_id: str, percent: float, wait_s: float = 30.0) -> None:

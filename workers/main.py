@@ -8,6 +8,7 @@ import signal
 from datetime import timedelta
 
 import structlog
+from temporalio.service import RPCError
 from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 
 from openclaw_rl.settings import Pool, Settings
@@ -22,13 +23,15 @@ GRACEFUL_SHUTDOWN_S = 10
 
 
 async def _make_current(client, settings: Settings, build_id: str) -> None:
-    """One box: this build is the roll-out (the one before it is gone). A failure is logged, not fatal: the worker
-    polls on, and `openclaw-rl deploy promote` can route to it."""
-    from control.deployments import make_current
+    """One box: this build is the roll-out, and the one before it is gone with the restart (what was pinned to it
+    moves here). A failure is logged, not fatal: the worker polls on, and `openclaw-rl deploy promote` can route to
+    it."""
+    from control.deployments import make_current, release_pinned_elsewhere
 
     try:
         await make_current(client, settings, build_id)
-    except RuntimeError as exc:
+        await release_pinned_elsewhere(client, settings, build_id)
+    except (RuntimeError, RPCError) as exc:
         log.error("could not make this build current", build_id=build_id, error=str(exc))
 
 
