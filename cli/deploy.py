@@ -33,7 +33,7 @@ async def deploy_command(args: argparse.Namespace, settings: Settings) -> int:
     from control.deployments import describe, make_current, ramp
     from workers.versioning import build_id
 
-    if not settings.temporal.versioning.enabled:
+    if not settings.temporal.versioned():
         style.error(
             "deploy",
             "worker versioning is off: set OPENCLAW_RL_TEMPORAL__VERSIONING__ENABLED=true for every workflow worker",

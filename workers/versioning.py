@@ -41,7 +41,7 @@ def deployment_version(settings: Settings) -> WorkerDeploymentVersion:
 def deployment_config(settings: Settings) -> WorkerDeploymentConfig | None:
     """The workflow worker's deployment: Pinned unless a workflow says otherwise (a continue-as-new that upgrades);
     None when versioning is off."""
-    if not settings.temporal.versioning.enabled:
+    if not settings.temporal.versioned():
         return None
     return WorkerDeploymentConfig(
         version=deployment_version(settings),

@@ -125,10 +125,12 @@ class FairnessSettings(BaseModel):
 class WorkerVersioningSettings(BaseModel):
     """Temporal Worker Versioning for the workflow pool (docs/operations.md, "Rolling out a new build")."""
 
-    enabled: bool = False
+    enabled: bool | None = None
     """The workflow worker polls as a version of a Worker Deployment: sessions, episodes and task groups stay on the
     build that started them (Pinned) until they end; the training, canary and rollout workflows move to the current
-    build at their next continue-as-new. Off: one unversioned pool, whose new code must replay every open history."""
+    build at their next continue-as-new. Off: one unversioned pool, whose new code must replay every open history.
+    None: on with the embedded dev server, off with a cluster of your own (`temporal.address`; turn it on once the
+    cluster has Worker Deployments, Temporal Server 1.28 or later, or Temporal Cloud)."""
     deployment_name: str = Field("openclaw-rl", min_length=1, max_length=200)
     """The Worker Deployment the workflow worker's builds belong to."""
     build_id: str | None = Field(None, min_length=1, max_length=200)
@@ -181,6 +183,10 @@ class TemporalSettings(BaseModel):
 
     def target(self) -> str:
         return self.address or f"{LOOPBACK}:{self.port}"
+
+    def versioned(self) -> bool:
+        """Whether the workflow worker runs under Worker Versioning (`versioning.enabled`, or its default)."""
+        return self.versioning.enabled if self.versioning.enabled is not None else self.address is None
 
     @model_validator(mode="after")
     def _security_needs_a_cluster(self) -> "TemporalSettings":
