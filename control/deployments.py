@@ -118,17 +118,21 @@ async def release_pinned_elsewhere(client: Client, settings: Settings, build_id:
         pinned = info.behavior == WireVersioningBehavior.VERSIONING_BEHAVIOR_PINNED
         if not pinned or info.deployment_version.build_id in ("", build_id) or info.HasField("versioning_override"):
             continue
-        await client.workflow_service.update_workflow_execution_options(
-            UpdateWorkflowExecutionOptionsRequest(
-                namespace=settings.temporal.namespace,
-                workflow_execution=WorkflowExecution(workflow_id=wf.id, run_id=wf.run_id),
-                workflow_execution_options=WorkflowExecutionOptions(
-                    versioning_override=VersioningOverride(auto_upgrade=True)
-                ),
-                update_mask=FieldMask(paths=["versioning_override"]),
-                identity=IDENTITY,
+        try:
+            await client.workflow_service.update_workflow_execution_options(
+                UpdateWorkflowExecutionOptionsRequest(
+                    namespace=settings.temporal.namespace,
+                    workflow_execution=WorkflowExecution(workflow_id=wf.id, run_id=wf.run_id),
+                    workflow_execution_options=WorkflowExecutionOptions(
+                        versioning_override=VersioningOverride(auto_upgrade=True)
+                    ),
+                    update_mask=FieldMask(paths=["versioning_override"]),
+                    identity=IDENTITY,
+                )
             )
-        )
+        except RPCError as exc:  # closed since the listing, say: the others still move
+            log.warning("could not move a workflow to the current build", workflow_id=wf.id, error=exc.message)
+            continue
         moved += 1
         log.info("moved to the current build", workflow_id=wf.id, was=info.deployment_version.build_id, now=build_id)
     return moved

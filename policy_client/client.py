@@ -309,7 +309,7 @@ class PolicyClient:
         )
 
     # ---- plumbing --------------------------------------------------------
-    async def _watched(self, step, url: str, baseline: frozenset[str] | None):
+    async def _watched(self, step, url: str, baseline: asyncio.Future | None):
         """`step` (a coroutine) awaited, ended with EngineLeft when it stays quiet while an engine leaves."""
         return await wait_watched(asyncio.ensure_future(step), self._rotation, url, baseline, self.silence_probe_s)
 

@@ -48,10 +48,10 @@ DEFAULT_GROUP_NAME = "weight_update_group"
 WIRE_DTYPES = ("float32", "float16", "bfloat16", "float64")
 """Dtypes a tensor may travel in (SGLang's names: torch's without the `torch.` prefix, which is tolerated)."""
 CONTROL_ATTEMPTS = 3
+"""Tries of an idempotent call (pause, continue, destroy) against transport errors and 5xx."""
 CONTROL_TIMEOUT_S = 30.0
 """Pause, continue and a group's destroy answer at once on a live server: waiting the broadcast's timeout for each
 attempt on one that went silent would hold a publication for minutes."""
-"""Tries of an idempotent call (pause, continue, destroy) against transport errors and 5xx."""
 
 
 # ---- wire messages ---------------------------------------------------------------------------------------------

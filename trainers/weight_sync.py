@@ -279,6 +279,8 @@ class WeightBroadcaster:
         self._group: str | None = None
         self._members = client
         """The servers of the group (a view of `client`): those that answered when it was set up."""
+        self._left_behind: list[tuple[str, str]] = []
+        """(server, group) of members left out while they held the group: destroyed there once they answer."""
 
     @property
     def group_name(self) -> str | None:
@@ -325,14 +327,31 @@ class WeightBroadcaster:
         """Make the servers that answer the group's members; a change drops the group kept from before."""
         if not answering:
             raise WeightSyncError(None, "/get_weight_version", f"no policy server answers: {self.client.urls}")
+        await self._destroy_left_behind(answering)
         if answering == self._members.urls:
             return
         left_out = [u for u in self.client.urls if u not in answering]
         if left_out:
             log.warning("policy servers that do not answer are left out of this publication", servers=left_out)
-        self._members = self._members.only(answering)  # the group's end on a server that does not answer is moot
+        self._leave_out(left_out)
         await self.reset(f"the servers that answer are now {answering}")
         self._members = self.client.only(answering)
+
+    def _leave_out(self, urls: list[str]) -> None:
+        """Members that stopped answering: no call waits on them any more, and the group they may still hold is
+        destroyed on them once they answer again (a server keeps only a few groups)."""
+        if self._group is not None:
+            self._left_behind += [(u, self._group) for u in urls if u in self._members.urls]
+        self._members = self._members.only([u for u in self._members.urls if u not in urls])
+
+    async def _destroy_left_behind(self, answering: list[str]) -> None:
+        back = [(u, g) for u, g in self._left_behind if u in answering]
+        self._left_behind = [(u, g) for u, g in self._left_behind if u not in answering]
+        for url, group in back:
+            try:
+                await self.client.destroy_group_on(url, group)
+            except WeightSyncError as exc:
+                log.info("a server back in reach did not destroy an old group", url=url, group=group, error=str(exc))
 
     async def ensure_group(self) -> None:
         """Set the group up unless one is kept from an earlier version; raises WeightSyncError."""
@@ -440,6 +459,7 @@ class WeightBroadcaster:
                 answering = await self._members.answering(self.cfg.probe_timeout_s)
                 now = {u for u in self._members.urls if u not in answering}
                 if gone := sorted(now & silent):
+                    self._leave_out(gone)  # resuming and dropping the group then wait on the others only
                     raise WeightSyncError(gone[0], "/get_weight_version", "stopped answering during the publication")
                 silent = now
         finally:

@@ -30,7 +30,8 @@ async def _make_current(client, settings: Settings, build_id: str) -> None:
 
     try:
         await make_current(client, settings, build_id)
-        await release_pinned_elsewhere(client, settings, build_id)
+        if settings.temporal.address is None:  # the embedded server: no other build's worker can be alive
+            await release_pinned_elsewhere(client, settings, build_id)
     except (RuntimeError, RPCError) as exc:
         log.error("could not make this build current", build_id=build_id, error=str(exc))
 
@@ -89,7 +90,7 @@ async def run_worker(settings: Settings, pool: Pool) -> None:
         async with contextlib.AsyncExitStack() as running:
             for worker in workers:
                 await running.enter_async_context(worker)
-            if versioned is not None and settings.temporal.versioning.make_current_on_start:
+            if versioned is not None and settings.temporal.makes_current_on_start():
                 await _make_current(client, settings, versioned.version.build_id)
             if runtime is not None:  # the autoscalers' signal, served with the pool's metrics
                 poller = BacklogPoller(client, runtime.metric_meter, [queue], settings.metrics.backlog_interval_s)

@@ -15,18 +15,35 @@ from temporalio.worker import WorkerDeploymentConfig, WorkerDeploymentVersion
 
 from openclaw_rl.settings import Settings
 
-WORKFLOW_CODE = ("workflows", "contracts")
-"""The packages whose code decides a history's commands: a change in them is a new build."""
+WORKFLOW_CODE = (
+    "workflows",
+    "contracts",
+    "evals",
+    "rlmath",
+    "store",
+    "openclaw_rl/search_attributes.py",
+    "openclaw_rl/tracing.py",
+)
+"""What workflow code imports, whose change can alter a history's commands: a change in any of it is a new build
+(more often than needed, never less)."""
 
 
 @cache
 def workflow_code_build_id() -> str:
-    """`wf-` and 12 hex digits of a hash over the workflow code's files (paths and contents, in order)."""
+    """`wf-` and 12 hex digits of a hash over the workflow code's files (paths and contents, line ends normalized)."""
     root = Path(__file__).resolve().parent.parent
     digest = hashlib.sha256()
-    for package in WORKFLOW_CODE:
-        for path in sorted((root / package).rglob("*.py")):
-            digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    files = 0
+    for part in WORKFLOW_CODE:
+        path = root / part
+        for source in sorted(path.rglob("*.py")) if path.is_dir() else [path] if path.is_file() else []:
+            text = source.read_bytes().replace(b"\r\n", b"\n")
+            digest.update(str(source.relative_to(root)).encode() + b"\0" + text + b"\0")
+            files += 1
+    if not files:
+        raise RuntimeError(
+            f"no workflow source found under {root}: set temporal.versioning.build_id (this install has no .py files)"
+        )
     return f"wf-{digest.hexdigest()[:12]}"
 
 

@@ -136,10 +136,11 @@ class WorkerVersioningSettings(BaseModel):
     build_id: str | None = Field(None, min_length=1, max_length=200)
     """This build's id. None: derived from the workflow code (workflows/ and contracts/), so a build whose workflow
     code differs is a new version by itself and one whose code is the same is not."""
-    make_current_on_start: bool = True
+    make_current_on_start: bool | None = None
     """The workflow worker makes its build the current version once it polls (one box: a restart with new code is
-    the roll-out). False where `openclaw-rl deploy promote` rolls builds out (a fleet: the new build starts beside
-    the old one, which drains)."""
+    the roll-out, and what was pinned to the build before it moves to it). False where `openclaw-rl deploy promote`
+    rolls builds out (a fleet: the new build starts beside the old one, which drains). None: true with the embedded
+    dev server, false with a cluster of your own."""
 
 
 class TemporalSettings(BaseModel):
@@ -183,6 +184,11 @@ class TemporalSettings(BaseModel):
 
     def target(self) -> str:
         return self.address or f"{LOOPBACK}:{self.port}"
+
+    def makes_current_on_start(self) -> bool:
+        """Whether the workflow worker makes its own build current as it starts (one box), `versioning`'s default."""
+        on = self.versioning.make_current_on_start
+        return on if on is not None else self.address is None
 
     def versioned(self) -> bool:
         """Whether the workflow worker runs under Worker Versioning (`versioning.enabled`, or its default)."""
