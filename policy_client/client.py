@@ -141,7 +141,7 @@ class PolicyClient:
         )
         self.silence_probe_s = silence_probe_s
         self._rotation = RotationWatch(
-            self._http, routed=self.routed, traffic_urls=self.urls, timeout_s=connect_timeout_s
+            self._http, routed=self.routed, traffic_urls=self.urls, timeout_s=connect_timeout_s, quiet_s=silence_probe_s
         )
 
     @classmethod

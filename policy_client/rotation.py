@@ -9,8 +9,9 @@ of rotation within seconds. So a generation silent for `policy.silence_probe_s` 
 - straight to several servers: does this one still answer its version (/get_weight_version, no generation)? With a
   single server there is nowhere else to go, so nothing is asked.
 
-What the call started from is a look taken as it began (shared by the calls that start within a second), so an
-engine that left long before a call cannot end it.
+What the call started from is a look taken at most `silence_probe_s` before it began (shared by the calls that start
+meanwhile: one GET per router every few seconds under traffic), so an engine that left long before a call cannot
+end it.
 
 Nothing is ended while every engine stays in rotation, however long the engine takes: a queued request on a busy
 GPU is slow, not lost, and sending it again would only queue it again.
@@ -27,7 +28,7 @@ import structlog
 log = structlog.get_logger(__name__)
 
 SHARED_FOR_S = 1.0
-"""A look serves every call that starts or goes quiet within this long: at most one GET a second per router."""
+"""A look serves every call that goes quiet within this long (many go quiet together when an engine goes)."""
 
 
 class EngineLeft(Exception):
@@ -38,17 +39,20 @@ class RotationWatch:
     """The engines in rotation behind each traffic URL, looked at as calls start and as they go quiet; one look per
     URL serves every call that asks within SHARED_FOR_S."""
 
-    def __init__(self, http: httpx.AsyncClient, *, routed: bool, traffic_urls: list[str], timeout_s: float):
+    def __init__(
+        self, http: httpx.AsyncClient, *, routed: bool, traffic_urls: list[str], timeout_s: float, quiet_s: float
+    ):
         self._http = http
+        self.quiet_s = quiet_s
         self.routed = routed
         self.enabled = routed or len(traffic_urls) > 1
         self.timeout_s = timeout_s
         self._looking: dict[str, tuple[float, asyncio.Future]] = {}
 
     def baseline(self, url: str) -> asyncio.Future | None:
-        """What a call to `url` starts from: a look at the rotation taken as it starts (or within SHARED_FOR_S
-        before). None when nothing is watched."""
-        return self._look(url) if self.enabled else None
+        """What a call to `url` starts from: a look at the rotation taken within `quiet_s` before it starts (so a
+        steady stream of calls costs one look per `quiet_s`, not one each). None when nothing is watched."""
+        return self._look(url, self.quiet_s) if self.enabled else None
 
     async def left(self, url: str, baseline: asyncio.Future | None) -> str | None:
         """An engine that was in rotation when the call began and is not now (or, straight to a server, `url` itself
@@ -57,15 +61,15 @@ class RotationWatch:
             return None
         # Shielded: the looks are shared, and one call cancelled must not cancel the others' look.
         before = await asyncio.shield(baseline)
-        now = await asyncio.shield(self._look(url))
+        now = await asyncio.shield(self._look(url, SHARED_FOR_S))
         if before is None or now is None:
             return None
         gone = sorted(before - now)
         return gone[0] if gone else None
 
-    def _look(self, url: str) -> asyncio.Future:
+    def _look(self, url: str, max_age_s: float) -> asyncio.Future:
         started, fut = self._looking.get(url, (0.0, None))
-        if fut is None or time.monotonic() - started > SHARED_FOR_S:
+        if fut is None or time.monotonic() - started > max_age_s:
             fut = asyncio.ensure_future(self._workers(url) if self.routed else self._answering(url))
             self._looking[url] = (time.monotonic(), fut)
         return fut
