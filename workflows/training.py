@@ -212,9 +212,11 @@ class TrainingWorkflow:
         )
 
     def _count(self, batches: list[DurableBatch], sign: int) -> None:
-        """The batches' trained samples and missing entries counted (1) or taken off (-1): a loss takes its versions
-        off, their entries are claimed again (the missing ones too, still pending) and counted when trained again."""
+        """The batches' trained samples, stale samples and missing entries counted (1) or taken off (-1): a loss
+        takes its versions off, their entries are claimed again (the stale and missing ones too, still pending) and
+        counted when trained again."""
         self.state.samples_trained += sign * sum(len(b.sample_ids) for b in batches)
+        self.state.samples_dropped_stale += sign * sum(len(b.stale_ids) for b in batches)
         self.state.samples_dropped_missing += sign * sum(_entries(b.missing) for b in batches)
 
     def _uncount(self, batches: list[DurableBatch]) -> None:

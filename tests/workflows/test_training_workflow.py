@@ -310,6 +310,34 @@ async def test_a_missing_sample_is_dropped_and_counted_once_and_training_goes_on
         await handle.terminate("test over")
 
 
+async def test_a_stale_sample_in_a_lost_version_is_counted_once_when_its_batch_is_trained_again(
+    env: WorkflowEnvironment,
+):
+    """A step that trains most of its batch and drops one sample as stale counts it with the version; a loss of that
+    version leaves its entries pending, the stale one too, and the batch trained again drops it again. Before, the
+    loss took the trained samples off but not the stale one, so it was counted twice (the chaos test's kill of the
+    trainer: more samples dropped than published)."""
+    q = new_queue()
+    trainer = TrainerActivities(stale={"1-1"})
+    async with trainer_workers(env, q, trainer):
+        handle = await start_training(env, q, checkpoint_every_versions=2)
+        b1, b2 = batch("1-0", "1-1"), batch("2-0", "2-1")
+        trainer.feed(b1)
+        s = await until_status(handle, lambda s: s.version == 1, "version 1, trained without the stale sample")
+        assert (s.samples_trained, s.samples_dropped_stale) == (1, 1)
+
+        trainer.inject("train_step", ErrorType.TRAINER_LOST)
+        trainer.feed(b2)
+        s = await until_status(handle, lambda s: s.trainer_lost == 1, "the loss")
+        assert (s.samples_trained, s.samples_dropped_stale) == (0, 0)
+        trainer.feed(b1)
+        trainer.feed(b2)
+        s = await until_status(handle, lambda s: s.durable_version == 2 and s.version == 3, "b1 and b2 trained")
+        assert trainer.confirmed[0].batches[0].stale_ids == ["1-1"]
+        assert (s.samples_trained, s.samples_dropped_stale) == (3, 1)
+        await handle.terminate("test over")
+
+
 async def test_a_full_disk_pauses_training_until_resumed(env: WorkflowEnvironment):
     """No room for a durable checkpoint (making room, or writing it): training pauses with the reason; its batches
     stay unacknowledged; after `resume` the checkpoint is tried again and confirmed."""
