@@ -1,8 +1,8 @@
 """Activities that turn a paired turn into a training sample.
 
-judge pool:  `judge_votes` (a turn's votes in one call, each retried on its own inside; `prm_vote` and `hint`, one
-             vote a call, serve judge workflows started before it) and `publish_sample` (advantages, then the
-             sample, its record and the audit summary in one atomic Redis step).
+judge pool:  `judge_votes` (a turn's votes in one call, each retried on its own inside), `publish_sample`
+             (advantages, then the sample, its record and the audit summary in one atomic Redis step), and
+             `judge_and_publish` (a binary judge's two in one call).
 policy pool: `teacher_logprobs` (the response scored under the hint-enhanced context), on the frozen teacher
              server when one is configured, else on the policy (traffic through its router).
 
@@ -27,18 +27,18 @@ from activities.store_errors import store_outage_is_retryable
 from contracts.chat import StoredChatRequest, tenant_of
 from contracts.errors import ErrorType
 from contracts.learning import (
-    HINT_VOTE,
+    JUDGE_AND_PUBLISH,
     JUDGE_VOTES,
-    PRM_VOTE,
     PUBLISH_SAMPLE,
     TEACHER_LOGPROBS,
+    JudgeAndPublishInput,
+    JudgedSample,
     JudgementRecord,
     NextState,
     PublishInput,
     PublishResult,
     TeacherInput,
     TeacherResult,
-    VoteInput,
     VoteResult,
     Votes,
     VotesInput,
@@ -54,7 +54,15 @@ from policy_client.chat import message_text, renderer_for
 from policy_client.chat_output import split_reasoning
 from policy_client.client import PolicyRequestError
 from policy_client.weight_sync import WeightSyncClient
-from rlmath.signals import AT_LEAST_ONE, Dispatch, dispatch, parse_boxed, parse_hint_vote, teacher_messages
+from rlmath.signals import (
+    AT_LEAST_ONE,
+    Dispatch,
+    dispatch,
+    judge_summary,
+    parse_boxed,
+    parse_hint_vote,
+    teacher_messages,
+)
 from store import keys
 from store.adapters import AdapterRef
 from store.client import Store
@@ -108,28 +116,6 @@ class LearningActivities:
         await self.store.aclose()
 
     # ---- judge pool ---------------------------------------------------------
-    # PRM_VOTE and HINT_VOTE: one vote an activity, as judge workflows started before JUDGE_VOTES schedule them. The
-    # workflow no longer does (the patch is deprecated); kept for a rolling deploy, where an open run on the build
-    # before still schedules them and this build's judge pool takes them. Remove with the next release.
-    @activity.defn(name=PRM_VOTE.name)
-    @store_outage_is_retryable
-    async def prm_vote(self, inp: VoteInput) -> VoteResult:
-        return await self._vote(inp.model_copy(update={"kind": "prm"}))
-
-    @activity.defn(name=HINT_VOTE.name)
-    @store_outage_is_retryable
-    async def hint(self, inp: VoteInput) -> VoteResult:
-        return await self._vote(inp.model_copy(update={"kind": "hint"}))
-
-    async def _vote(self, inp: VoteInput) -> VoteResult:
-        if await self.store.users.turn_opted_out(inp.turn_id):  # served, never judged: no content goes to a judge
-            return VoteResult(kind=inp.kind, vote=inp.vote, score=None, raw="")
-        ctx = await self._context(inp.turn_id, inp.next_state)
-        try:
-            return await self._ask(inp.kind, inp.vote, ctx)
-        except JudgeCallError as exc:
-            raise ApplicationError(str(exc), type=ErrorType.JUDGE_CALL_FAILED) from exc
-
     async def _ask(self, kind: str, vote: int, ctx: JudgeContext) -> VoteResult:
         if self._judge is None:
             self._judge = make_judge(self.settings)
@@ -145,6 +131,19 @@ class LearningActivities:
         """Every vote of the turn at once (parallel requests, as the m vote activities were), the turn's context
         read once. A vote that fails or times out is tried again on its own, `attempts` times in all, then counts
         as no vote; the others stand."""
+        return await self._votes(inp)
+
+    @activity.defn(name=JUDGE_AND_PUBLISH.name)
+    @store_outage_is_retryable
+    async def judge_and_publish(self, inp: JudgeAndPublishInput) -> JudgedSample:
+        """`judge_votes` then `publish_sample`, for a judge with nothing between them (binary RL: no teacher pass on
+        another pool)."""
+        votes = await self._votes(inp.votes)
+        summary = judge_summary(inp.sample.judge.judge, votes.prm, votes.hints)
+        result = await self._publish(inp.sample.model_copy(update={"judge": summary}))
+        return JudgedSample(judge=summary, result=result)
+
+    async def _votes(self, inp: VotesInput) -> Votes:
         asked = [("prm", i) for i in range(inp.prm)] + [("hint", i) for i in range(inp.hints)]
         if await self.store.users.turn_opted_out(inp.turn_id):  # served, never judged: no content goes to a judge
             none = [VoteResult(kind=k, vote=i, score=None, raw="") for k, i in asked]
@@ -209,6 +208,9 @@ class LearningActivities:
     @activity.defn(name=PUBLISH_SAMPLE.name)
     @store_outage_is_retryable
     async def publish_sample(self, inp: PublishInput) -> PublishResult:
+        return await self._publish(inp)
+
+    async def _publish(self, inp: PublishInput) -> PublishResult:
         tokens = await self._tokens(inp.turn_id)
         effective = await self.store.judgements.session_has_effective_sample(inp.session_key)
         teacher = await self.store.turns.teacher_logprobs(inp.teacher_key) if inp.teacher_key else None

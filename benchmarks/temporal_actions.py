@@ -65,9 +65,10 @@ def main(argv: list[str] | None = None) -> int:
     runs = [load(f"session_paired_and_rolled_run{i}.json", root) for i in (1, 2, 3)]
     session = sum((actions(r) for r in runs), Counter())
     turns = sum(updates(r) for r in runs)
-    judge = actions(load("judge_turn_retired_binary.json", root))  # today's: the votes in one, the patch deprecated
+    judge = actions(load("judge_turn_now_binary.json", root))  # today's: votes and publish in one activity
+    judge_deprecated = actions(load("judge_turn_retired_binary.json", root))  # the build before: two, and an upsert
     judge_before = actions(load("retired/judge_turn_binary.json", root))  # before VOTES_IN_ONE_ACTIVITY: one a vote
-    combined = actions(load("judge_turn_votes_in_one.json", root))  # today's: 3 PRM votes and a hint vote in one
+    combined = actions(load("judge_turn_now_in_one.json", root))  # today's: 3 PRM votes and a hint vote in one
     per_turn = total(session) / turns + total(judge)
     # The recording rolls a session over every 2 turns; a deployment every `session.turns_per_run` (200). What a
     # run costs once (its start, its idle timer, the archive, the roll-over signal, a version upsert) is then spread
@@ -76,10 +77,11 @@ def main(argv: list[str] | None = None) -> int:
     turn_share = sum(v for k, v in session.items() if k in each_turn) / turns
     run_share = sum(v for k, v in session.items() if k not in each_turn and not k.startswith("patch")) / len(runs)
     in_production = turn_share + run_share / TURNS_PER_RUN + total(judge)
-    upsert_of_patch = judge.get("upsert", 0)  # the deprecated patch's TemporalChangeVersion upsert
+    before_production = turn_share + run_share / TURNS_PER_RUN + total(judge_deprecated)
     print(f"session: {turns} turns over {len(runs)} runs, {total(session)} actions ({total(session) / turns:.2f} a "
           f"turn): {show(session, turns)}")  # fmt: skip
     print(f"judge child (binary): {total(judge)} actions: {show(judge, 1)}")
+    print(f"judge child (binary, the build before): {total(judge_deprecated)} actions: {show(judge_deprecated, 1)}")
     print(f"judge child (binary, one activity a vote, before): {total(judge_before)} actions: {show(judge_before, 1)}")
     print(f"judge child (combined, with a hint): {total(combined)} actions: {show(combined, 1)}")
 
@@ -101,8 +103,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(
         f"judged turn with {TURNS_PER_RUN}-turn session runs: {in_production:.2f} (session {turn_share:.2f} a turn + "
-        f"{run_share:.1f} a run / {TURNS_PER_RUN}, judge {total(judge)}); {in_production - upsert_of_patch:.2f} once "
-        f"the deprecated patch's call is removed (its upsert)"
+        f"{run_share:.1f} a run / {TURNS_PER_RUN}, judge {total(judge)}); the build before: {before_production:.2f}"
     )
     print(
         f"actions: {per_turn:.1f} per judged turn (session {total(session) / turns:.2f} + judge {total(judge)}), "

@@ -44,6 +44,11 @@ class LearningPlan(BaseModel):
     judge_task_queue: str
     policy_task_queue: str
     vote_timeout_s: float
+    judge_and_publish: bool = False
+    """A binary judge votes and publishes in one activity (`judge_and_publish`: one billable action where two
+    were). Set for sessions started since; a plan without it (a session started before) keeps the two activities,
+    so the judge workflows it starts replay on either build without a patch marker (whose first use is an upsert,
+    one more action)."""
 
 
 class JudgeSummary(BaseModel):
@@ -69,13 +74,6 @@ class JudgeTurnInput(BaseModel):
     policy_version: str | None
     next_state: NextState | None
     """None: the session ended before this turn got a next state."""
-
-
-class VoteInput(BaseModel):
-    turn_id: str
-    kind: Literal["prm", "hint"]
-    vote: int
-    next_state: NextState
 
 
 class VoteResult(BaseModel):
@@ -169,6 +167,19 @@ class JudgeOutcome(BaseModel):
     result: PublishResult
 
 
+class JudgeAndPublishInput(BaseModel):
+    """A binary judge's whole work in one activity: its votes, then the sample they make (`judge_and_publish`)."""
+
+    votes: VotesInput
+    sample: PublishInput
+    """What `publish_sample` takes; its `judge` names the judge, the activity fills in the votes."""
+
+
+class JudgedSample(BaseModel):
+    judge: JudgeSummary
+    result: PublishResult
+
+
 def session_key(workflow_id: str, first_run_id: str) -> str:
     """One run chain of a session workflow (a run and its continuations as new).
 
@@ -194,10 +205,6 @@ _VOTE_RETRY = Retry(
     non_retryable=(ErrorType.TURN_DATA_MISSING,),
 )
 # Vote and teacher timeouts are `learning.vote_timeout_s`, passed by the workflow at the call.
-PRM_VOTE = ActivityDef("prm_vote", VoteInput, VoteResult, retry=_VOTE_RETRY)
-"""One PRM vote: \\boxed{1|-1|0} from the judge."""
-HINT_VOTE = ActivityDef("hint", VoteInput, VoteResult, retry=_VOTE_RETRY)
-"""One hindsight-hint vote: \\boxed{1} with a hint, or \\boxed{-1}."""
 JUDGE_VOTES = ActivityDef(
     "judge_votes",
     VotesInput,
@@ -227,3 +234,18 @@ PUBLISH_SAMPLE = ActivityDef(
         non_retryable=(ErrorType.TURN_DATA_MISSING,),
     ),
 )
+JUDGE_AND_PUBLISH = ActivityDef(
+    "judge_and_publish",
+    JudgeAndPublishInput,
+    JudgedSample,
+    heartbeat=timedelta(seconds=60),
+    # As publish_sample's: until the sample lands. A vote that fails is no vote, so only a lost worker or the store
+    # down fails it; a try after one votes again (the sample is published once, whichever try's votes make it).
+    retry=Retry(
+        initial_interval=timedelta(milliseconds=500),
+        maximum_interval=timedelta(seconds=30),
+        maximum_attempts=0,
+        non_retryable=(ErrorType.TURN_DATA_MISSING,),
+    ),
+)
+"""A binary judge's votes and its sample in one activity (judge pool), when its plan says so."""

@@ -99,6 +99,7 @@ def learning_plan(settings: Settings) -> LearningPlan:
         judge_task_queue=t.task_queue(Pool.JUDGE),
         policy_task_queue=t.task_queue(Pool.POLICY),
         vote_timeout_s=ln.vote_timeout_s,
+        judge_and_publish=True,
     )
 
 

@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from contracts.learning import Method
+from contracts.learning import JudgeSummary, Method, VoteResult
 
 PRM_SCORES = frozenset({1, -1, 0})
 HINT_SCORES = frozenset({1, -1})
@@ -69,6 +69,24 @@ def select_hint(votes: Sequence[HintVote]) -> str | None:
     """Among votes scoring 1 with a stripped hint longer than 10 characters, the longest; else None."""
     good = [v.hint.strip() for v in votes if v.score == 1 and v.hint and len(v.hint.strip()) > MIN_HINT_CHARS]
     return max(good, key=len) if good else None
+
+
+def judge_summary(judge: str, prm: Sequence[VoteResult | None], hints: Sequence[VoteResult | None]) -> JudgeSummary:
+    """A turn's votes as the record keeps them: the PRM majority and its representative output, the chosen hint,
+    and how many votes failed (None: a vote that failed every try)."""
+    scores = [v.score if v else None for v in prm]
+    eval_score = majority_vote(scores) if prm else None
+    return JudgeSummary(
+        judge=judge,
+        prm_votes=scores,
+        eval_score=eval_score,
+        hint=select_hint([HintVote(v.score, v.hint) for v in hints if v is not None]) if hints else None,
+        hint_votes=len(hints),
+        failed_votes=sum(v is None for v in [*prm, *hints]),
+        representative=representative(scores, [v.raw if v else "" for v in prm], eval_score)
+        if prm and eval_score is not None
+        else None,
+    )
 
 
 def teacher_messages(messages: list[dict[str, Any]], hint: str) -> list[dict[str, Any]]:

@@ -104,9 +104,8 @@ def components_for(pool: Pool, settings: Settings) -> PoolComponents:
         parts.activities += [
             JudgementMirrorFiles(settings).forget_judgement_lines,
             learning.judge_votes,
-            learning.prm_vote,
-            learning.hint,
             learning.publish_sample,
+            learning.judge_and_publish,
             steps.step_vote,
             steps.publish_step_samples,
         ]

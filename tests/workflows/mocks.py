@@ -14,6 +14,7 @@ import sys
 import time
 import uuid
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import AsyncIterator, Awaitable, Callable
@@ -37,6 +38,8 @@ from api.session_gateway import session_workflow_id
 from contracts.chat import ChatSampling, GenerateInput, GenerateOutput, TurnType
 from contracts.errors import ErrorType
 from contracts.learning import (
+    JudgeAndPublishInput,
+    JudgedSample,
     LearningPlan,
     Method,
     NextState,
@@ -44,7 +47,6 @@ from contracts.learning import (
     PublishResult,
     TeacherInput,
     TeacherResult,
-    VoteInput,
     VoteResult,
     Votes,
     VotesInput,
@@ -70,6 +72,7 @@ from contracts.training import (
     TrainInput,
 )
 from openclaw_rl.search_attributes import SEARCH_ATTRIBUTES, SESSION_ID, USER_ID
+from rlmath.signals import judge_summary
 from store import keys as store_keys
 from workflows.session import SessionWorkflow
 from workflows.training import TrainingWorkflow
@@ -192,7 +195,13 @@ async def result_skipping_time(env: WorkflowEnvironment, handle: WorkflowHandle)
 # ---- sessions -------------------------------------------------------------------
 
 
-def learning_plan(queue: str, method: Method = Method.BINARY, prm_votes: int = 3, hint_votes: int = 0) -> LearningPlan:
+def learning_plan(
+    queue: str,
+    method: Method = Method.BINARY,
+    prm_votes: int = 3,
+    hint_votes: int = 0,
+    judge_and_publish: bool = False,
+) -> LearningPlan:
     return LearningPlan(
         method=method,
         prm_votes=prm_votes,
@@ -204,6 +213,7 @@ def learning_plan(queue: str, method: Method = Method.BINARY, prm_votes: int = 3
         judge_task_queue=queue,
         policy_task_queue=queue,
         vote_timeout_s=30.0,
+        judge_and_publish=judge_and_publish,
     )
 
 
@@ -311,30 +321,37 @@ class SessionActivities:
         return [self.generate, self.archive_turns]
 
 
+@dataclass(frozen=True)
+class VoteAsked:
+    """One vote the judge pool was asked for (the mock's record)."""
+
+    turn_id: str
+    kind: str
+    vote: int
+    next_state: NextState
+
+
 class JudgeActivities:
-    """The judge pool's votes and `publish_sample`, and the policy pool's `teacher_logprobs`."""
+    """The judge pool's `judge_votes`, `publish_sample` and `judge_and_publish`, and the policy pool's
+    `teacher_logprobs`."""
 
     def __init__(
         self, prm_scores: tuple[int, ...] = (1, 1, -1), hint: str = "Check the file exists before opening it."
     ):
         self.prm_scores = prm_scores
         self.hint_text = hint
-        self.votes: list[VoteInput] = []
+        self.votes: list[VoteAsked] = []
         self.teacher: list[TeacherInput] = []
         self.published: list[PublishInput] = []
 
-    @activity.defn(name="prm_vote")
-    async def prm_vote(self, inp: VoteInput) -> VoteResult:
-        self.votes.append(inp)
-        score = self.prm_scores[inp.vote % len(self.prm_scores)]
-        return VoteResult(kind="prm", vote=inp.vote, score=score, raw=f"\\boxed{{{score}}}")
-
-    @activity.defn(name="hint")
-    async def hint(self, inp: VoteInput) -> VoteResult:
-        self.votes.append(inp)
+    def _vote(self, asked: VoteAsked) -> VoteResult:
+        self.votes.append(asked)
+        if asked.kind == "prm":
+            score = self.prm_scores[asked.vote % len(self.prm_scores)]
+            return VoteResult(kind="prm", vote=asked.vote, score=score, raw=f"\\boxed{{{score}}}")
         return VoteResult(
             kind="hint",
-            vote=inp.vote,
+            vote=asked.vote,
             score=1,
             hint=self.hint_text,
             raw=f"\\boxed{{1}} [HINT_START]{self.hint_text}[HINT_END]",
@@ -343,13 +360,9 @@ class JudgeActivities:
     @activity.defn(name="judge_votes")
     async def judge_votes(self, inp: VotesInput) -> Votes:
         """Every vote of a turn in one activity, as the judge pool answers them (each recorded as a vote)."""
-
-        def vote(kind: str, i: int) -> VoteInput:
-            return VoteInput(turn_id=inp.turn_id, kind=kind, vote=i, next_state=inp.next_state)
-
         return Votes(
-            prm=[await JudgeActivities.prm_vote(self, vote("prm", i)) for i in range(inp.prm)],
-            hints=[await JudgeActivities.hint(self, vote("hint", i)) for i in range(inp.hints)],
+            prm=[self._vote(VoteAsked(inp.turn_id, "prm", i, inp.next_state)) for i in range(inp.prm)],
+            hints=[self._vote(VoteAsked(inp.turn_id, "hint", i, inp.next_state)) for i in range(inp.hints)],
         )
 
     @activity.defn(name="teacher_logprobs")
@@ -366,11 +379,18 @@ class JudgeActivities:
             published=True, reward=float(inp.judge.eval_score or 0), loss_mask=1, reason="judged", tokens=5
         )
 
-    def votes_for(self, turn_id: str) -> list[VoteInput]:
+    @activity.defn(name="judge_and_publish")
+    async def judge_and_publish(self, inp: JudgeAndPublishInput) -> JudgedSample:
+        votes = await JudgeActivities.judge_votes(self, inp.votes)
+        summary = judge_summary(inp.sample.judge.judge, votes.prm, votes.hints)
+        result = await JudgeActivities.publish_sample(self, inp.sample.model_copy(update={"judge": summary}))
+        return JudgedSample(judge=summary, result=result)
+
+    def votes_for(self, turn_id: str) -> list[VoteAsked]:
         return [v for v in self.votes if v.turn_id == turn_id]
 
     def all(self) -> list:
-        return [self.judge_votes, self.prm_vote, self.hint, self.teacher_logprobs, self.publish_sample]
+        return [self.judge_votes, self.teacher_logprobs, self.publish_sample, self.judge_and_publish]
 
 
 # ---- training -------------------------------------------------------------------

@@ -255,7 +255,6 @@ async def session_paired_and_rolled() -> None:
                 await env.client.get_workflow_handle(judge_workflow_id(wf_id, index)).result()
             for n, run_id in enumerate(await run_ids(env.client, wf_id), start=1):
                 await save(env.client, f"session_paired_and_rolled_run{n}", wf_id, run_id)
-            await save(env.client, "judge_turn_binary", judge_workflow_id(wf_id, 0))
             await save(env.client, "judge_turn_binary_no_next_state", judge_workflow_id(wf_id, 4))
 
 
@@ -290,18 +289,25 @@ async def judge_turn_votes_in_one() -> None:
 
 
 async def judge_turn_patch_retired() -> None:
-    """The same two judges on the code that deprecated VOTES_IN_ONE_ACTIVITY (2026-11-28): no marker, no upsert."""
+    """The same two judges on the code that deprecated VOTES_IN_ONE_ACTIVITY (2026-11-28): the marker marked
+    deprecated, and its upsert."""
     await _judges_voting_in_one("judge_turn_retired")
 
 
-async def _judges_voting_in_one(prefix: str) -> None:
+async def judge_turn_judged_and_published() -> None:
+    """The same two judges with the call of the retired patch gone and plans that ask for `judge_and_publish`
+    (2026-11-28): the binary one is that one activity; the combined one votes, scores the hint, then publishes."""
+    await _judges_voting_in_one("judge_turn_now", judge_and_publish=True)
+
+
+async def _judges_voting_in_one(prefix: str, judge_and_publish: bool = False) -> None:
     async with fresh_env() as env:
         q = new_queue()
         async with Worker(env.client, task_queue=q, workflows=[JudgeTurnWorkflow], activities=JudgeActivities().all()):
             for name, method, hints in (("binary", Method.BINARY, 0), ("in_one", Method.COMBINED, 1)):
                 session_key = session_workflow_id("tester", f"votes-{name}")
                 inp = JudgeTurnInput(
-                    plan=learning_plan(q, method, prm_votes=3, hint_votes=hints),
+                    plan=learning_plan(q, method, prm_votes=3, hint_votes=hints, judge_and_publish=judge_and_publish),
                     session_key=session_key,
                     user_id="tester",
                     session_id=f"votes-{name}",
@@ -867,6 +873,7 @@ SCENARIOS = (
     judge_turn_opd,
     judge_turn_votes_in_one,
     judge_turn_patch_retired,
+    judge_turn_judged_and_published,
     training_steps,
     training_all_stale_before_patch,
     training_from_memory,

@@ -38,13 +38,14 @@ RECORDED = {
     "session_paired_and_rolled_run1.json",
     "session_paired_and_rolled_run2.json",
     "session_paired_and_rolled_run3.json",
-    # retired/judge_turn_binary.json and judge_turn_opd.json (one activity a vote) were recorded before
-    # VOTES_IN_ONE_ACTIVITY and no longer replay since the patch is deprecated: no judge workflow that old is open.
+    # retired/: judge_turn_binary.json and judge_turn_opd.json (one activity a vote, before VOTES_IN_ONE_ACTIVITY)
+    # and judge_turn_votes_*.json (its plain marker) no longer replay since the patch's call is gone: no judge
+    # workflow that old is open.
     "judge_turn_binary_no_next_state.json",
-    "judge_turn_votes_in_one.json",
-    "judge_turn_votes_binary.json",
     "judge_turn_retired_binary.json",
     "judge_turn_retired_in_one.json",
+    "judge_turn_now_binary.json",
+    "judge_turn_now_in_one.json",
     "training_steps.json",
     "training_all_stale_before_patch.json",
     "training_from_memory.json",
@@ -443,10 +444,33 @@ def test_evaluation_history_that_moved_on_records_nothing_after_the_moved_set():
 
 
 def test_a_turns_votes_are_one_activity_since_the_patch_and_one_each_before():
-    now = steps(load(HISTORIES / "judge_turn_votes_in_one.json"))
+    now = steps(load(HISTORIES / "judge_turn_now_in_one.json"))
     assert now.count("judge_votes") == 1 and "prm_vote" not in now and "hint" not in now, now
     before = steps(load(HISTORIES / "retired" / "judge_turn_binary.json"))
     assert before.count("prm_vote") == 3 and "judge_votes" not in before, before
+
+
+def test_a_binary_judge_is_one_activity_and_a_combined_one_votes_scores_the_hint_then_publishes():
+    """Plans of sessions started now ask for `judge_and_publish`; the retired patch writes no marker any more."""
+    assert steps(load(HISTORIES / "judge_turn_now_binary.json")) == ["judge_and_publish"]
+    assert steps(load(HISTORIES / "judge_turn_now_in_one.json")) == [
+        "judge_votes",
+        "teacher_logprobs",
+        "publish_sample",
+    ]
+    done = result(load(HISTORIES / "judge_turn_now_binary.json"))
+    assert done["judge"]["prm_votes"] == [1, 1, -1] and done["judge"]["eval_score"] == 1, done
+    assert done["result"]["published"] and done["result"]["reward"] == 1.0, done
+
+
+async def test_judges_with_the_retired_patchs_plain_marker_no_longer_replay():
+    """The patch's call is gone: a history with its plain marker (a run of the build that added it) fails, one with
+    the deprecated marker replays (above). Why the build before this one had to deprecate it first."""
+    for name in ("judge_turn_votes_binary.json", "judge_turn_votes_in_one.json"):
+        got = await replayer(JudgeTurnWorkflow).replay_workflow(
+            load(HISTORIES / "retired" / name), raise_on_replay_failure=False
+        )
+        assert isinstance(got.replay_failure, workflow.NondeterminismError), (name, got.replay_failure)
 
 
 def test_the_deprecated_patch_marks_its_marker_deprecated_so_the_next_release_can_drop_the_call():
@@ -460,8 +484,9 @@ def test_the_deprecated_patch_marks_its_marker_deprecated_so_the_next_release_ca
         return [json.loads(base64.b64decode(p)) for p in payloads]
 
     patch = "judge-votes-in-one-activity"
-    assert patch_markers("judge_turn_votes_binary.json") == [{"id": patch, "deprecated": False}]
+    assert patch_markers("retired/judge_turn_votes_binary.json") == [{"id": patch, "deprecated": False}]
     assert patch_markers("judge_turn_retired_binary.json") == [{"id": patch, "deprecated": True}]
+    assert patch_markers("judge_turn_now_binary.json") == patch_markers("judge_turn_now_in_one.json") == []
     assert steps(load(HISTORIES / "judge_turn_retired_binary.json")) == [
         f"patch:{patch}",
         "judge_votes",

@@ -1,0 +1,79 @@
+"""A binary judge's votes and its sample in one activity (`judge_and_publish`), against a real valkey and a judge
+server speaking the real wire format: the votes make the record's summary, and the sample is published once however
+often the activity is tried."""
+
+from __future__ import annotations
+
+from temporalio.testing import ActivityEnvironment
+
+from activities.learning import LearningActivities
+from contracts.chat import StoredChatRequest
+from contracts.learning import JudgeAndPublishInput, JudgeSummary, Method, NextState, PublishInput, VotesInput
+from openclaw_rl.settings import LlmJudgeSettings, Settings
+from store import keys
+from store.turns import TurnTokens
+from tests.helpers import store_at
+from tests.learning.conftest import ScriptedJudge
+from tests.training.test_train_step_activity import valkey  # noqa: F401 (fixture)
+
+ASKED = [{"role": "user", "content": "How do I list hidden files?"}]
+REPLIED = [*ASKED, {"role": "assistant", "content": "ls -a"}, {"role": "user", "content": "that worked, thanks"}]
+
+
+def _work(turn: str, session: str = "session/u/s") -> JudgeAndPublishInput:
+    ns = NextState(role="user", request_key=keys.chat_request(f"{turn}-next"), message_index=2)
+    return JudgeAndPublishInput(
+        votes=VotesInput(turn_id=turn, next_state=ns, prm=3, vote_timeout_s=10, attempts=2),
+        sample=PublishInput(
+            sample_id=f"{session}#0",
+            session_key=session,
+            source="personal",
+            method=Method.BINARY,
+            user_id="u",
+            session_id="s",
+            turn_id=turn,
+            turn_index=0,
+            policy_version="0",
+            has_next_state=True,
+            judge=JudgeSummary(judge="scripted"),
+        ),
+    )
+
+
+async def _turn(port: int, turn: str) -> None:
+    store = store_at(port)
+    await store.turns.save(
+        TurnTokens(
+            turn_id=turn, prompt_ids=[1, 2], response_ids=[3, 4], response_logprobs=[-1.0, -1.0],
+            weight_version="0", finish_reason="stop", response_text="ls -a",
+        )
+    )  # fmt: skip
+    await store.requests.save(turn, StoredChatRequest(messages=ASKED))
+    await store.requests.save(f"{turn}-next", StoredChatRequest(messages=REPLIED))
+    await store.aclose()
+
+
+async def test_the_votes_make_the_summary_and_the_sample_is_published_once(tmp_path, valkey):  # noqa: F811
+    with ScriptedJudge(["\\boxed{1}", "\\boxed{1}", "no box at all"]) as judge:
+        settings = Settings(
+            data_dir=tmp_path / "data",
+            redis={"port": valkey},
+            learning={"judge": LlmJudgeSettings(url=judge.url)},
+        )
+        acts = LearningActivities(settings)
+        env = ActivityEnvironment()
+        await _turn(valkey, "t0")
+        done = await env.run(acts.judge_and_publish, _work("t0"))
+        assert sorted(done.judge.prm_votes, key=str) == sorted([1, 1, None], key=str)
+        assert (done.judge.eval_score, done.judge.judge, done.judge.failed_votes) == (1, "scripted", 0)
+        assert "boxed{1}" in (done.judge.representative or "")
+        assert done.result.published and done.result.reward == 1.0
+        assert len(judge.requests) == 3 and "that worked, thanks" in str(judge.requests[0]["messages"])
+
+        again = await env.run(acts.judge_and_publish, _work("t0"))  # a try after a lost answer votes again...
+        assert len(judge.requests) == 6
+        assert again.result.duplicate and not again.result.published  # ...and publishes nothing twice
+        store = store_at(valkey)
+        assert await store.samples.length("personal") == 1
+        await store.aclose()
+        await acts.aclose()
