@@ -2,7 +2,7 @@
 
 judge pool:  `judge_votes` (a turn's votes in one call, each retried on its own inside), `publish_sample`
              (advantages, then the sample, its record and the audit summary in one atomic Redis step), and
-             `judge_and_publish` (a binary judge's two in one call).
+             `judge_and_publish` (the two in one call when no hint is accepted).
 policy pool: `teacher_logprobs` (the response scored under the hint-enhanced context), on the frozen teacher
              server when one is configured, else on the policy (traffic through its router).
 
@@ -136,10 +136,12 @@ class LearningActivities:
     @activity.defn(name=JUDGE_AND_PUBLISH.name)
     @store_outage_is_retryable
     async def judge_and_publish(self, inp: JudgeAndPublishInput) -> JudgedSample:
-        """`judge_votes` then `publish_sample`, for a judge with nothing between them (binary RL: no teacher pass on
-        another pool)."""
+        """`judge_votes` then `publish_sample`, when nothing comes between them: no hint accepted. An accepted hint
+        is returned unpublished; its teacher pass runs on the policy pool, then `publish_sample`."""
         votes = await self._votes(inp.votes)
         summary = judge_summary(inp.sample.judge.judge, votes.prm, votes.hints)
+        if summary.hint is not None:
+            return JudgedSample(judge=summary, result=None)
         result = await self._publish(inp.sample.model_copy(update={"judge": summary}))
         return JudgedSample(judge=summary, result=result)
 

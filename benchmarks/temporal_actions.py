@@ -68,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     judge = actions(load("judge_turn_now_binary.json", root))  # today's: votes and publish in one activity
     judge_deprecated = actions(load("judge_turn_retired_binary.json", root))  # the build before: two, and an upsert
     judge_before = actions(load("retired/judge_turn_binary.json", root))  # before VOTES_IN_ONE_ACTIVITY: one a vote
-    combined = actions(load("judge_turn_now_in_one.json", root))  # today's: 3 PRM votes and a hint vote in one
+    combined = actions(load("judge_turn_now_in_one.json", root))  # 3 PRM votes and a hint vote, the hint accepted
+    no_hint = actions(load("judge_turn_now_no_hint.json", root))  # the same, no hint accepted: one activity
     per_turn = total(session) / turns + total(judge)
     # The recording rolls a session over every 2 turns; a deployment every `session.turns_per_run` (200). What a
     # run costs once (its start, its idle timer, the archive, the roll-over signal, a version upsert) is then spread
@@ -84,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"judge child (binary, the build before): {total(judge_deprecated)} actions: {show(judge_deprecated, 1)}")
     print(f"judge child (binary, one activity a vote, before): {total(judge_before)} actions: {show(judge_before, 1)}")
     print(f"judge child (combined, with a hint): {total(combined)} actions: {show(combined, 1)}")
+    print(f"judge child (combined, no hint accepted): {total(no_hint)} actions: {show(no_hint, 1)}")
 
     # An episode step: the episode's actions over its steps (open, outcome and close spread over them), and the
     # step's own (agent_step + env_step + step_vote).
@@ -104,6 +106,11 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"judged turn with {TURNS_PER_RUN}-turn session runs: {in_production:.2f} (session {turn_share:.2f} a turn + "
         f"{run_share:.1f} a run / {TURNS_PER_RUN}, judge {total(judge)}); the build before: {before_production:.2f}"
+    )
+    base = in_production - total(judge)
+    print(
+        f"combined (the default method): {base + total(no_hint):.2f} a judged turn whose hint is not accepted, "
+        f"{base + total(combined):.2f} with an accepted hint (its teacher pass on the policy pool, then the publish)"
     )
     print(
         f"actions: {per_turn:.1f} per judged turn (session {total(session) / turns:.2f} + judge {total(judge)}), "

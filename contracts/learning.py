@@ -45,10 +45,10 @@ class LearningPlan(BaseModel):
     policy_task_queue: str
     vote_timeout_s: float
     judge_and_publish: bool = False
-    """A binary judge votes and publishes in one activity (`judge_and_publish`: one billable action where two
-    were). Set for sessions started since; a plan without it (a session started before) keeps the two activities,
-    so the judge workflows it starts replay on either build without a patch marker (whose first use is an upsert,
-    one more action)."""
+    """A judge votes and publishes in one activity (`judge_and_publish`: one billable action where two were), unless
+    a hint is accepted (its teacher pass on the policy pool comes between). Set for sessions started since; a plan
+    without it (a session started before) keeps the two activities, so the judge workflows it starts replay on
+    either build without a patch marker (whose first use is an upsert, one more action)."""
 
 
 class JudgeSummary(BaseModel):
@@ -168,7 +168,7 @@ class JudgeOutcome(BaseModel):
 
 
 class JudgeAndPublishInput(BaseModel):
-    """A binary judge's whole work in one activity: its votes, then the sample they make (`judge_and_publish`)."""
+    """A judge's votes, then the sample they make, in one activity (`judge_and_publish`)."""
 
     votes: VotesInput
     sample: PublishInput
@@ -177,7 +177,9 @@ class JudgeAndPublishInput(BaseModel):
 
 class JudgedSample(BaseModel):
     judge: JudgeSummary
-    result: PublishResult
+    result: PublishResult | None
+    """None: a hint was accepted, so nothing is published yet (its teacher log-probs come first, then
+    `publish_sample`)."""
 
 
 def session_key(workflow_id: str, first_run_id: str) -> str:
@@ -248,4 +250,4 @@ JUDGE_AND_PUBLISH = ActivityDef(
         non_retryable=(ErrorType.TURN_DATA_MISSING,),
     ),
 )
-"""A binary judge's votes and its sample in one activity (judge pool), when its plan says so."""
+"""A turn's votes and its sample in one activity (judge pool), when its plan says so and no hint is accepted."""

@@ -6,8 +6,9 @@ judge pool (`judge_votes`: parallel requests, each vote retried on its own): a
 vote that fails or times out after its tries counts as no vote (a store outage
 is waited out, not counted). An accepted hint is turned into teacher log-probs on the
 policy pool. `publish_sample` applies the method's rules and writes the sample
-exactly once. A binary judge whose plan says so does both in one activity
-(`judge_and_publish`): nothing runs between them on another pool.
+exactly once. A judge whose plan says so votes and publishes in one activity
+(`judge_and_publish`) unless a hint is accepted: its teacher pass, on another
+pool, comes between.
 """
 
 from __future__ import annotations
@@ -57,13 +58,17 @@ class JudgeTurnWorkflow:
         wants_hint = plan.method in (Method.OPD, Method.COMBINED)
         n_prm = plan.prm_votes if wants_prm and inp.next_state is not None else 0
         n_hint = plan.hint_votes if wants_hint and inp.next_state is not None else 0
-        if plan.judge_and_publish and plan.method is Method.BINARY and n_prm:
-            return await self._judge_and_publish(inp, n_prm)
-        prm: list[VoteResult | None] = []
-        hints: list[VoteResult | None] = []
-        if n_prm + n_hint:
-            prm, hints = await self._votes(inp, n_prm, n_hint)
-        summary = judge_summary(plan.judge_name, prm, hints)
+        if plan.judge_and_publish and n_prm + n_hint:
+            done = await self._judge_and_publish(inp, n_prm, n_hint)
+            if done.result is not None:
+                return JudgeOutcome(judge=done.judge, result=done.result)
+            summary = done.judge  # a hint accepted: its teacher pass first
+        else:
+            prm: list[VoteResult | None] = []
+            hints: list[VoteResult | None] = []
+            if n_prm + n_hint:
+                prm, hints = await self._votes(inp, n_prm, n_hint)
+            summary = judge_summary(plan.judge_name, prm, hints)
         teacher = None
         if summary.hint is not None:
             try:
@@ -84,17 +89,16 @@ class JudgeTurnWorkflow:
         )
         return JudgeOutcome(judge=summary, teacher=teacher, result=result)
 
-    async def _judge_and_publish(self, inp: JudgeTurnInput, n_prm: int) -> JudgeOutcome:
+    async def _judge_and_publish(self, inp: JudgeTurnInput, n_prm: int, n_hint: int) -> JudgedSample:
         plan = inp.plan
-        votes = self._votes_input(inp, n_prm, 0)
-        done: JudgedSample = await execute(
+        votes = self._votes_input(inp, n_prm, n_hint)
+        return await execute(
             JUDGE_AND_PUBLISH,
             JudgeAndPublishInput(votes=votes, sample=self._sample(inp, JudgeSummary(judge=plan.judge_name), None)),
             task_queue=plan.judge_task_queue,
             # The votes' bound (as judge_votes') and the publish's (as publish_sample's).
             start_to_close=_votes_bound(plan.vote_timeout_s, votes.attempts) + timedelta(seconds=60),
         )
-        return JudgeOutcome(judge=done.judge, result=done.result)
 
     @staticmethod
     def _sample(inp: JudgeTurnInput, summary: JudgeSummary, teacher_key: str | None) -> PublishInput:

@@ -77,3 +77,27 @@ async def test_the_votes_make_the_summary_and_the_sample_is_published_once(tmp_p
         assert await store.samples.length("personal") == 1
         await store.aclose()
         await acts.aclose()
+
+
+async def test_an_accepted_hint_is_returned_unpublished_for_its_teacher_pass(tmp_path, valkey):  # noqa: F811
+    hinted = "\\boxed{1} [HINT_START]Show the hidden files with ls -a, and say what -a does.[HINT_END]"
+    with ScriptedJudge([hinted]) as judge:
+        settings = Settings(
+            data_dir=tmp_path / "data", redis={"port": valkey}, learning={"judge": LlmJudgeSettings(url=judge.url)}
+        )
+        acts = LearningActivities(settings)
+        await _turn(valkey, "t1")
+        work = _work("t1")
+        work = work.model_copy(
+            update={
+                "votes": work.votes.model_copy(update={"prm": 1, "hints": 1}),
+                "sample": work.sample.model_copy(update={"method": Method.COMBINED}),
+            }
+        )
+        done = await ActivityEnvironment().run(acts.judge_and_publish, work)
+        assert done.result is None and done.judge.hint and "ls -a" in done.judge.hint
+        assert (done.judge.prm_votes, done.judge.hint_votes, len(judge.requests)) == ([1], 1, 2)
+        store = store_at(valkey)
+        assert await store.samples.length("personal") == 0  # published after the teacher pass, by publish_sample
+        await store.aclose()
+        await acts.aclose()

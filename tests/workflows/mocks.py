@@ -383,6 +383,8 @@ class JudgeActivities:
     async def judge_and_publish(self, inp: JudgeAndPublishInput) -> JudgedSample:
         votes = await JudgeActivities.judge_votes(self, inp.votes)
         summary = judge_summary(inp.sample.judge.judge, votes.prm, votes.hints)
+        if summary.hint is not None:  # the teacher pass comes first
+            return JudgedSample(judge=summary, result=None)
         result = await JudgeActivities.publish_sample(self, inp.sample.model_copy(update={"judge": summary}))
         return JudgedSample(judge=summary, result=result)
 

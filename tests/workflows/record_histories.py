@@ -281,30 +281,33 @@ async def judge_turn_opd() -> None:
             await save(env.client, "judge_turn_opd", judge_workflow_id(session_key, 0))
 
 
-async def judge_turn_votes_in_one() -> None:
-    """Judges on the code that introduced VOTES_IN_ONE_ACTIVITY (2026-11-28): a binary one (three PRM votes in one
-    `judge_votes` activity, the publish) and a combined one (three PRM votes and a hint vote in one activity, the
-    hint's teacher log-probs, the publish)."""
-    await _judges_voting_in_one("judge_turn_votes")
-
-
-async def judge_turn_patch_retired() -> None:
-    """The same two judges on the code that deprecated VOTES_IN_ONE_ACTIVITY (2026-11-28): the marker marked
-    deprecated, and its upsert."""
-    await _judges_voting_in_one("judge_turn_retired")
+# judge_turn_votes_*.json (retired/) and judge_turn_retired_*.json were recorded on the builds that added and then
+# deprecated the `judge-votes-in-one-activity` patch (2026-11-28); that code is gone, so they are kept as recorded.
 
 
 async def judge_turn_judged_and_published() -> None:
     """The same two judges with the call of the retired patch gone and plans that ask for `judge_and_publish`
-    (2026-11-28): the binary one is that one activity; the combined one votes, scores the hint, then publishes."""
+    (2026-11-28): the binary one is that one activity; the combined one's hint is accepted, so it votes (without
+    publishing), scores the hint, then publishes; a combined one whose hint is too short is one activity again."""
     await _judges_voting_in_one("judge_turn_now", judge_and_publish=True)
+    await _judges_voting_in_one(
+        "judge_turn_now", judge_and_publish=True, judges=JudgeActivities(hint="short"), kinds=(("no_hint", 1),)
+    )
 
 
-async def _judges_voting_in_one(prefix: str, judge_and_publish: bool = False) -> None:
+async def _judges_voting_in_one(
+    prefix: str,
+    judge_and_publish: bool = False,
+    judges: JudgeActivities | None = None,
+    kinds: tuple[tuple[str, int], ...] = (("binary", 0), ("in_one", 1)),
+) -> None:
+    """Judges with three PRM votes, binary (0 hint votes) or combined (1), each saved as `<prefix>_<name>`."""
     async with fresh_env() as env:
         q = new_queue()
-        async with Worker(env.client, task_queue=q, workflows=[JudgeTurnWorkflow], activities=JudgeActivities().all()):
-            for name, method, hints in (("binary", Method.BINARY, 0), ("in_one", Method.COMBINED, 1)):
+        judges = judges or JudgeActivities()
+        async with Worker(env.client, task_queue=q, workflows=[JudgeTurnWorkflow], activities=judges.all()):
+            for name, hints in kinds:
+                method = Method.COMBINED if hints else Method.BINARY
                 session_key = session_workflow_id("tester", f"votes-{name}")
                 inp = JudgeTurnInput(
                     plan=learning_plan(q, method, prm_votes=3, hint_votes=hints, judge_and_publish=judge_and_publish),
@@ -319,7 +322,8 @@ async def _judges_voting_in_one(prefix: str, judge_and_publish: bool = False) ->
                 outcome = await env.client.execute_workflow(
                     JudgeTurnWorkflow.run, inp, id=judge_workflow_id(session_key, 0), task_queue=q
                 )
-                assert outcome.judge.prm_votes == [1, 1, -1] and (outcome.teacher is not None) == bool(hints), outcome
+                assert outcome.judge.prm_votes == [1, 1, -1], outcome
+                assert (outcome.teacher is not None) == (outcome.judge.hint is not None) == (name == "in_one"), outcome
                 await save(env.client, f"{prefix}_{name}", judge_workflow_id(session_key, 0))
 
 
@@ -871,8 +875,6 @@ async def canary_promoted() -> None:
 SCENARIOS = (
     session_paired_and_rolled,
     judge_turn_opd,
-    judge_turn_votes_in_one,
-    judge_turn_patch_retired,
     judge_turn_judged_and_published,
     training_steps,
     training_all_stale_before_patch,

@@ -46,6 +46,7 @@ RECORDED = {
     "judge_turn_retired_in_one.json",
     "judge_turn_now_binary.json",
     "judge_turn_now_in_one.json",
+    "judge_turn_now_no_hint.json",
     "training_steps.json",
     "training_all_stale_before_patch.json",
     "training_from_memory.json",
@@ -444,17 +445,19 @@ def test_evaluation_history_that_moved_on_records_nothing_after_the_moved_set():
 
 
 def test_a_turns_votes_are_one_activity_since_the_patch_and_one_each_before():
-    now = steps(load(HISTORIES / "judge_turn_now_in_one.json"))
+    now = steps(load(HISTORIES / "judge_turn_retired_in_one.json"))
     assert now.count("judge_votes") == 1 and "prm_vote" not in now and "hint" not in now, now
     before = steps(load(HISTORIES / "retired" / "judge_turn_binary.json"))
     assert before.count("prm_vote") == 3 and "judge_votes" not in before, before
 
 
-def test_a_binary_judge_is_one_activity_and_a_combined_one_votes_scores_the_hint_then_publishes():
-    """Plans of sessions started now ask for `judge_and_publish`; the retired patch writes no marker any more."""
+def test_a_judge_is_one_activity_unless_a_hint_is_accepted():
+    """Plans of sessions started now ask for `judge_and_publish`; the retired patch writes no marker any more. An
+    accepted hint is returned unpublished: its teacher pass, then the publish."""
     assert steps(load(HISTORIES / "judge_turn_now_binary.json")) == ["judge_and_publish"]
+    assert steps(load(HISTORIES / "judge_turn_now_no_hint.json")) == ["judge_and_publish"]
     assert steps(load(HISTORIES / "judge_turn_now_in_one.json")) == [
-        "judge_votes",
+        "judge_and_publish",
         "teacher_logprobs",
         "publish_sample",
     ]
