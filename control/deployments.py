@@ -105,6 +105,17 @@ async def make_current(client: Client, settings: Settings, build_id: str, wait_s
     log.info("build made current", deployment=settings.temporal.versioning.deployment_name, build_id=build_id)
 
 
+async def make_current_if_none(client: Client, settings: Settings, build_id: str, wait_s: float = 30.0) -> bool:
+    """A fleet's first build: with no current build, new workflows would wait for a worker that never polls
+    unversioned, so the first build to start makes itself current. Later builds wait to be promoted. True when it
+    did."""
+    state = await describe(client, settings)
+    if state is not None and state.current is not None:
+        return False
+    await make_current(client, settings, build_id, wait_s)
+    return True
+
+
 async def release_pinned_elsewhere(client: Client, settings: Settings, build_id: str) -> int:
     """One box: a restart with new workflow code leaves the old build without a worker, and whatever was pinned to it
     would wait forever. Those workflows are moved to the current build (an AutoUpgrade override): their histories

@@ -22,13 +22,18 @@ log = structlog.get_logger(__name__)
 GRACEFUL_SHUTDOWN_S = 10
 
 
-async def _make_current(client, settings: Settings, build_id: str) -> None:
-    """One box: this build is the roll-out, and the one before it is gone with the restart (what was pinned to it
-    moves here). A failure is logged, not fatal: the worker polls on, and `openclaw-rl deploy promote` can route to
+async def _route_to(client, settings: Settings, build_id: str) -> None:
+    """One box (`make_current_on_start`): this build is the roll-out, and the one before it is gone with the restart
+    (what was pinned to it moves here). A fleet: only its first build makes itself current; later ones wait for
+    `openclaw-rl deploy promote`. A failure is logged, not fatal: the worker polls on, and `promote` can route to
     it."""
-    from control.deployments import make_current, release_pinned_elsewhere
+    from control.deployments import make_current, make_current_if_none, release_pinned_elsewhere
 
     try:
+        if not settings.temporal.makes_current_on_start():
+            if await make_current_if_none(client, settings, build_id):
+                log.info("the deployment's first build: made current", build_id=build_id)
+            return
         await make_current(client, settings, build_id)
         if settings.temporal.address is None:  # the embedded server: no other build's worker can be alive
             await release_pinned_elsewhere(client, settings, build_id)
@@ -90,8 +95,8 @@ async def run_worker(settings: Settings, pool: Pool) -> None:
         async with contextlib.AsyncExitStack() as running:
             for worker in workers:
                 await running.enter_async_context(worker)
-            if versioned is not None and settings.temporal.makes_current_on_start():
-                await _make_current(client, settings, versioned.version.build_id)
+            if versioned is not None:
+                await _route_to(client, settings, versioned.version.build_id)
             if runtime is not None:  # the autoscalers' signal, served with the pool's metrics
                 poller = BacklogPoller(client, runtime.metric_meter, [queue], settings.metrics.backlog_interval_s)
                 await running.enter_async_context(poller.running())

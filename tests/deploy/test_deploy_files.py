@@ -27,6 +27,18 @@ def _role(pool: Pool) -> str:
     return "trainer" if pool is Pool.TRAINER else f"worker-{pool.value}"
 
 
+def _component(name: str, docs: list[dict]) -> str:
+    """A workload's component (`worker-workflow` for every build's Deployment of the workflow pool)."""
+    (doc,) = [d for d in docs if d["kind"] in ("Deployment", "StatefulSet") and d["metadata"]["name"] == name]
+    return doc["metadata"].get("labels", {}).get("app.kubernetes.io/component", name)
+
+
+def _by_component(workloads) -> dict[str, dict]:
+    return {
+        d["metadata"].get("labels", {}).get("app.kubernetes.io/component", d["metadata"]["name"]): d for d in workloads
+    }
+
+
 def _run(*argv: str | Path) -> subprocess.CompletedProcess:
     return subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=120)
 
@@ -63,13 +75,15 @@ def test_the_kubernetes_manifests_validate_against_the_api_schemas():
 
 def test_kubernetes_runs_each_pool_on_its_own_with_gpus_secrets_and_env_autoscaling():
     docs = [d for m in MANIFESTS for d in yaml.safe_load_all(m.read_text()) if d]
-    workloads = {d["metadata"]["name"]: d for d in docs if d["kind"] in ("Deployment", "StatefulSet")}
+    workloads = _by_component(d for d in docs if d["kind"] in ("Deployment", "StatefulSet"))
     assert {f"worker-{p.value}" for p in Pool} | {"api", "sglang-policy", "sglang-judge"} <= workloads.keys()
     for name in ("worker-trainer", "sglang-policy", "sglang-judge"):
         (container,) = workloads[name]["spec"]["template"]["spec"]["containers"]
         assert container["resources"]["limits"]["nvidia.com/gpu"] == "1", name
         assert workloads[name]["spec"]["template"]["spec"]["nodeSelector"], name
-    hpa = {d["spec"]["scaleTargetRef"]["name"] for d in docs if d["kind"] == "HorizontalPodAutoscaler"}
+    hpa = {
+        _component(d["spec"]["scaleTargetRef"]["name"], docs) for d in docs if d["kind"] == "HorizontalPodAutoscaler"
+    }
     assert "worker-env" in hpa
     secrets = [d for d in docs if d["kind"] == "Secret"]
     assert secrets and {"REDIS_URL", "OPENCLAW_RL_API_KEY_PEPPER"} <= secrets[0]["stringData"].keys()
@@ -132,7 +146,9 @@ runs one step at a time: one replica, no autoscaler."""
 
 def test_each_scalable_pool_autoscales_on_its_task_queue_backlog_through_the_adapters_rule():
     docs = [d for m in MANIFESTS for d in yaml.safe_load_all(m.read_text()) if d]
-    hpas = {d["spec"]["scaleTargetRef"]["name"]: d for d in docs if d["kind"] == "HorizontalPodAutoscaler"}
+    hpas = {
+        _component(d["spec"]["scaleTargetRef"]["name"], docs): d for d in docs if d["kind"] == "HorizontalPodAutoscaler"
+    }
     assert "worker-trainer" not in hpas
     for pool, task_type in SCALED_ON_BACKLOG.items():
         hpa = hpas[f"worker-{pool.value}"]["spec"]
@@ -141,7 +157,7 @@ def test_each_scalable_pool_autoscales_on_its_task_queue_backlog_through_the_ada
         assert external[0]["metric"]["selector"]["matchLabels"] == {"pool": pool.value, "task_type": task_type}
         assert external[0]["target"]["type"] == "AverageValue" and float(external[0]["target"]["averageValue"]) > 0
         assert hpa["minReplicas"] >= 1 and hpa["maxReplicas"] > hpa["minReplicas"]
-    workloads = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Deployment"}
+    workloads = _by_component(d for d in docs if d["kind"] == "Deployment")
     config = next(d for d in docs if d["kind"] == "ConfigMap")["data"]
     from openclaw_rl.settings import POOL_METRICS_OFFSET
 
@@ -153,3 +169,35 @@ def test_each_scalable_pool_autoscales_on_its_task_queue_backlog_through_the_ada
     adapter = yaml.safe_load((DEPLOY / "k8s" / "prometheus-adapter" / "values.yaml").read_text())
     (rule,) = adapter["rules"]["external"]
     assert rule["name"]["as"] == "openclaw_task_queue_backlog" and "max by (pool, task_type)" in rule["metricsQuery"]
+
+
+def test_the_workflow_pool_runs_one_deployment_per_build_polling_as_that_build():
+    """Worker Versioning on a cluster: the Deployment, its pods and its autoscaler are named by the build, the build
+    id comes from the pods' own label, and a new build waits to be promoted (the first makes itself current)."""
+    docs = [d for d in yaml.safe_load_all((DEPLOY / "k8s" / "10-worker-workflow.yaml").read_text()) if d]
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    build = deployment["metadata"]["labels"]["openclaw-rl/build"]
+    pod = deployment["spec"]["template"]
+    assert deployment["metadata"]["name"] == f"worker-workflow-{build.replace('.', '-')}"
+    assert (
+        deployment["spec"]["selector"]["matchLabels"]["openclaw-rl/build"]
+        == pod["metadata"]["labels"]["openclaw-rl/build"]
+        == build
+    )
+    (container,) = pod["spec"]["containers"]
+    assert container["image"].endswith(f":{build}")
+    env = {e["name"]: e for e in container["env"]}
+    field = env["OPENCLAW_RL_TEMPORAL__VERSIONING__BUILD_ID"]["valueFrom"]["fieldRef"]["fieldPath"]
+    assert field == "metadata.labels['openclaw-rl/build']"
+    (hpa,) = [d for d in docs if d["kind"] == "HorizontalPodAutoscaler"]
+    assert hpa["spec"]["scaleTargetRef"]["name"] == deployment["metadata"]["name"]
+
+    config = yaml.safe_load((DEPLOY / "k8s" / "01-config.yaml").read_text())["data"]
+    from openclaw_rl.settings import Settings
+
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in {**config, "OPENCLAW_RL_TEMPORAL__VERSIONING__BUILD_ID": build}.items():
+            mp.setenv(k, v)
+        temporal = Settings().temporal
+    assert temporal.versioned() and not temporal.makes_current_on_start()
+    assert temporal.versioning.build_id == build
