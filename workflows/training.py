@@ -66,18 +66,20 @@ with workflow.unsafe.imports_passed_through():
     from workflows.activity_calls import execute
     from workflows.versioning import UPGRADE_AT_CONTINUE
 
-REPUBLISH_ON_ALL_STALE = "republish-current-version-on-all-stale-batch"
-"""Patch marker: an all-stale batch means the servers generate with older weights (an engine restarted on the base
-model): have them load the current version again, or no sample is ever fresh enough to train on."""
+# Retired patches, step one (`workflow.deprecate_patch`, docs/operations.md "Retiring a patch"): every open run has
+# taken their branch (a training run continues as new within CLAIMS_PER_RUN claims, onto the newest code), so the
+# code before them is gone; runs still write their markers, marked deprecated, and the next release drops the calls.
+# "skip-publish-of-all-stale-batch" and "republish-current-version-on-all-stale-batch" went with the checkpoint-
+# at-every-step loop they patched (runs before PUBLISH_FROM_MEMORY).
 PUBLISH_FROM_MEMORY = "publish-from-memory-durable-checkpoints-on-a-cadence"
-"""Patch marker: versions trained and published in the trainer's memory, durable checkpoints on a cadence."""
+"""Versions trained and published in the trainer's memory, durable checkpoints on a cadence."""
 STRICT_CADENCE = "checkpoint-cadence-waits-for-the-write-in-flight"
-"""Patch marker: a checkpoint due while the previous one is still being written waits for it (every N versions
-really is every N), and a due checkpoint is taken when training is paused on request too."""
+"""A checkpoint due while the previous one is still being written waits for it (every N versions really is every
+N), and a due checkpoint is taken when training is paused on request too."""
 ADOPT_CONFIRMED_AFTER_LOSS = "adopt-a-checkpoint-confirmed-by-a-lost-trainer"
-"""Patch marker: a trainer can die after its confirmation reached the disk (batches recorded as trained,
-entries acknowledged) and before Temporal heard of it. Going back to the durable checkpoint before it would drop
-those batches' training for good: the workflow asks the next trainer for the newest confirmed checkpoint first."""
+"""A trainer can die after its confirmation reached the disk (batches recorded as trained, entries acknowledged)
+and before Temporal heard of it. Going back to the durable checkpoint before it would drop those batches' training
+for good: the workflow asks the next trainer for the newest confirmed checkpoint first."""
 CLAIMS_PER_RUN = 500
 """Idle claims also add history; continue as new after this many."""
 KEEP_SAVED_IN_STATUS = 20
@@ -94,8 +96,6 @@ class TrainingWorkflow:
         self.waiting = 0
         # A step and a checkpoint export never overlap: the export copies the version the workflow reports.
         self._busy = asyncio.Lock()
-        self._memory = False
-        """Versions live in the trainer's memory, durable checkpoints on a cadence (PUBLISH_FROM_MEMORY)."""
         self._checkpointing: asyncio.Task | None = None
         self._checkpoint_epoch = 0
         self._confirming: list[DurableBatch] = []
@@ -105,9 +105,9 @@ class TrainingWorkflow:
     @workflow.run
     async def run(self, inp: TrainingInput) -> TrainingState:
         q = self.config.trainer_task_queue
-        self._memory = workflow.patched(PUBLISH_FROM_MEMORY)
-        self._strict_cadence = self._memory and workflow.patched(STRICT_CADENCE)
-        if self._memory and self.state.checkpoint and self.state.durable_version < self.state.version:
+        workflow.deprecate_patch(PUBLISH_FROM_MEMORY)
+        workflow.deprecate_patch(STRICT_CADENCE)
+        if self.state.checkpoint and self.state.durable_version < self.state.version:
             # Continued from a run that wrote a checkpoint at every version (no marker): that checkpoint is durable
             # and its batches acknowledged. Left at 0, a loss before the first confirmed durable checkpoint would go
             # back to the base model and drop everything trained so far.
@@ -117,9 +117,9 @@ class TrainingWorkflow:
         steps_this_run = claims = 0
         while True:
             await workflow.wait_condition(lambda: not self.state.paused)
-            if self._memory and self.state.trainer_queue is None:
+            if self.state.trainer_queue is None:
                 await self._attach()
-            if self._memory and self._republish:
+            if self._republish:
                 self._republish = False
                 await self._publish_held("republish")
             consumer = f"trainer-{self.policy}"
@@ -130,7 +130,7 @@ class TrainingWorkflow:
                     batch_size=self.config.batch_size,
                     source_weights=self.config.source_weights,
                     wait_s=self.config.wait_s,
-                    skip=self._undurable_ids() if self._memory else {},
+                    skip=self._undurable_ids(),
                 ),
                 task_queue=q,
                 start_to_close=timedelta(seconds=self.config.wait_s) + CLAIM_SLACK,
@@ -141,10 +141,9 @@ class TrainingWorkflow:
             self._show_progress()
             if claim.count >= self.config.batch_size:
                 async with self._busy:
-                    await (self._step_in_memory(claim) if self._memory else self._step(claim))
+                    await self._step_in_memory(claim)
                 steps_this_run += 1
-            if self._memory:
-                await self._maybe_checkpoint()
+            await self._maybe_checkpoint()
             if (
                 steps_this_run >= self.config.steps_per_run
                 or claims >= CLAIMS_PER_RUN
@@ -153,7 +152,7 @@ class TrainingWorkflow:
                 if self._checkpointing is not None:  # an activity in flight does not survive continue-as-new
                     await self._checkpointing
                 await workflow.wait_condition(workflow.all_handlers_finished)
-                while self._memory and self._republish:  # a flag the next run would not see: the signal was lost
+                while self._republish:  # a flag the next run would not see: the signal was lost
                     self._republish = False
                     await self._publish_held("republish")
                 workflow.continue_as_new(
@@ -164,12 +163,10 @@ class TrainingWorkflow:
     async def _resume(self) -> None:
         q = self.config.trainer_task_queue
         point: ResumePoint = await execute(FIND_RESUME_POINT, ResumeInput(policy=self.policy), task_queue=q)
-        if self._memory:
-            self.state.trainer_queue = point.trainer_queue or q
+        self.state.trainer_queue = point.trainer_queue or q
         if point.version > self.state.version and point.checkpoint:
             self.state.version, self.state.checkpoint = point.version, point.checkpoint
-            if self._memory:
-                self.state.durable_version, self.state.durable_checkpoint = point.version, point.checkpoint
+            self.state.durable_version, self.state.durable_checkpoint = point.version, point.checkpoint
             await self._publish(point.checkpoint, point.version)
             workflow.upsert_search_attributes([POLICY_VERSION.value_set(point.version)])
         self._show_progress()
@@ -220,7 +217,8 @@ class TrainingWorkflow:
         self.state.samples_dropped_missing += sign * sum(_entries(b.missing) for b in batches)
 
     def _uncount(self, batches: list[DurableBatch]) -> None:
-        if batches and workflow.patched(ADOPT_CONFIRMED_AFTER_LOSS):
+        if batches:
+            workflow.deprecate_patch(ADOPT_CONFIRMED_AFTER_LOSS)
             self.state.uncounted += [b for b in batches if b not in self.state.uncounted]
 
     async def _adopt_confirmed(self, claim: ClaimResult) -> ClaimResult | None:
@@ -371,11 +369,11 @@ class TrainingWorkflow:
         for that only), written and confirmed beside the next steps."""
         s = self.state
         in_flight = self._checkpointing is not None and self._checkpoint_epoch == s.lost  # not one a loss voided
-        if self._strict_cadence and in_flight and self._checkpoint_due():
+        if in_flight and self._checkpoint_due():
             await self._checkpointing  # the writes fall behind the cadence: the steps wait for them
         if self._checkpointing is not None or not s.undurable or s.trainer_queue is None:
             return
-        if s.pause_reason or (s.paused and not self._strict_cadence):  # paused by a failure: nothing to write to
+        if s.pause_reason:  # paused by a failure: nothing to write to
             return
         if not self._checkpoint_due():
             return
@@ -433,7 +431,7 @@ class TrainingWorkflow:
                 "durable checkpoint failed; tried again at the next cadence", extra={"error": str(exc)}
             )
 
-    # ---- a checkpoint at every step (runs started before PUBLISH_FROM_MEMORY) ----------------------------------------
+    # ---- the servers told to load a checkpoint from disk (a resume from the newest one) ------------------------------
 
     async def _publish(self, checkpoint: str, version: int) -> None:
         beat = timedelta(seconds=self.config.heartbeat_timeout_s)
@@ -468,40 +466,13 @@ class TrainingWorkflow:
             return
         raise exc
 
-    async def _step(self, claim: ClaimResult) -> None:
-        q = self.config.trainer_task_queue
-        beat = timedelta(seconds=self.config.heartbeat_timeout_s)
-        try:
-            summary: StepSummary = await execute(
-                TRAIN_STEP,
-                TrainInput(ids=claim.ids, version=self.state.version, max_staleness=self.config.max_staleness),
-                task_queue=q,
-                start_to_close=timedelta(seconds=self.config.step_timeout_s),
-                heartbeat=beat,
-            )
-        except ActivityError as exc:
-            await self._step_failed(exc, claim)
-            return
-        # Runs started before all-stale batches were skipped published them; replaying those must still do so.
-        if summary.trained or not workflow.patched("skip-publish-of-all-stale-batch"):
-            await self._publish(summary.checkpoint, summary.version)
-        elif self.state.checkpoint and workflow.patched(REPUBLISH_ON_ALL_STALE):
-            await self._publish(self.state.checkpoint, self.state.version)
-        await execute(ACK_BATCH, AckInput(ids=claim.ids), task_queue=q)
-        self.waiting = 0
-        self.state.samples_dropped_stale += summary.dropped_stale
-        self.state.samples_dropped_missing += _entries(summary.missing)
-        if not summary.trained:  # the whole batch was stale: acknowledged and counted, no new version
-            return
-        self._advance(summary, checkpoint=summary.checkpoint)
-
     def _advance(self, summary: StepSummary, checkpoint: str | None) -> None:
         s = self.state
         s.version, s.checkpoint = summary.version, checkpoint
         s.steps += 1
         s.samples_trained += summary.trained
-        s.samples_dropped_stale += summary.dropped_stale if self._memory else 0
-        s.samples_dropped_missing += _entries(summary.missing) if self._memory else 0
+        s.samples_dropped_stale += summary.dropped_stale
+        s.samples_dropped_missing += _entries(summary.missing)
         s.last = summary
         s.recent_losses = (s.recent_losses + [summary.metrics.loss if summary.metrics else 0.0])[-KEEP_LOSSES:]
         workflow.upsert_search_attributes([POLICY_VERSION.value_set(summary.version)])
@@ -542,15 +513,8 @@ class TrainingWorkflow:
         async with self._busy:
             label = req.label or f"policy-{self.state.version}"
             export = ExportInput(version=self.state.version, label=label)
-            if self._memory:  # the current version may live in the trainer's memory only
-                saved: SavedCheckpoint = await self._on_trainer(EXPORT_CHECKPOINT, export)
-            else:
-                saved = await execute(
-                    EXPORT_CHECKPOINT,
-                    export,
-                    task_queue=self.config.trainer_task_queue,
-                    heartbeat=timedelta(seconds=self.config.heartbeat_timeout_s),
-                )
+            # the current version may live in the trainer's memory only
+            saved: SavedCheckpoint = await self._on_trainer(EXPORT_CHECKPOINT, export)
         self.state.saved = (self.state.saved + [saved])[-KEEP_SAVED_IN_STATUS:]
         return saved
 
@@ -580,8 +544,8 @@ class TrainingWorkflow:
             recent_losses=self.state.recent_losses,
             last_metrics=self.state.last.metrics if self.state.last else None,
             saved_checkpoints=self.state.saved,
-            durable_version=self.state.durable_version if self._memory else None,
-            versions_since_durable=self.state.version - self.state.durable_version if self._memory else 0,
+            durable_version=self.state.durable_version,
+            versions_since_durable=self.state.version - self.state.durable_version,
             samples_since_durable=sum(len(b.sample_ids) for b in self.state.undurable),
             trainer_lost=self.state.lost,
             last_checkpoint=self.state.last_checkpoint,

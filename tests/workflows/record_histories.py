@@ -34,13 +34,11 @@ import asyncio
 import json
 import sys
 from contextlib import asynccontextmanager
-from datetime import timedelta
 from pathlib import Path
 from typing import AsyncIterator
 
-from temporalio import activity, workflow
+from temporalio import activity
 from temporalio.client import Client, WorkflowHandle
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
@@ -89,11 +87,7 @@ from contracts.training import (
     AckInput,
     BatchSize,
     CheckpointRequest,
-    ClaimResult,
-    PublishWeightsInput,
-    StepSummary,
-    TrainingInput,
-    TrainInput,
+    TrainingStatus,
     training_workflow_id,
 )
 from contracts.user_files import (
@@ -105,7 +99,6 @@ from contracts.user_files import (
     UserFilesRequest,
     UserFilesResult,
 )
-from openclaw_rl.search_attributes import POLICY_VERSION
 from tests.workflows.mocks import (
     JudgeActivities,
     SessionActivities,
@@ -133,7 +126,7 @@ from workflows.progress import ProgressReportWorkflow, ProgressRoundWorkflow
 from workflows.rollout import RolloutWorkflow
 from workflows.session import SessionWorkflow
 from workflows.task_group import TaskGroupWorkflow
-from workflows.training import KEEP_LOSSES, TrainingWorkflow
+from workflows.training import TrainingWorkflow
 from workflows.user_files import UserFilesWorkflow
 
 HISTORIES = Path(__file__).resolve().parents[1] / "fixtures" / "histories"
@@ -144,61 +137,6 @@ TRAINING_POLICY = "replayed"
 GROUP_ID = "replayed"
 ROLLOUT_ID = "replayed"
 EVAL_ID = "replayed"
-
-
-@workflow.defn(name="TrainingWorkflow", sandboxed=False)
-class TrainingWorkflowBeforePatch(TrainingWorkflow):
-    """TrainingWorkflow's step as it was before "skip-publish-of-all-stale-batch": every batch was published, stale
-    or not.
-
-    `_publishes` is the decision the patch changed; test_replay.py overrides it to get the patch without its guard.
-    """
-
-    @workflow.run
-    async def run(self, inp: TrainingInput):
-        return await super().run(inp)
-
-    def _publishes(self, summary: StepSummary) -> bool:
-        return True
-
-    async def _step(self, claim: ClaimResult) -> None:
-        q = self.config.trainer_task_queue
-        summary: StepSummary = await workflow.execute_activity(
-            "train_step",
-            TrainInput(ids=claim.ids, version=self.state.version, max_staleness=self.config.max_staleness),
-            result_type=StepSummary,
-            task_queue=q,
-            start_to_close_timeout=timedelta(seconds=self.config.step_timeout_s),
-            heartbeat_timeout=timedelta(seconds=self.config.heartbeat_timeout_s),
-            retry_policy=RetryPolicy(
-                maximum_interval=timedelta(seconds=30), non_retryable_error_types=["SampleMissing"]
-            ),
-        )
-        if self._publishes(summary):
-            await workflow.execute_activity(
-                "publish_weights",
-                PublishWeightsInput(checkpoint=summary.checkpoint, version=summary.version),
-                task_queue=q,
-                start_to_close_timeout=timedelta(minutes=10),
-                heartbeat_timeout=timedelta(seconds=self.config.heartbeat_timeout_s),
-                retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30)),
-            )
-        await workflow.execute_activity(
-            "ack_batch", AckInput(ids=claim.ids), task_queue=q, start_to_close_timeout=timedelta(seconds=60)
-        )
-        self.waiting = 0
-        self.state.samples_dropped_stale += summary.dropped_stale
-        if not summary.trained:
-            return
-        self.state.version = summary.version
-        self.state.steps += 1
-        self.state.samples_trained += summary.trained
-        self.state.last = summary
-        self.state.recent_losses = (self.state.recent_losses + [summary.metrics.loss if summary.metrics else 0.0])[
-            -KEEP_LOSSES:
-        ]
-        workflow.upsert_search_attributes([POLICY_VERSION.value_set(summary.version)])
-        self._show_progress()
 
 
 async def save(client: Client, name: str, workflow_id: str, run_id: str | None = None) -> None:
@@ -332,8 +270,9 @@ async def wait_acked(trainer: TrainerActivities, n: int) -> None:
 
 
 async def training_steps() -> None:
-    """A step, a checkpoint export, an all-stale batch (the patched branch), pause and resume, a batch-size change,
-    another step."""
+    """A step (its version served from the trainer's memory), a checkpoint export, an all-stale batch (acknowledged,
+    no version, the version served again), pause and resume, a batch-size change, another step. Recorded after the
+    loop's patches were deprecated (2026-11-28): their markers come marked so."""
     async with fresh_env() as env:
         q = new_queue()
         trainer = TrainerActivities(stale={"2-0", "2-1"})
@@ -342,64 +281,44 @@ async def training_steps() -> None:
             handle: WorkflowHandle = await env.client.start_workflow(
                 TrainingWorkflow.run, training_input(q), id=wf_id, task_queue=q
             )
+
+            async def status() -> TrainingStatus:
+                return await handle.query(TrainingWorkflow.status)
+
             trainer.feed(batch("1-0", "1-1"))
-            await wait_acked(trainer, 1)
+            await eventually(lambda: len(trainer.versions_published) == 1, what="version 1")
             saved = await handle.execute_update(TrainingWorkflow.checkpoint, CheckpointRequest(label="first"))
             assert saved.version == 1, saved
             trainer.feed(batch("2-0", "2-1"))
-            await wait_acked(trainer, 2)
+            await wait_acked(trainer, 1)
             await eventually(lambda: len(trainer.claims) == 3, what="the claim after the stale batch")
             await handle.signal(TrainingWorkflow.pause)
             trainer.feed(batch("3-0", backlog=2))
 
             async def waiting_paused() -> bool:
-                status = await handle.query(TrainingWorkflow.status)
-                return status.paused and status.waiting_samples == 1
+                s = await status()
+                return s.paused and s.waiting_samples == 1
 
             await eventually(waiting_paused, what="the paused workflow to hold a short claim")
             await handle.signal(TrainingWorkflow.set_batch_size, BatchSize(batch_size=3))
             await handle.signal(TrainingWorkflow.resume)
             await eventually(lambda: len(trainer.claims) == 4, what="claiming to resume")
             trainer.feed(batch("3-0", "3-1", "3-2"))
-            await wait_acked(trainer, 3)
             await eventually(lambda: len(trainer.claims) == 5, what="the claim after the last step")
-            status = await handle.query(TrainingWorkflow.status)
-            assert (status.version, status.steps, status.samples_dropped_stale, status.batch_size) == (2, 2, 2, 3), (
-                status
-            )
-            assert trainer.published == [
-                PublishWeightsInput(checkpoint="/ckpt/policy-1", version=1),
-                PublishWeightsInput(checkpoint="/ckpt/policy-2", version=2),
-            ]
+            s = await status()
+            assert (s.version, s.steps, s.samples_dropped_stale, s.batch_size) == (2, 2, 2, 3), s
+            assert [p.version for p in trainer.versions_published] == [1, 1, 2], trainer.versions_published
+            assert trainer.acked == [AckInput(ids={"test": ["2-0", "2-1"]})]  # the others wait for a checkpoint
             await handle.terminate("recorded")
             await save(env.client, "training_steps", wf_id)
-
-
-async def training_all_stale_before_patch() -> None:
-    """An all-stale batch as the code before the patch ran it: published (the same version again), then acknowledged."""
-    async with fresh_env() as env:
-        q = new_queue()
-        trainer = TrainerActivities(stale={"1-0", "1-1"})
-        wf_id = training_workflow_id(f"{TRAINING_POLICY}-before-patch")
-        async with Worker(env.client, task_queue=q, workflows=[TrainingWorkflowBeforePatch], activities=trainer.all()):
-            handle = await env.client.start_workflow(
-                TrainingWorkflowBeforePatch.run, training_input(q), id=wf_id, task_queue=q
-            )
-            trainer.feed(batch("1-0", "1-1"))
-            await wait_acked(trainer, 1)
-            trainer.feed(batch("2-0", "2-1"))
-            await wait_acked(trainer, 2)
-            await eventually(lambda: len(trainer.claims) == 3, what="the claim after the second batch")
-            assert trainer.calls[:4] == ["claim_batch", "train_step", "publish_weights", "ack_batch"], trainer.calls
-            await handle.terminate("recorded")
-            await save(env.client, "training_all_stale_before_patch", wf_id)
 
 
 async def training_from_memory() -> None:
     """Publishing from memory (the PUBLISH_FROM_MEMORY branch), a durable checkpoint every 2 versions: versions 1
     and 2 published from the trainer's memory on its own queue, the checkpoint of version 2 started, finished and
     confirmed (its batches acknowledged there), version 3, then a TrainerLost at the next step: back to checkpoint
-    2 (attached again, the lost batch claimed again, trained from it as version 4), and the checkpoint of 4."""
+    2 (attached again, the next trainer asked for a newer confirmed checkpoint (none), the lost batch claimed again,
+    trained from it as version 4), and the checkpoint of 4. Recorded after the loop's patches were deprecated."""
     async with fresh_env() as env:
         q = new_queue()
         trainer = TrainerActivities()
@@ -426,7 +345,7 @@ async def training_from_memory() -> None:
             await eventually(lambda: len(trainer.claims) == 6, what="the claim after it")
             status = await handle.query(TrainingWorkflow.status)
             assert (status.version, status.trainer_lost, status.durable_version) == (4, 1, 4), status
-            assert trainer.count("find_resume_point") == 2 and trainer.acked == [], trainer.calls
+            assert trainer.count("find_resume_point") == 3 and trainer.acked == [], trainer.calls
             assert [c.checkpoint.version for c in trainer.confirmed] == [2, 4], trainer.confirmed
             await handle.terminate("recorded")
             await save(env.client, "training_from_memory", wf_id)
@@ -877,7 +796,6 @@ SCENARIOS = (
     judge_turn_opd,
     judge_turn_judged_and_published,
     training_steps,
-    training_all_stale_before_patch,
     training_from_memory,
     episode_steps,
     episode_env_lost,

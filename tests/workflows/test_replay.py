@@ -19,9 +19,8 @@ from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from contracts.training import StepSummary, TrainingInput
 from openclaw_rl import tracing
-from tests.workflows.record_histories import HISTORIES, TrainingWorkflowBeforePatch
+from tests.workflows.record_histories import HISTORIES
 from workflows.canary import CanaryWorkflow
 from workflows.episode import EpisodeWorkflow
 from workflows.evaluation import EvaluationWorkflow
@@ -30,10 +29,9 @@ from workflows.progress import ProgressReportWorkflow, ProgressRoundWorkflow
 from workflows.rollout import RolloutWorkflow
 from workflows.session import SessionWorkflow
 from workflows.task_group import TaskGroupWorkflow
-from workflows.training import PUBLISH_FROM_MEMORY, TrainingWorkflow
+from workflows.training import ADOPT_CONFIRMED_AFTER_LOSS, PUBLISH_FROM_MEMORY, STRICT_CADENCE, TrainingWorkflow
 from workflows.user_files import UserFilesWorkflow
 
-PATCH = "skip-publish-of-all-stale-batch"
 RECORDED = {
     "session_paired_and_rolled_run1.json",
     "session_paired_and_rolled_run2.json",
@@ -47,8 +45,9 @@ RECORDED = {
     "judge_turn_now_binary.json",
     "judge_turn_now_in_one.json",
     "judge_turn_now_no_hint.json",
+    # retired/training_steps.json and training_all_stale_before_patch.json ran the loop that wrote a checkpoint at
+    # every step (before PUBLISH_FROM_MEMORY); its patches are deprecated, so they no longer replay.
     "training_steps.json",
-    "training_all_stale_before_patch.json",
     "training_from_memory.json",
     "episode_steps.json",
     "episode_env_lost.json",
@@ -80,19 +79,6 @@ EPISODE_STEPS = [  # three steps; each step's vote is scheduled after the next c
     "step_vote",
     "env_close",
 ]
-
-
-@workflow.defn(name="TrainingWorkflow", sandboxed=False)
-class TrainingWorkflowUnguarded(TrainingWorkflowBeforePatch):
-    """The patch without its `workflow.patched` guard: an all-stale batch is never published, whatever the history
-    says."""
-
-    @workflow.run
-    async def run(self, inp: TrainingInput):
-        return await super().run(inp)
-
-    def _publishes(self, summary: StepSummary) -> bool:
-        return bool(summary.trained)
 
 
 def load(path: Path) -> WorkflowHistory:
@@ -197,45 +183,56 @@ async def test_episode_history_replays_with_tracing_on(name: str, monkeypatch: p
     assert result.replay_failure is None, f"{name}: {result.replay_failure!r}"
 
 
-def test_patched_history_skips_publishing_the_all_stale_batch():
+def patch_markers(history: WorkflowHistory) -> list[dict]:
+    """Each patch marker's id and whether it was written deprecated."""
+    out = []
+    for event in history.events:
+        if event.HasField("marker_recorded_event_attributes"):
+            data = event.marker_recorded_event_attributes.details["patch-data"].payloads[0].data
+            out.append(json.loads(data))
+    return out
+
+
+def test_the_training_loop_serves_versions_from_memory_and_acknowledges_an_all_stale_batch_at_once():
     seq = steps(load(HISTORIES / "training_steps.json"))
-    assert seq.count(f"patch:{PATCH}") == 1
-    at = seq.index(f"patch:{PATCH}")
-    assert seq[at - 1 : at + 2] == ["train_step", f"patch:{PATCH}", "ack_batch"]
-    assert seq.count("publish_weights") == 2 and "export_checkpoint" in seq
+    first = [s for s in seq if not s.startswith("patch:")]
+    assert first[:4] == ["find_resume_point", "claim_batch", "train_step", "publish_version"], seq
+    assert "export_checkpoint" in seq and "publish_weights" not in seq
+    at = first.index("ack_batch")  # the all-stale batch: the version served again, then acknowledged
+    assert first[at - 2 : at + 1] == ["train_step", "publish_version", "ack_batch"], first
+    assert first.count("ack_batch") == 1  # the trained batches wait for a durable checkpoint
 
 
-def test_history_before_the_patch_published_the_all_stale_batch():
-    seq = steps(load(HISTORIES / "training_all_stale_before_patch.json"))
-    assert not any(s.startswith("patch:") for s in seq)
-    assert seq[:4] == ["claim_batch", "train_step", "publish_weights", "ack_batch"]
+def test_the_training_loops_patches_are_deprecated():
+    """Step one of retiring a patch: new runs write its marker marked deprecated (the next release drops the call).
+    retired/training_from_memory.json, recorded before ADOPT_CONFIRMED_AFTER_LOSS, lost its trainer without it: it
+    no longer replays (below)."""
+    every_run = [{"id": PUBLISH_FROM_MEMORY, "deprecated": True}, {"id": STRICT_CADENCE, "deprecated": True}]
+    assert patch_markers(load(HISTORIES / "training_steps.json")) == every_run
+    lost = patch_markers(load(HISTORIES / "training_from_memory.json"))  # a run that loses its trainer
+    assert lost == [*every_run, {"id": ADOPT_CONFIRMED_AFTER_LOSS, "deprecated": True}]
+    before = patch_markers(load(HISTORIES / "retired" / "training_from_memory.json"))  # the build before
+    assert before == [{"id": PUBLISH_FROM_MEMORY, "deprecated": False}]
 
 
-async def test_history_before_the_patch_replays_on_the_old_branch():
-    await replayer(TrainingWorkflow).replay_workflow(load(HISTORIES / "training_all_stale_before_patch.json"))
-
-
-async def test_dropping_the_patch_guard_breaks_replay_of_the_old_history():
-    with pytest.raises(workflow.NondeterminismError, match="'publish_weights' does not match .* 'ack_batch'"):
-        await replayer(TrainingWorkflowUnguarded).replay_workflow(
-            load(HISTORIES / "training_all_stale_before_patch.json")
+async def test_training_histories_from_before_the_patches_no_longer_replay():
+    """The checkpoint-at-every-step loop is gone with its patches, and a loss without the adoption of a confirmed
+    checkpoint too: no open run can be on that code (a training run continues as new within CLAIMS_PER_RUN claims,
+    onto the newest code)."""
+    for name in ("training_steps.json", "training_all_stale_before_patch.json", "training_from_memory.json"):
+        got = await replayer(TrainingWorkflow).replay_workflow(
+            load(HISTORIES / "retired" / name), raise_on_replay_failure=False
         )
-
-
-async def test_old_code_cannot_replay_the_patched_history():
-    """Proves training_steps.json takes the patched branch: the code before the patch diverges from it."""
-    with pytest.raises(workflow.NondeterminismError, match=PATCH):
-        await replayer(TrainingWorkflowBeforePatch).replay_workflow(load(HISTORIES / "training_steps.json"))
+        assert isinstance(got.replay_failure, workflow.NondeterminismError), (name, got.replay_failure)
 
 
 def test_history_from_memory_publishes_versions_and_confirms_durable_checkpoints():
     """Versions published from the trainer's memory, a durable checkpoint every 2 versions confirmed (its batches
     acknowledged there, never by ack_batch), a TrainerLost at a step and the way back to the last checkpoint."""
     history = load(HISTORIES / "training_from_memory.json")
-    seq = steps(history)
-    assert seq[:2] == [f"patch:{PUBLISH_FROM_MEMORY}", "find_resume_point"]
-    assert PUBLISH_FROM_MEMORY == "publish-from-memory-durable-checkpoints-on-a-cadence"  # the recorded marker
-    assert seq[2:12] == [
+    seq = [s for s in steps(history) if not s.startswith("patch:")]
+    assert seq[:1] == ["find_resume_point"]
+    assert seq[1:11] == [
         "claim_batch",
         "train_step",
         "publish_version",
@@ -248,7 +245,7 @@ def test_history_from_memory_publishes_versions_and_confirms_durable_checkpoints
         "confirm_checkpoint",
     ]
     assert "ack_batch" not in seq and "publish_weights" not in seq
-    assert seq.count("find_resume_point") == 2  # attached again after the loss
+    assert seq.count("find_resume_point") == 3  # attached again after the loss, then a newer confirmed one looked for
     assert [(s["version"], s["since"]) for s in scheduled(history, "start_checkpoint")] == [(2, 0), (4, 2)]
     confirms = scheduled(history, "confirm_checkpoint")
     assert [(c["checkpoint"]["version"], [b["version"] for b in c["batches"]]) for c in confirms] == [
