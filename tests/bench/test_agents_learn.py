@@ -1,14 +1,16 @@
 """Do general agents learn? A few training steps of terminal episodes through the real stack, in minutes.
 
-The FAST base agent policy (terminal episodes only, a short pretraining) is built here from its fixed seed, then
+The FAST base agent policy (terminal episodes only, a short pretraining from its fixed seed) ships with the tests
+(tests/bench/fast_agent_model.py: its build was 5-8 minutes of a worker on every run), then
 `openclaw-rl bench agents` runs it: task groups of counting tasks in the sandbox on the env pool, outcome rewards,
 (group, step) advantages, the training workflow, new weights served; then the base and the last version are loaded
 into the engine and score held-out tasks (never trained on, their instructions never in pretraining).
 
 What counts as learning: the held-out success's gain from the base to the last version, paired over tasks, must
 exceed `Z_MARGIN` standard errors. Measured on 2 cores with a 1-thread build beside it (2026-11-25): the build
-285 s, the run 158 s; base 0.49, version 2 +0.33 (z 5.8), version 4 +0.43 (z 8.1): the base answers without running
-the command 41% of the time, version 4 2.5%. With training disabled (`--lr 1e-9`: the same steps, weights
+285 s (506 s in a full suite run), the run 158 s (115 s alone from the shipped build, 2026-11-28); base 0.49,
+version 2 +0.33 (z 5.8), version 4 +0.43 (z 8.1): the base answers without running the command 41% of the time,
+version 4 2.5%. With training disabled (`--lr 1e-9`: the same steps, weights
 unchanged) it fails, as it must: +0.12 (z 1.6). docs/agents-benchmark.md.
 """
 
@@ -21,6 +23,7 @@ import sys
 import pytest
 
 from bench.agents import basemodel
+from tests.bench import fast_agent_model
 from tests.helpers import REPO, stack_env
 
 pytestmark = pytest.mark.timeout(1500)
@@ -37,6 +40,7 @@ RUN = [
 
 def test_a_few_training_steps_raise_held_out_success_beyond_its_noise(tmp_path):
     out = tmp_path / "out"
+    fast_agent_model.install(tmp_path / "data" / "models")
     proc = subprocess.run(
         [sys.executable, "-m", "cli", "bench", "agents", *RUN, "--out", str(out)],
         env=stack_env(tmp_path / "data"), cwd=REPO, capture_output=True, text=True, timeout=1440,
