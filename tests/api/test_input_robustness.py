@@ -92,7 +92,7 @@ def test_more_concurrent_turns_than_temporal_admits_on_one_session_is_a_429(chat
     before = stored_requests(chat_stack)
     indexed = user_turn_index(chat_stack, "rob")
     sid = f"busy-{uuid.uuid4().hex[:6]}"
-    body = {"messages": [{"role": "user", "content": "write a long story"}], "max_tokens": 400}  # ~2 s a turn
+    body = {"messages": [{"role": "user", "content": "write a long story"}], "max_tokens": 100}  # ~0.5 s a turn
     with ThreadPoolExecutor(16) as pool:
         replies = list(
             pool.map(lambda _: post(chat_stack, keys["rob"], body, headers={"X-Session-Id": sid}), range(16))
