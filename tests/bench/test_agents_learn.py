@@ -1,7 +1,7 @@
 """Do general agents learn? A few training steps of terminal episodes through the real stack, in minutes.
 
 The FAST base agent policy (terminal episodes only, a short pretraining from its fixed seed) ships with the tests
-(tests/bench/fast_agent_model.py: its build was 5-8 minutes of a worker on every run), then
+(tests/bench/shipped_models.py: its build was 5-8 minutes of a worker on every run), then
 `openclaw-rl bench agents` runs it: task groups of counting tasks in the sandbox on the env pool, outcome rewards,
 (group, step) advantages, the training workflow, new weights served; then the base and the last version are loaded
 into the engine and score held-out tasks (never trained on, their instructions never in pretraining).
@@ -23,7 +23,7 @@ import sys
 import pytest
 
 from bench.agents import basemodel
-from tests.bench import fast_agent_model
+from tests.bench.shipped_models import AGENT_FAST
 from tests.helpers import REPO, stack_env
 
 pytestmark = pytest.mark.timeout(1500)
@@ -40,7 +40,7 @@ RUN = [
 
 def test_a_few_training_steps_raise_held_out_success_beyond_its_noise(tmp_path):
     out = tmp_path / "out"
-    fast_agent_model.install(tmp_path / "data" / "models")
+    AGENT_FAST.install(tmp_path / "data" / "models")
     proc = subprocess.run(
         [sys.executable, "-m", "cli", "bench", "agents", *RUN, "--out", str(out)],
         env=stack_env(tmp_path / "data"), cwd=REPO, capture_output=True, text=True, timeout=1440,

@@ -1,6 +1,7 @@
 """Does the whole system learn a user's preference? Three training steps through the real stack, in minutes.
 
-The FAST base policy is built here from its fixed seed (about a minute), then `openclaw-rl bench personalization`
+The FAST base policy (its fixed seed, 300 steps) ships with the tests (tests/bench/shipped_models.py: its build
+was about a minute of a worker on every run), then `openclaw-rl bench personalization`
 runs it: four simulated students chat through the endpoint, the heuristic judge reads their replies, samples go
 through the stream to the TrainingWorkflow, three steps of the combined method are trained and their weights served.
 Then the base and version 3 are loaded into the engine and score first answers to held-out problems.
@@ -24,6 +25,7 @@ import sys
 import pytest
 
 from bench.personalization import basemodel
+from tests.bench.shipped_models import PERSONAL_FAST
 from tests.helpers import REPO, stack_env
 
 pytestmark = pytest.mark.timeout(900)
@@ -41,6 +43,7 @@ RUN = [
 
 def test_three_training_steps_move_the_score_beyond_its_noise(tmp_path):
     out = tmp_path / "out"
+    PERSONAL_FAST.install(tmp_path / "data" / "models")
     proc = subprocess.run(
         [sys.executable, "-m", "cli", "bench", "personalization", *RUN, "--out", str(out)],
         env=stack_env(tmp_path / "data"), cwd=REPO, capture_output=True, text=True, timeout=840,
