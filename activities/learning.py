@@ -138,7 +138,14 @@ class LearningActivities:
     async def judge_and_publish(self, inp: JudgeAndPublishInput) -> JudgedSample:
         """`judge_votes` then `publish_sample`, when nothing comes between them: no hint accepted. An accepted hint
         is returned unpublished; its teacher pass runs on the policy pool, then `publish_sample`."""
-        votes = await self._votes(inp.votes)
+        try:
+            votes = await self._votes(inp.votes)
+        except ApplicationError as exc:
+            if exc.type != ErrorType.TURN_DATA_MISSING:
+                raise
+            # As a judge_votes that failed for good: no votes, and the publish decides (it fails too if the turn's
+            # own tokens are gone; a next state's expired request alone leaves a sample judged 0).
+            votes = Votes(prm=[None] * inp.votes.prm, hints=[None] * inp.votes.hints)
         summary = judge_summary(inp.sample.judge.judge, votes.prm, votes.hints)
         if summary.hint is not None:
             return JudgedSample(judge=summary, result=None)

@@ -206,6 +206,14 @@ _VOTE_RETRY = Retry(
     maximum_attempts=3,
     non_retryable=(ErrorType.TURN_DATA_MISSING,),
 )
+_UNTIL_IT_LANDS = Retry(
+    initial_interval=timedelta(milliseconds=500),
+    maximum_interval=timedelta(seconds=30),
+    maximum_attempts=0,
+    non_retryable=(ErrorType.TURN_DATA_MISSING,),
+)
+"""A sample's publication: until it lands, however long the store is down (giving up would lose the sample;
+publishing is idempotent, so no double)."""
 # Vote and teacher timeouts are `learning.vote_timeout_s`, passed by the workflow at the call.
 JUDGE_VOTES = ActivityDef(
     "judge_votes",
@@ -228,26 +236,15 @@ PUBLISH_SAMPLE = ActivityDef(
     PublishInput,
     PublishResult,
     start_to_close=timedelta(seconds=60),
-    # Until it lands, however long the store is down: giving up would lose the sample (idempotent, so no double).
-    retry=Retry(
-        initial_interval=timedelta(milliseconds=500),
-        maximum_interval=timedelta(seconds=30),
-        maximum_attempts=0,
-        non_retryable=(ErrorType.TURN_DATA_MISSING,),
-    ),
+    retry=_UNTIL_IT_LANDS,
 )
 JUDGE_AND_PUBLISH = ActivityDef(
     "judge_and_publish",
     JudgeAndPublishInput,
     JudgedSample,
     heartbeat=timedelta(seconds=60),
-    # As publish_sample's: until the sample lands. A vote that fails is no vote, so only a lost worker or the store
-    # down fails it; a try after one votes again (the sample is published once, whichever try's votes make it).
-    retry=Retry(
-        initial_interval=timedelta(milliseconds=500),
-        maximum_interval=timedelta(seconds=30),
-        maximum_attempts=0,
-        non_retryable=(ErrorType.TURN_DATA_MISSING,),
-    ),
+    # A vote that fails is no vote, so only a lost worker or the store down fails it; a try after one votes again
+    # (the sample is published once, whichever try's votes make it).
+    retry=_UNTIL_IT_LANDS,
 )
 """A turn's votes and its sample in one activity (judge pool), when its plan says so and no hint is accepted."""

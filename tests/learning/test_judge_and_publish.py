@@ -4,6 +4,7 @@ often the activity is tried."""
 
 from __future__ import annotations
 
+import redis
 from temporalio.testing import ActivityEnvironment
 
 from activities.learning import LearningActivities
@@ -100,4 +101,19 @@ async def test_an_accepted_hint_is_returned_unpublished_for_its_teacher_pass(tmp
         store = store_at(valkey)
         assert await store.samples.length("personal") == 0  # published after the teacher pass, by publish_sample
         await store.aclose()
+        await acts.aclose()
+
+
+async def test_a_next_state_gone_from_the_store_is_no_votes_and_the_turn_is_still_recorded(tmp_path, valkey):  # noqa: F811
+    """As when `judge_votes` failed for good: no vote, and the publish decides (judged 0), the judge never asked."""
+    with ScriptedJudge(["\\boxed{1}"]) as judge:
+        settings = Settings(
+            data_dir=tmp_path / "data", redis={"port": valkey}, learning={"judge": LlmJudgeSettings(url=judge.url)}
+        )
+        acts = LearningActivities(settings)
+        await _turn(valkey, "t2")
+        redis.Redis(port=valkey).delete(keys.chat_request("t2-next"))  # expired
+        done = await ActivityEnvironment().run(acts.judge_and_publish, _work("t2", session="session/u/gone"))
+        assert (done.judge.prm_votes, done.judge.failed_votes, done.judge.eval_score) == ([None] * 3, 3, 0)
+        assert judge.requests == [] and done.result is not None and done.result.reason
         await acts.aclose()
