@@ -123,6 +123,7 @@ def serve_engine(
         prefill_chunk_tokens=cfg.prefill_chunk_tokens,
         one_thread_for_one_row=model.device.type == "cpu" and not cfg.torch_threads,
         graphs=GraphSettings(cfg.cuda_graphs, max_rows=cfg.max_batch_size, max_tokens=cfg.cuda_graph_max_tokens),
+        pause_lease_s=cfg.pause_lease_s,
     )
     scheduler.start()
     roots = settings.engine_weight_roots(path)

@@ -247,8 +247,10 @@ def _add_distributed_routes(
         req = await _parse(request, UpdateWeightsFromDistributedRequest, cfg.max_request_bytes)
         if req.abort_all_requests:
             await scheduler.abort_all()
+        scheduler.renew_pause()  # the trainer that paused is at work: each bucket starts the pause's lease again
         try:
             outcome = await weight_groups.receive(req, scheduler.model)
+            scheduler.renew_pause()
         except WeightSyncRefused as exc:
             log.warning("distributed weight update refused; old weights kept", reason=str(exc))
             return _sync_answer(False, f"{exc}; old weights kept (version {scheduler.weight_version})")

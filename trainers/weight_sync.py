@@ -350,8 +350,13 @@ class WeightBroadcaster:
         for url, group in back:
             try:
                 await self.client.destroy_group_on(url, group)
+                # Cut off between a pause and its continue, it may still hold its requests (SGLang has no end to a
+                # pause but this; our engine ends one itself after engine.pause_lease_s).
+                await self.client.only([url]).resume()
             except WeightSyncError as exc:
-                log.info("a server back in reach did not destroy an old group", url=url, group=group, error=str(exc))
+                log.info(
+                    "a server back in reach did not let go of an old publication", url=url, group=group, error=str(exc)
+                )
 
     async def ensure_group(self) -> None:
         """Set the group up unless one is kept from an earlier version; raises WeightSyncError."""

@@ -466,3 +466,50 @@ async def test_group_routes_refuse_bad_requests(engine):
         assert r.status_code == 400 and "one entry per tensor" in r.json()["error"]["message"]
         r = await http.post("/destroy_weights_update_group", json={"group_name": "nope"})
         assert r.status_code == 400 and r.json()["success"] is False
+
+
+async def test_a_trainer_cut_off_between_pause_and_continue_does_not_leave_the_engine_paused(tiny_model, tmp_path):
+    """The trainer's link is cut half way through a publication: its next bucket never reaches the engine, nor
+    does its /continue_generation while the publication hangs. Once the pause's lease runs out with no
+    weight-update call, the engine serves again on its old weights while the publication is still stuck."""
+    lease_s = 3.0
+    proc, url = start_engine(tiny_model, tmp_path, OPENCLAW_RL_ENGINE__PAUSE_LEASE_S=str(lease_s))
+    sender = broadcaster(url, bucket_mb=2.0)
+    try:
+        async with httpx.AsyncClient(base_url=url, timeout=120) as http:
+            version = (await served(http))["weight_version"]
+            before = await fixed_logprobs(http)
+            first_bucket = asyncio.Event()
+            real_update = sender.client.update
+
+            async def update_then_cut(req):
+                if first_bucket.is_set():
+                    await asyncio.Event().wait()  # the link is cut: this bucket never goes out
+                await real_update(req)
+                first_bucket.set()
+
+            sender.client.update = update_then_cut
+            publishing = asyncio.ensure_future(sender.publish(perturbed_state(tiny_model, seed=51), "cut"))
+            await asyncio.wait_for(first_bucket.wait(), timeout=60)
+            staged_at = time.monotonic()
+            assert (await served(http))["generation_paused"] is True
+
+            ask = http.post("/generate", json={"text": "hello", "sampling_params": {"max_new_tokens": 2}})
+            answer = await asyncio.wait_for(ask, timeout=lease_s + 30)
+            waited = time.monotonic() - staged_at
+            assert answer.status_code == 200 and answer.json()["meta_info"]["weight_version"] == version
+            assert lease_s * 0.8 < waited < lease_s + 5, f"served {waited:.1f} s after the last bucket"
+            assert not publishing.done()  # the trainer is still stuck on its cut link
+            info = await served(http)
+            assert info["generation_paused"] is False and info["weight_version"] == version
+            assert await fixed_logprobs(http) == before  # nothing of the half-sent version serves
+            metrics = (await http.get("/metrics")).text
+            assert "engine_pause_lapsed_total 1" in metrics.replace(".0", "")
+
+            publishing.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await publishing
+    finally:
+        await sender.client.aclose()
+        proc.terminate()
+        proc.wait(timeout=30)
