@@ -10,12 +10,9 @@ gone with it: the workflow goes back to that checkpoint, and the unacknowledged
 entries are claimed and trained again (the version numbers keep growing). A
 sample is never lost and never counted twice.
 
-Runs started before this (no PUBLISH_FROM_MEMORY marker) wrote and published a
-checkpoint at every step, acknowledging each batch once it was served; they
-replay on that branch. Signals pause and resume it, change the batch size and
-ask for the current version to be published again; a query reports status; an
-update saves a labelled checkpoint; it continues as new every `steps_per_run`
-steps.
+Signals pause and resume it, change the batch size and ask for the current
+version to be published again; a query reports status; an update saves a
+labelled checkpoint; it continues as new every `steps_per_run` steps.
 """
 
 from __future__ import annotations
@@ -66,20 +63,11 @@ with workflow.unsafe.imports_passed_through():
     from workflows.activity_calls import execute
     from workflows.versioning import UPGRADE_AT_CONTINUE
 
-# Retired patches, step one (`workflow.deprecate_patch`, docs/operations.md "Retiring a patch"): every open run has
-# taken their branch (a training run continues as new within CLAIMS_PER_RUN claims, onto the newest code), so the
-# code before them is gone; runs still write their markers, marked deprecated, and the next release drops the calls.
-# "skip-publish-of-all-stale-batch" and "republish-current-version-on-all-stale-batch" went with the checkpoint-
-# at-every-step loop they patched (runs before PUBLISH_FROM_MEMORY).
-PUBLISH_FROM_MEMORY = "publish-from-memory-durable-checkpoints-on-a-cadence"
-"""Versions trained and published in the trainer's memory, durable checkpoints on a cadence."""
-STRICT_CADENCE = "checkpoint-cadence-waits-for-the-write-in-flight"
-"""A checkpoint due while the previous one is still being written waits for it (every N versions really is every
-N), and a due checkpoint is taken when training is paused on request too."""
-ADOPT_CONFIRMED_AFTER_LOSS = "adopt-a-checkpoint-confirmed-by-a-lost-trainer"
-"""A trainer can die after its confirmation reached the disk (batches recorded as trained, entries acknowledged)
-and before Temporal heard of it. Going back to the durable checkpoint before it would drop those batches' training
-for good: the workflow asks the next trainer for the newest confirmed checkpoint first."""
+# Retired patches ("publish-from-memory-durable-checkpoints-on-a-cadence", "checkpoint-cadence-waits-for-the-write-
+# in-flight", "adopt-a-checkpoint-confirmed-by-a-lost-trainer"; docs/operations.md "Retiring a patch"): their calls
+# were deprecated for one release and are gone now. Histories from that release carry their markers marked
+# deprecated, which replay without the calls; no open run is older (a training run continues as new within
+# CLAIMS_PER_RUN claims, onto the newest code).
 CLAIMS_PER_RUN = 500
 """Idle claims also add history; continue as new after this many."""
 KEEP_SAVED_IN_STATUS = 20
@@ -105,8 +93,6 @@ class TrainingWorkflow:
     @workflow.run
     async def run(self, inp: TrainingInput) -> TrainingState:
         q = self.config.trainer_task_queue
-        workflow.deprecate_patch(PUBLISH_FROM_MEMORY)
-        workflow.deprecate_patch(STRICT_CADENCE)
         if self.state.checkpoint and self.state.durable_version < self.state.version:
             # Continued from a run that wrote a checkpoint at every version (no marker): that checkpoint is durable
             # and its batches acknowledged. Left at 0, a loss before the first confirmed durable checkpoint would go
@@ -218,7 +204,6 @@ class TrainingWorkflow:
 
     def _uncount(self, batches: list[DurableBatch]) -> None:
         if batches:
-            workflow.deprecate_patch(ADOPT_CONFIRMED_AFTER_LOSS)
             self.state.uncounted += [b for b in batches if b not in self.state.uncounted]
 
     async def _adopt_confirmed(self, claim: ClaimResult) -> ClaimResult | None:

@@ -29,7 +29,7 @@ from workflows.progress import ProgressReportWorkflow, ProgressRoundWorkflow
 from workflows.rollout import RolloutWorkflow
 from workflows.session import SessionWorkflow
 from workflows.task_group import TaskGroupWorkflow
-from workflows.training import ADOPT_CONFIRMED_AFTER_LOSS, PUBLISH_FROM_MEMORY, STRICT_CADENCE, TrainingWorkflow
+from workflows.training import TrainingWorkflow
 from workflows.user_files import UserFilesWorkflow
 
 RECORDED = {
@@ -203,10 +203,16 @@ def test_the_training_loop_serves_versions_from_memory_and_acknowledges_an_all_s
     assert first.count("ack_batch") == 1  # the trained batches wait for a durable checkpoint
 
 
-def test_the_training_loops_patches_are_deprecated():
-    """Step one of retiring a patch: new runs write its marker marked deprecated (the next release drops the call).
-    retired/training_from_memory.json, recorded before ADOPT_CONFIRMED_AFTER_LOSS, lost its trainer without it: it
-    no longer replays (below)."""
+PUBLISH_FROM_MEMORY = "publish-from-memory-durable-checkpoints-on-a-cadence"
+STRICT_CADENCE = "checkpoint-cadence-waits-for-the-write-in-flight"
+ADOPT_CONFIRMED_AFTER_LOSS = "adopt-a-checkpoint-confirmed-by-a-lost-trainer"
+
+
+def test_the_training_histories_are_from_the_release_that_deprecated_its_patches():
+    """Step two of retiring a patch: the calls are gone, and runs of the release that deprecated them (their markers
+    marked deprecated) replay without them: training_steps.json and training_from_memory.json are such runs, and
+    replay in test_recorded_histories_replay. retired/training_from_memory.json, recorded before
+    ADOPT_CONFIRMED_AFTER_LOSS, lost its trainer without it: it no longer replays (below)."""
     every_run = [{"id": PUBLISH_FROM_MEMORY, "deprecated": True}, {"id": STRICT_CADENCE, "deprecated": True}]
     assert patch_markers(load(HISTORIES / "training_steps.json")) == every_run
     lost = patch_markers(load(HISTORIES / "training_from_memory.json"))  # a run that loses its trainer
