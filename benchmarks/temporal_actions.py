@@ -89,13 +89,17 @@ def main(argv: list[str] | None = None) -> int:
 
     # An episode step: the episode's actions over its steps (open, outcome and close spread over them), and the
     # step's own (agent_step + env_step + step_vote).
-    ep = load("episode_steps.json", root)
+    ep = load("episode_steps_now.json", root)  # today's: setting and task with the start, one upsert at the end
     episode = actions(ep)
     steps = count(ep, "env_step")
     marginal = sum(episode[f"activity:{a}"] for a in ("agent_step", "env_step", "step_vote")) / steps
+    episode_before = actions(load("episode_steps.json", root))  # an upsert for each attribute
     print(f"episode: {steps} steps, {total(episode)} actions: {show(episode, 1)}")
-    group = actions(load("task_group_published.json", root))
-    print(f"task group (3 episodes' parent): {total(group)} actions: {show(group, 1)}")
+    print(f"episode (the build before): {total(episode_before)} actions: {show(episode_before, 1)}")
+    group = actions(load("task_group_published_now.json", root))
+    group_before = actions(load("task_group_published.json", root))
+    print(f"task group (2 episodes' parent): {total(group)} actions: {show(group, 1)}; the build before "
+          f"{total(group_before)}")  # fmt: skip
 
     # A train step: the training workflow's actions over its steps (claim, train, ack, publish, checkpoint...).
     tr = load("training_steps.json", root)
@@ -115,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"actions: {per_turn:.1f} per judged turn (session {total(session) / turns:.2f} + judge {total(judge)}), "
         f"{total(episode) / steps:.1f} per episode step ({marginal:.0f} per step plus open/outcome/close and the "
-        f"start, spread over {steps} steps), {total(training) / max(train_steps, 1):.1f} per train step"
+        f"start, spread over {steps} steps; the build before {total(episode_before) / steps:.1f}), "
+        f"{total(training) / max(train_steps, 1):.1f} per train step"
     )
     return 0
 

@@ -51,6 +51,11 @@ class EpisodeConfig(BaseModel):
     env_lost_after_s: float = Field(30.0, gt=0)
     step_timeout_s: float = Field(600.0, gt=0)
     vote_timeout_s: float = Field(180.0, gt=0)
+    attributes_at_start_and_end: bool = False
+    """The episode's (and its group's) OpenclawSetting and OpenclawTask come with its start, set by whoever starts
+    it, and its OpenclawPolicyVersion (the newest that served a step) with OpenclawOutcome in one upsert at the end:
+    two or more billable actions fewer an episode than an upsert for each (the policy version's again whenever it
+    moved on). False: those upserts, as episodes started before this field did (their histories replay so)."""
 
 
 class ClientDriven(BaseModel):

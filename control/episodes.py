@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
-from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.common import SearchAttributePair
 
 from contracts.chat import tenant_of
 from contracts.client_episodes import FREE_FORM_SETTING
@@ -22,7 +22,7 @@ from contracts.episodes import (
     episode_workflow_id,
 )
 from envs.registry import setting_config
-from openclaw_rl.search_attributes import USER_ID
+from openclaw_rl.search_attributes import USER_ID, of_task
 from openclaw_rl.settings import Pool, Settings
 from workflows.episode import EpisodeWorkflow
 from workflows.rollout import RolloutWorkflow
@@ -45,6 +45,7 @@ def episode_config(settings: Settings, setting: str, **overrides: Any) -> Episod
         env_lost_after_s=settings.envs.env_lost_after_s,
         step_timeout_s=settings.envs.step_timeout_s,
         vote_timeout_s=settings.learning.vote_timeout_s,
+        attributes_at_start_and_end=True,
     )
     return base.model_copy(update=overrides) if overrides else base
 
@@ -70,6 +71,8 @@ async def start_episode(
     static_summary)."""
     wf_id = workflow_id or f"episode/{inp.setting}-{inp.task_id}-{_stamp()}".replace(" ", "_")
     queue = task_queue or _queue(settings)
+    if inp.config.attributes_at_start_and_end and "search_attributes" not in options:
+        options["search_attributes"] = of_task(inp.setting, inp.task_id)
     return await client.start_workflow(EpisodeWorkflow.run, inp, id=wf_id, task_queue=queue, **options)
 
 
@@ -84,6 +87,7 @@ async def start_task_group(
     config: EpisodeConfig | None = None,
 ) -> WorkflowHandle:
     group_id = f"{setting}-{task_id}-{_stamp()}"
+    config = config or episode_config(settings, setting)
     return await client.start_workflow(
         TaskGroupWorkflow.run,
         TaskGroupInput(
@@ -91,11 +95,12 @@ async def start_task_group(
             setting=setting,
             task_id=task_id,
             samples=samples,
-            config=config or episode_config(settings, setting),
+            config=config,
             publish=publish,
         ),
         id=f"group/{group_id}",
         task_queue=_queue(settings),
+        search_attributes=of_task(setting, task_id) if config.attributes_at_start_and_end else None,
     )
 
 
@@ -142,7 +147,7 @@ async def start_client_group(
         task_queue=_queue(settings),
         # Findable by its user (control.user_data: export and forget), as their sessions are: by pseudonym, so
         # Temporal's records of it name no one once the user is forgotten (control.sessions).
-        search_attributes=TypedSearchAttributes([SearchAttributePair(USER_ID, tenant_of(owner))]),
+        search_attributes=of_task(name, task_id or "free-form", SearchAttributePair(USER_ID, tenant_of(owner))),
         static_summary=f"driven by {tenant_of(owner)}: {name} {task_id or 'free-form'} x{samples}",
     )
     return group_id, [episode_workflow_id(group_id, k) for k in range(samples)]
@@ -162,6 +167,7 @@ def episode_config_for_free_form(settings: Settings, max_steps: int, prm_votes: 
         env_lost_after_s=settings.envs.env_lost_after_s,
         step_timeout_s=settings.envs.step_timeout_s,
         vote_timeout_s=settings.learning.vote_timeout_s,
+        attributes_at_start_and_end=True,
     )
 
 

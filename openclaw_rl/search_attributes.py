@@ -6,7 +6,7 @@ Kept apart from the client factory: workflow code sets them and must not import 
 from __future__ import annotations
 
 from temporalio.api.enums.v1 import IndexedValueType
-from temporalio.common import SearchAttributeKey
+from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 
 USER_ID = SearchAttributeKey.for_keyword("OpenclawUser")
 SESSION_ID = SearchAttributeKey.for_keyword("OpenclawSession")
@@ -27,3 +27,16 @@ SEARCH_ATTRIBUTES = {
     OUTCOME.name: IndexedValueType.INDEXED_VALUE_TYPE_DOUBLE,
     EVAL_SETS.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST,
 }
+
+
+def of_task(setting: str, task_id: str, *more: SearchAttributePair) -> TypedSearchAttributes:
+    """A task group's or an episode's attributes, set by whoever starts it: part of the start, not an upsert (one
+    billable action) of its own."""
+    return TypedSearchAttributes([SearchAttributePair(SETTING, setting), SearchAttributePair(TASK_ID, task_id), *more])
+
+
+def missing(key: SearchAttributeKey) -> bool:
+    """Workflow code: the run was started without `key` (deterministic: read from its start event)."""
+    from temporalio import workflow
+
+    return workflow.info().typed_search_attributes.get(key) is None

@@ -76,7 +76,7 @@ with workflow.unsafe.imports_passed_through():
     from contracts.errors import ErrorType
     from contracts.summary import clip
     from openclaw_rl import tracing
-    from openclaw_rl.search_attributes import OUTCOME, POLICY_VERSION, SETTING, TASK_ID
+    from openclaw_rl.search_attributes import OUTCOME, POLICY_VERSION, SETTING, TASK_ID, missing
     from store import keys
     from workflows.activity_calls import execute
     from workflows.store_outage import waiting_out_store_outages
@@ -114,7 +114,8 @@ class EpisodeWorkflow:
 
     @workflow.run
     async def run(self, inp: EpisodeInput) -> EpisodeResult:
-        workflow.upsert_search_attributes([SETTING.value_set(inp.setting), TASK_ID.value_set(inp.task_id)])
+        if not inp.config.attributes_at_start_and_end or missing(TASK_ID):  # a starter that did not set them
+            workflow.upsert_search_attributes([SETTING.value_set(inp.setting), TASK_ID.value_set(inp.task_id)])
         if inp.client is not None:
             return await self._client_driven(inp)
         for attempt in range(1, inp.config.attempts + 1):
@@ -203,7 +204,7 @@ class EpisodeWorkflow:
         self.outcome = result.outcome
         self._details(inp, "judging the last steps")
         await asyncio.gather(*votes)
-        workflow.upsert_search_attributes([OUTCOME.value_set(result.outcome)])
+        self._upsert_outcome(result.outcome)
         self.phase = "done"
         self._details(inp, f"outcome {result.outcome:g}")
         return EpisodeResult(
@@ -306,7 +307,7 @@ class EpisodeWorkflow:
         self._details(inp, "judging the last steps")
         await asyncio.gather(*self._votes)
         await workflow.wait_condition(workflow.all_handlers_finished)
-        workflow.upsert_search_attributes([OUTCOME.value_set(self._finished.outcome)])
+        self._upsert_outcome(self._finished.outcome)
         self.phase = "done"
         self._details(inp, f"outcome {self._finished.outcome:g}")
         return EpisodeResult(
@@ -544,7 +545,15 @@ class EpisodeWorkflow:
         if version is None or not version.isdigit() or int(version) == self._policy_version:
             return
         self._policy_version = int(version)
-        workflow.upsert_search_attributes([POLICY_VERSION.value_set(int(version))])
+        if not self._inp.config.attributes_at_start_and_end:
+            workflow.upsert_search_attributes([POLICY_VERSION.value_set(int(version))])
+
+    def _upsert_outcome(self, outcome: float) -> None:
+        """The outcome, and (attributes_at_start_and_end) the newest policy version that served a step: one upsert."""
+        updates = [OUTCOME.value_set(outcome)]
+        if self._inp.config.attributes_at_start_and_end and self._policy_version is not None:
+            updates.append(POLICY_VERSION.value_set(self._policy_version))
+        workflow.upsert_search_attributes(updates)
 
     @workflow.query
     def progress(self) -> EpisodeProgress:

@@ -29,7 +29,7 @@ with workflow.unsafe.imports_passed_through():
         TaskGroupResult,
         TaskList,
     )
-    from openclaw_rl.search_attributes import OUTCOME, SETTING
+    from openclaw_rl.search_attributes import OUTCOME, SETTING, of_task
     from workflows.activity_calls import execute
     from workflows.task_group import TaskGroupWorkflow
     from workflows.versioning import UPGRADE_AT_CONTINUE
@@ -112,6 +112,7 @@ class RolloutWorkflow:
                     ),
                     id=f"group/{group_id}",
                     static_summary=f"{inp.setting} {task_id} x{inp.samples_per_task}",
+                    search_attributes=of_task(inp.setting, task_id) if inp.config.attributes_at_start_and_end else None,
                 )
             except ChildWorkflowError:
                 workflow.logger.warning("a task group failed", extra={"group": group_id})
@@ -182,6 +183,8 @@ class RolloutWorkflow:
         self.running[index] = task_id
         self.episodes_running[index] = samples
 
+        config = part.config or inp.config
+
         async def group() -> tuple[str, TaskGroupResult]:
             try:
                 return part.setting, await workflow.execute_child_workflow(
@@ -191,11 +194,12 @@ class RolloutWorkflow:
                         setting=part.setting,
                         task_id=task_id,
                         samples=samples,
-                        config=part.config or inp.config,
+                        config=config,
                         publish=inp.publish,
                     ),
                     id=f"group/{group_id}",
                     static_summary=f"{part.setting} {task_id} x{samples}",
+                    search_attributes=of_task(part.setting, task_id) if config.attributes_at_start_and_end else None,
                 )
             except ChildWorkflowError:
                 workflow.logger.warning("a task group failed", extra={"group": group_id, "setting": part.setting})

@@ -30,7 +30,7 @@ with workflow.unsafe.imports_passed_through():
         episode_workflow_id,
     )
     from contracts.priorities import rollout_fairness_key
-    from openclaw_rl.search_attributes import OUTCOME, SETTING, TASK_ID
+    from openclaw_rl.search_attributes import OUTCOME, SETTING, TASK_ID, missing, of_task
     from rlmath.stepwise import group_advantages, step_reward
     from workflows.activity_calls import execute
     from workflows.episode import EpisodeWorkflow
@@ -47,7 +47,8 @@ class TaskGroupWorkflow:
 
     @workflow.run
     async def run(self, inp: TaskGroupInput) -> TaskGroupResult:
-        workflow.upsert_search_attributes([SETTING.value_set(inp.setting), TASK_ID.value_set(inp.task_id)])
+        if not inp.config.attributes_at_start_and_end or missing(TASK_ID):  # a starter that did not set them
+            workflow.upsert_search_attributes([SETTING.value_set(inp.setting), TASK_ID.value_set(inp.task_id)])
         self._details(inp)
         runs = [self._episode(inp, k) for k in range(inp.samples)]
         results = [r for r in await asyncio.gather(*runs) if r is not None]
@@ -108,6 +109,7 @@ class TaskGroupWorkflow:
                 id=episode_workflow_id(inp.group_id, k),
                 static_summary=f"{inp.setting} {inp.task_id} #{k}",
                 priority=self._priority(),
+                search_attributes=of_task(inp.setting, inp.task_id) if inp.config.attributes_at_start_and_end else None,
             )
         except ChildWorkflowError:
             workflow.logger.warning(

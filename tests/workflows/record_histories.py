@@ -99,6 +99,7 @@ from contracts.user_files import (
     UserFilesRequest,
     UserFilesResult,
 )
+from openclaw_rl.search_attributes import of_task
 from tests.workflows.mocks import (
     JudgeActivities,
     SessionActivities,
@@ -424,6 +425,50 @@ async def episode_env_lost() -> None:
             assert (result.attempt, result.outcome) == (2, 1.0), result
             assert [o.attempt_key.rsplit(":", 1)[1] for o in pools.opens] == ["a1", "a2"], pools.opens
             await save(env.client, "episode_env_lost", wf_id)
+
+
+async def episode_steps_now() -> None:
+    """episode_steps as `control.episodes` starts an episode now (`attributes_at_start_and_end`): its setting and
+    task come with the start, its policy version with the outcome in the one upsert at the end."""
+    Pools, config = episode_mocks()
+    async with fresh_env() as env:
+        q, env_q = new_queue(), new_queue()
+        pools = Pools(env_q, new_queue())
+        pools.steps_by_task["solve"] = 3
+        wf_id = "episode/solve-replayed-now"
+        cfg = config(q, env_q).model_copy(update={"attributes_at_start_and_end": True})
+        async with pool_workers(env, pools, q, [EpisodeWorkflow]):
+            result: EpisodeResult = await env.client.execute_workflow(
+                EpisodeWorkflow.run,
+                EpisodeInput(setting="terminal", task_id="t1", config=cfg),
+                id=wf_id,
+                task_queue=q,
+                search_attributes=of_task("terminal", "t1"),
+            )
+            assert (result.outcome, result.end, result.attempt) == (1.0, "submitted", 1), result
+            await save(env.client, "episode_steps_now", wf_id)
+
+
+async def task_group_published_now() -> None:
+    """task_group_published as `control.episodes` starts a group now (`attributes_at_start_and_end`): the group and
+    its episodes get their setting and task with their starts."""
+    Pools, config = episode_mocks()
+    async with fresh_env() as env:
+        q, env_q = new_queue(), new_queue()
+        pools = Pools(env_q, new_queue())
+        wf_id = f"group/{GROUP_ID}"
+        cfg = config(q, env_q).model_copy(update={"attributes_at_start_and_end": True})
+        async with pool_workers(env, pools, q, [EpisodeWorkflow, TaskGroupWorkflow], first_episode_solves):
+            result: TaskGroupResult = await env.client.execute_workflow(
+                TaskGroupWorkflow.run,
+                TaskGroupInput(group_id=GROUP_ID, setting="terminal", task_id="t1", samples=2, config=cfg),
+                id=wf_id,
+                task_queue=q,
+                search_attributes=of_task("terminal", "t1"),
+            )
+            assert sorted(result.outcomes) == [0.0, 1.0] and result.published == 6, result
+            await save(env.client, "task_group_published_now", wf_id)
+            await save(env.client, "task_group_published_now_episode0", episode_workflow_id(GROUP_ID, 0))
 
 
 async def task_group_published() -> None:
@@ -798,8 +843,10 @@ SCENARIOS = (
     training_steps,
     training_from_memory,
     episode_steps,
+    episode_steps_now,
     episode_env_lost,
     task_group_published,
+    task_group_published_now,
     rollout_tasks,
     rollout_mixed,
     rollout_queued,

@@ -53,6 +53,9 @@ RECORDED = {
     "episode_env_lost.json",
     "task_group_published.json",
     "task_group_published_episode0.json",
+    "episode_steps_now.json",
+    "task_group_published_now.json",
+    "task_group_published_now_episode0.json",
     "rollout_tasks.json",
     "rollout_mixed.json",
     "rollout_queued.json",
@@ -289,6 +292,42 @@ def test_episode_history_runs_its_steps_then_the_outcome():
     assert (done["attempt"], done["outcome"], done["end"]) == (1, 1.0, "submitted")
     assert [s["votes"] for s in done["steps"]] == [[1], [-1], [1]]
     assert [s["step_id"] for s in done["steps"]] == [f"episode/solve-replayed:a1:s{i}" for i in range(3)]
+
+
+def upserts(history: WorkflowHistory) -> list[set[str]]:
+    """The search attributes each upsert set, in history order."""
+    return [
+        set(e.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields)
+        for e in history.events
+        if e.HasField("upsert_workflow_search_attributes_event_attributes")
+    ]
+
+
+def started_with(history: WorkflowHistory) -> set[str]:
+    first = history.events[0].workflow_execution_started_event_attributes
+    return set(first.search_attributes.indexed_fields)
+
+
+def test_an_episode_started_now_gets_its_attributes_with_its_start_and_one_upsert_at_the_end():
+    """Two billable actions fewer an episode: OpenclawSetting and OpenclawTask come with the start, the policy version
+    with the outcome. Episodes started before (episode_steps.json) upsert each, and still replay so."""
+    before, now = load(HISTORIES / "episode_steps.json"), load(HISTORIES / "episode_steps_now.json")
+    assert upserts(before) == [
+        {"OpenclawSetting", "OpenclawTask"},
+        {"OpenclawPolicyVersion"},
+        {"OpenclawOutcome"},
+    ]
+    assert started_with(now) >= {"OpenclawSetting", "OpenclawTask"}
+    assert upserts(now) == [{"OpenclawOutcome", "OpenclawPolicyVersion"}]
+    assert steps(now) == steps(before) == EPISODE_STEPS
+    group, child = (
+        load(HISTORIES / "task_group_published_now.json"),
+        load(HISTORIES / "task_group_published_now_episode0.json"),
+    )
+    assert upserts(group) == [{"OpenclawOutcome"}]
+    assert started_with(child) >= {"OpenclawSetting", "OpenclawTask"} and upserts(child) == [
+        {"OpenclawOutcome", "OpenclawPolicyVersion"}
+    ]
 
 
 def test_lost_worker_history_starts_over_under_a_new_attempt():
