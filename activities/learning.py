@@ -66,11 +66,14 @@ from rlmath.signals import (
 from store import keys
 from store.adapters import AdapterRef
 from store.client import Store
+from store.errors import is_passing
 from store.judgements import judged_turn_writes
 from store.samples import PersonalTurn, TrainingSample
 from store.turns import TurnTokens
 
 log = structlog.get_logger(__name__)
+VOTE_PHASE_ATTEMPTS = JUDGE_VOTES.retry.maximum_attempts
+"""judge_and_publish's tries at its votes before they fail for good (judge_votes' own), a store outage aside."""
 
 OPTED_OUT = "opted out of training"
 """The reason a judged turn of an opted-out user or key carries (its record says so; no sample is written)."""
@@ -138,6 +141,12 @@ class LearningActivities:
     async def judge_and_publish(self, inp: JudgeAndPublishInput) -> JudgedSample:
         """`judge_votes` then `publish_sample`, when nothing comes between them: no hint accepted. An accepted hint
         is returned unpublished; its teacher pass runs on the policy pool, then `publish_sample`."""
+        attempt = activity.info().attempt
+        if attempt > 1 and await self.store.samples.was_published(inp.sample.sample_id):
+            # An earlier try published it and its answer was lost: asking the judge again would change nothing.
+            done = PublishResult(published=False, duplicate=True, reason="published by an earlier try")
+            return JudgedSample(judge=inp.sample.judge, result=done)
+        no_votes = Votes(prm=[None] * inp.votes.prm, hints=[None] * inp.votes.hints)
         try:
             votes = await self._votes(inp.votes)
         except ApplicationError as exc:
@@ -145,7 +154,15 @@ class LearningActivities:
                 raise
             # As a judge_votes that failed for good: no votes, and the publish decides (it fails too if the turn's
             # own tokens are gone; a next state's expired request alone leaves a sample judged 0).
-            votes = Votes(prm=[None] * inp.votes.prm, hints=[None] * inp.votes.hints)
+            votes = no_votes
+        except Exception as exc:
+            if is_passing(exc) or attempt < VOTE_PHASE_ATTEMPTS:
+                raise  # a store outage is waited out; anything else gets the tries judge_votes had
+            # Retried for good it would hold the sample back forever (the publish retries until it lands): the
+            # votes fail for good, as judge_votes' did, and the sample is published judged on none.
+            log.error("the judge's votes failed on every try; published without votes", turn_id=inp.votes.turn_id,
+                      attempts=attempt, error=f"{type(exc).__name__}: {exc}"[:400])  # fmt: skip
+            votes = no_votes
         summary = judge_summary(inp.sample.judge.judge, votes.prm, votes.hints)
         if summary.hint is not None:
             return JudgedSample(judge=summary, result=None)

@@ -239,6 +239,14 @@ class TrainingConfig(BaseModel):
     heartbeat_timeout_s: float = 30.0
     checkpoint_every_versions: int = 20
     checkpoint_every_s: float = 900.0
+    continue_paused_after_s: float | None = None
+    """A run paused this long continues as new, still paused, so the build current then runs it (a paused run makes
+    no claims, so it would never reach its continue-as-new, and a patch could never be retired while one waits).
+    None: a paused run waits as it is (runs started before this field; their next run gets PAUSED_RUN_LASTS_S)."""
+
+
+PAUSED_RUN_LASTS_S = 6 * 3600.0
+"""`continue_paused_after_s` for new runs: a few actions a day while paused."""
 
 
 class TrainingState(BaseModel):

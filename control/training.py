@@ -7,7 +7,7 @@ from temporalio.client import Client
 from temporalio.common import Priority, WorkflowIDConflictPolicy
 
 from contracts.priorities import Rank
-from contracts.training import TrainingConfig, TrainingInput, training_workflow_id
+from contracts.training import PAUSED_RUN_LASTS_S, TrainingConfig, TrainingInput, training_workflow_id
 from openclaw_rl.settings import Pool, Settings
 from workflows.training import TrainingWorkflow
 
@@ -26,6 +26,7 @@ def training_input(settings: Settings) -> TrainingInput:
             heartbeat_timeout_s=t.heartbeat_timeout_s,
             checkpoint_every_versions=t.checkpoint.every_versions,
             checkpoint_every_s=t.checkpoint.every_s,
+            continue_paused_after_s=PAUSED_RUN_LASTS_S,
         ),
         resume=True,  # a fresh start (the previous run failed or was terminated) continues from the newest checkpoint
     )

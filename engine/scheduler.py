@@ -40,12 +40,13 @@ holds the running rows with their KV until `resume`; mode abort ends every
 running and waiting request with finish_reason abort. Weight swaps and commits
 still apply while paused, which is what pausing is for.
 
-A pause is a lease (`pause_lease_s`): renewed by every weight-update call
-(`renew_pause`), it ends by itself when none has come for that long. A trainer
-whose link is cut between its pause and its /continue_generation would
-otherwise leave every engine it paused serving nobody until it comes back.
-Ending the pause early is safe here: a version is staged whole before it is
-committed between two forward passes, so no row ever mixes two versions.
+A pause is a lease (`pause_lease_s`): renewed by each bucket of a distributed
+update (`renew_pause`, the only update a trainer pauses for), it ends by itself
+when none has come for that long. A trainer whose link is cut between its pause
+and its /continue_generation would otherwise leave every engine it paused
+serving nobody until it comes back. Ending the pause early is safe here: a
+version is staged whole and committed between two forward passes (rows running
+then go on on the new weights, as held rows do after a pause).
 
 Releasing memory for a train step on the same GPU: engine.memory_release.
 """

@@ -252,6 +252,10 @@ class SampleStreams(Records):
         self._publish = redis.register_script(_PUBLISH_ONCE)
 
     # ---- writing ----
+    async def was_published(self, sample_id: str) -> bool:
+        """Whether `publish_once` wrote `sample_id` (or its drop) already."""
+        return bool(await self._r.exists(keys.sample_published(sample_id)))
+
     async def publish_once(
         self,
         sample_id: str,

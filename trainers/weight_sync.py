@@ -5,11 +5,11 @@ the training process; the HTTP calls and the group's making live in policy_clien
 shares.
 
 One `WeightBroadcaster` per trainer process keeps its group across versions. A version goes out as: (once) set up
-the group, every server joining as ranks 1..N while the trainer joins as rank 0; pause generation (in place: held,
-never aborted); per bucket of about `bucket_mb`, POST /update_weights_from_distributed to every server while
-broadcasting its tensors in the same order; continue generation; check every server now reports the version. Any
-failure drops the group (it is set up afresh next time, under a new name) and is raised for the caller to fall back
-to disk.
+the group, every server joining as ranks 1..N while the trainer joins as rank 0; rank 0 stages the version's
+buckets; pause generation (in place: held, never aborted); per bucket of about `bucket_mb`, POST
+/update_weights_from_distributed to every server while broadcasting its tensors in the same order; continue
+generation; check every server now reports the version. Any failure drops the group (it is set up afresh next time,
+under a new name) and is raised for the caller to fall back to disk.
 
 Rank 0 is whoever holds the weights: this process for an in-process trainer (`InProcessRankZero`), or rank 0 of a
 megatron torchrun job (its `JobRankZero`, trainers.megatron_job_client), which gathers the whole model from its
@@ -308,8 +308,11 @@ class WeightBroadcaster:
         await self.ensure_group()
         try:
             try:
+                # Staged before the pause (a megatron job gathers the whole model here): the servers are held only
+                # while the buckets go out, well within their pause lease (engine.pause_lease_s).
+                parts = await self.rank0.stage(state, int(self.cfg.bucket_mb * MIB), self.wire_dtype)
                 await self._members.pause("in_place")
-                await self._send_watched(state, version)
+                await self._send_watched(parts, version)
             finally:  # also after a pause that reached only some servers
                 await self._resume()
             await self._check_served(version)
@@ -350,13 +353,14 @@ class WeightBroadcaster:
         for url, group in back:
             try:
                 await self.client.destroy_group_on(url, group)
+            except WeightSyncError as exc:  # usually dropped already: its broadcast failed or timed out
+                log.info("a server back in reach did not destroy an old group", url=url, group=group, error=str(exc))
+            try:
                 # Cut off between a pause and its continue, it may still hold its requests (SGLang has no end to a
                 # pause but this; our engine ends one itself after engine.pause_lease_s).
                 await self.client.only([url]).resume()
             except WeightSyncError as exc:
-                log.info(
-                    "a server back in reach did not let go of an old publication", url=url, group=group, error=str(exc)
-                )
+                log.warning("a server back in reach could not be told to continue", url=url, error=str(exc))
 
     async def ensure_group(self) -> None:
         """Set the group up unless one is kept from an earlier version; raises WeightSyncError."""
@@ -421,10 +425,9 @@ class WeightBroadcaster:
     async def close(self) -> None:
         await self.reset("the trainer is shutting down")
 
-    async def _send(self, state: dict[str, torch.Tensor] | None, version: str) -> None:
+    async def _send(self, parts: list[BucketSpec], version: str) -> None:
         group = self._group
         assert group is not None  # ensure_group ran
-        parts = await self.rank0.stage(state, int(self.cfg.bucket_mb * MIB), self.wire_dtype)
         for i, bucket in enumerate(parts):
             req = UpdateWeightsFromDistributedRequest(
                 names=bucket.names,
@@ -450,11 +453,11 @@ class WeightBroadcaster:
             rank0=type(self.rank0).__name__,
         )
 
-    async def _send_watched(self, state: dict[str, torch.Tensor] | None, version: str) -> None:
+    async def _send_watched(self, parts: list[BucketSpec], version: str) -> None:
         """`_send`, while the members are asked every `probe_timeout_s` whether they still answer: one silent twice
         in a row (its host cut off or gone mid-publication) ends the publication then, not at the collective's
         timeout, so the others are not held paused that long."""
-        sending = asyncio.ensure_future(self._send(state, version))
+        sending = asyncio.ensure_future(self._send(parts, version))
         silent: set[str] = set()
         try:
             while True:

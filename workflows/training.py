@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
         EXPORT_CHECKPOINT,
         FIND_RESUME_POINT,
         FINISH_CHECKPOINT,
+        PAUSED_RUN_LASTS_S,
         PUBLISH_VERSION,
         PUBLISH_WEIGHTS,
         START_CHECKPOINT,
@@ -102,7 +103,8 @@ class TrainingWorkflow:
             await self._resume()
         steps_this_run = claims = 0
         while True:
-            await workflow.wait_condition(lambda: not self.state.paused)
+            if not await self._wait_unpaused():
+                await self._continue_as_new()
             if self.state.trainer_queue is None:
                 await self._attach()
             if self._republish:
@@ -135,16 +137,34 @@ class TrainingWorkflow:
                 or claims >= CLAIMS_PER_RUN
                 or workflow.info().is_continue_as_new_suggested()
             ):
-                if self._checkpointing is not None:  # an activity in flight does not survive continue-as-new
-                    await self._checkpointing
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                while self._republish:  # a flag the next run would not see: the signal was lost
-                    self._republish = False
-                    await self._publish_held("republish")
-                workflow.continue_as_new(
-                    TrainingInput(policy=self.policy, config=self.config, state=self.state),
-                    initial_versioning_behavior=UPGRADE_AT_CONTINUE,
-                )
+                await self._continue_as_new()
+
+    async def _wait_unpaused(self) -> bool:
+        """Wait while paused; False: paused for `continue_paused_after_s`, time for a fresh run."""
+        after = self.config.continue_paused_after_s
+        if after is None or not self.state.paused:  # as runs started before the field always waited
+            await workflow.wait_condition(lambda: not self.state.paused)
+            return True
+        try:
+            await workflow.wait_condition(lambda: not self.state.paused, timeout=timedelta(seconds=after))
+        except asyncio.TimeoutError:
+            return False
+        return True
+
+    async def _continue_as_new(self) -> None:
+        if self._checkpointing is not None:  # an activity in flight does not survive continue-as-new
+            await self._checkpointing
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        while self._republish:  # a flag the next run would not see: the signal was lost
+            self._republish = False
+            await self._publish_held("republish")
+        config = self.config
+        if config.continue_paused_after_s is None:  # a fresh run of this build may continue while paused
+            config = config.model_copy(update={"continue_paused_after_s": PAUSED_RUN_LASTS_S})
+        workflow.continue_as_new(
+            TrainingInput(policy=self.policy, config=config, state=self.state),
+            initial_versioning_behavior=UPGRADE_AT_CONTINUE,
+        )
 
     async def _resume(self) -> None:
         q = self.config.trainer_task_queue

@@ -74,11 +74,11 @@ class EngineSettings(BaseModel):
     """A prompt with more tokens than this left to prefill is prefilled this many at a time, between decode steps
     of the running requests, so it never stalls them for its whole prefill; 0 prefills every prompt at once."""
     pause_lease_s: float | None = Field(5.0, gt=0)
-    """A /pause_generation ends by itself once no weight-update call has come for this long: a trainer cut off
-    between its pause and its /continue_generation must not leave the engine serving nobody until it is back. A
-    publication's buckets renew it (one takes well under a second on a GPU, about 2 s for 256 MiB at 1 Gb/s); a
-    slower bucket that outlasts it is still safe, since a version is committed whole between two forward passes.
-    None: paused until told to continue, as SGLang."""
+    """A /pause_generation ends by itself once no /update_weights_from_distributed call has come for this long: a
+    trainer cut off between its pause and its /continue_generation must not leave the engine serving nobody until
+    it is back. A publication's buckets renew it (the trainer stages them before it pauses; one takes well under a
+    second on a GPU, about 2 s for 256 MiB at 1 Gb/s); a slower bucket that outlasts it is still safe, since a
+    version is committed whole between two forward passes. None: paused until told to continue, as SGLang."""
     replicas: int = Field(1, ge=1, le=64)
     """Embedded engines `up` starts, on consecutive ports from `port`. More than one: the sglang-router (`router`)
     fronts them; each gets every weight update, and the system keeps serving while one is down or restarting."""

@@ -4,6 +4,9 @@ often the activity is tried."""
 
 from __future__ import annotations
 
+import dataclasses
+
+import pytest
 import redis
 from temporalio.testing import ActivityEnvironment
 
@@ -71,9 +74,12 @@ async def test_the_votes_make_the_summary_and_the_sample_is_published_once(tmp_p
         assert done.result.published and done.result.reward == 1.0
         assert len(judge.requests) == 3 and "that worked, thanks" in str(judge.requests[0]["messages"])
 
-        again = await env.run(acts.judge_and_publish, _work("t0"))  # a try after a lost answer votes again...
-        assert len(judge.requests) == 6
-        assert again.result.duplicate and not again.result.published  # ...and publishes nothing twice
+        # A try after a lost answer finds the sample published: it asks the judge nothing and publishes nothing.
+        retried = ActivityEnvironment()
+        retried.info = dataclasses.replace(retried.info, attempt=2)
+        again = await retried.run(acts.judge_and_publish, _work("t0"))
+        assert len(judge.requests) == 3
+        assert again.result.duplicate and not again.result.published
         store = store_at(valkey)
         assert await store.samples.length("personal") == 1
         await store.aclose()
@@ -116,4 +122,27 @@ async def test_a_next_state_gone_from_the_store_is_no_votes_and_the_turn_is_stil
         done = await ActivityEnvironment().run(acts.judge_and_publish, _work("t2", session="session/u/gone"))
         assert (done.judge.prm_votes, done.judge.failed_votes, done.judge.eval_score) == ([None] * 3, 3, 0)
         assert judge.requests == [] and done.result is not None and done.result.reason
+        await acts.aclose()
+
+
+async def test_votes_that_fail_on_every_try_publish_the_sample_judged_on_none(tmp_path, valkey):  # noqa: F811
+    """A vote phase that fails for a reason no retry mends (here the turn's stored request is unreadable) gets the
+    tries judge_votes had; then the sample is published with no votes instead of being retried forever."""
+    with ScriptedJudge(["\\boxed{1}"]) as judge:
+        settings = Settings(
+            data_dir=tmp_path / "data", redis={"port": valkey}, learning={"judge": LlmJudgeSettings(url=judge.url)}
+        )
+        acts = LearningActivities(settings)
+        await _turn(valkey, "t3")
+        redis.Redis(port=valkey).set(keys.chat_request("t3"), b"not a stored request")
+        work = _work("t3", session="session/u/unreadable")
+        env = ActivityEnvironment()
+        with pytest.raises(Exception) as first:
+            await env.run(acts.judge_and_publish, work)
+        assert "ApplicationError" not in type(first.value).__name__  # retried by Temporal, not failed for good
+        last = ActivityEnvironment()
+        last.info = dataclasses.replace(last.info, attempt=3)
+        done = await last.run(acts.judge_and_publish, work)
+        assert (done.judge.prm_votes, done.judge.failed_votes) == ([None] * 3, 3)
+        assert done.result is not None and not done.result.duplicate and judge.requests == []
         await acts.aclose()

@@ -165,6 +165,40 @@ async def test_an_all_stale_batch_after_a_version_has_the_servers_serve_it_again
         await handle.terminate("test over")
 
 
+async def test_a_run_paused_for_long_continues_as_new_still_paused(skipping_env: WorkflowEnvironment):
+    """A paused run makes no claims, so it would never reach its continue-as-new: after `continue_paused_after_s` it
+    continues as new (the current build runs it, so old patches can go), still paused, and resumes on the signal."""
+    env, q = skipping_env, new_queue()
+    trainer = TrainerActivities()
+    async with trainer_workers(env, q, trainer):
+        inp = training_input(q, checkpoint_every_s=10**6)
+        inp = inp.model_copy(update={"config": inp.config.model_copy(update={"continue_paused_after_s": 3600.0})})
+        handle = await start_training(env, q, inp)
+        first_run = (await handle.describe()).run_id
+        trainer.feed(batch("1-0", "1-1"))
+        await eventually(lambda: len(trainer.claims) == 2, what="the claim after the first step")
+        await handle.signal(TrainingWorkflow.pause)
+        trainer.feed(batch())
+        await until_status(handle, lambda s: s.paused, "the pause")
+        await env.sleep(timedelta(minutes=30))
+        assert (await handle.describe()).run_id == first_run  # not yet
+
+        await env.sleep(timedelta(hours=1))
+        latest = env.client.get_workflow_handle(handle.id)
+        await eventually(lambda: _run_of(latest, first_run), what="the paused run to continue as new")
+        s = await status(latest)
+        assert (s.paused, s.version, s.samples_trained) == (True, 1, 2)
+        assert len(trainer.claims) == 2  # nothing claimed while paused, by either run
+
+        await latest.signal(TrainingWorkflow.resume)
+        await eventually(lambda: len(trainer.claims) == 3, what="claiming to resume in the new run")
+        await latest.terminate("test over")
+
+
+async def _run_of(handle: WorkflowHandle, not_run: str) -> bool:
+    return (await handle.describe()).run_id != not_run
+
+
 async def test_pause_stops_claiming_until_resumed(skipping_env: WorkflowEnvironment):
     env, q = skipping_env, new_queue()
     trainer = TrainerActivities()
