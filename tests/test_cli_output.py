@@ -179,3 +179,15 @@ async def test_episodes_tasks_table_and_an_unknown_setting(settings, capsys):
     assert await episodes.episodes_command(args, settings) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.startswith("openclaw-rl episodes: unknown setting 'chess'")
+
+
+def test_every_command_with_a_temporal_client_leaves_without_interpreter_teardown():
+    """The client's native threads can crash an interpreter that finishes after the work succeeded (a `deploy
+    promote` that printed "is current" exited -6): such commands leave through cli.main._exit."""
+    import argparse
+
+    from cli.main import build_parser
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    with_client = {"up", "worker", "users", "sessions", "turns", "train", "episodes", "eval", "deploy"}
+    assert {name for name in with_client if not commands[name]._defaults.get("exits_hard")} == set()

@@ -273,7 +273,7 @@ async def test_a_non_finite_update_drops_its_batch(env: WorkflowEnvironment):
         trainer.feed(batch("1-0", "1-1"))
         await eventually(lambda: len(trainer.versions_published) == 1, what="the next batch to be trained")
         assert trainer.claims[1].skip == {}  # the dropped batch is acknowledged, not waiting for a checkpoint
-        assert (await status(handle)).version == 1
+        await until_status(handle, lambda s: s.version == 1, "the version after the publication")
         await handle.terminate("test over")
 
 
