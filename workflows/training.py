@@ -68,7 +68,8 @@ with workflow.unsafe.imports_passed_through():
 # in-flight", "adopt-a-checkpoint-confirmed-by-a-lost-trainer"; docs/operations.md "Retiring a patch"): their calls
 # were deprecated for one release and are gone now. Histories from that release carry their markers marked
 # deprecated, which replay without the calls; no open run is older (a training run continues as new within
-# CLAIMS_PER_RUN claims, onto the newest code).
+# CLAIMS_PER_RUN claims, onto the newest code; one paused since before the deprecation, with versioning off, is the
+# exception docs/operations.md says how to rule out, and `continue_paused_after_s` now moves paused runs on too).
 CLAIMS_PER_RUN = 500
 """Idle claims also add history; continue as new after this many."""
 KEEP_SAVED_IN_STATUS = 20
@@ -148,7 +149,8 @@ class TrainingWorkflow:
         try:
             await workflow.wait_condition(lambda: not self.state.paused, timeout=timedelta(seconds=after))
         except asyncio.TimeoutError:
-            return False
+            return False  # a republication asked for meanwhile goes out before the run continues (a lost trainer
+            # is noticed there, as in a step)
         return True
 
     async def _continue_as_new(self) -> None:

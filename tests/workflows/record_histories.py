@@ -389,22 +389,29 @@ async def pool_workers(env, pools, q: str, workflows: list, env_outcome=None) ->
 
 async def episode_steps() -> None:
     """Three steps on the env worker that opened the environment, one step vote each, the outcome and the close."""
+    await _record_episode_steps("episode_steps", "episode/solve-replayed", now=False)
+
+
+async def _record_episode_steps(name: str, wf_id: str, now: bool) -> None:
+    """`now`: as `control.episodes` starts an episode now (`attributes_at_start_and_end`): its setting and task
+    come with the start, its policy version with the outcome in the one upsert at the end."""
     Pools, config = episode_mocks()
     async with fresh_env() as env:
         q, env_q = new_queue(), new_queue()
         pools = Pools(env_q, new_queue())
         pools.steps_by_task["solve"] = 3
-        wf_id = "episode/solve-replayed"
+        cfg = config(q, env_q).model_copy(update={"attributes_at_start_and_end": now})
         async with pool_workers(env, pools, q, [EpisodeWorkflow]):
             result: EpisodeResult = await env.client.execute_workflow(
                 EpisodeWorkflow.run,
-                EpisodeInput(setting="terminal", task_id="t1", config=config(q, env_q)),
+                EpisodeInput(setting="terminal", task_id="t1", config=cfg),
                 id=wf_id,
                 task_queue=q,
+                search_attributes=of_task("terminal", "t1") if now else None,
             )
             assert (result.outcome, result.end, result.attempt) == (1.0, "submitted", 1), result
             assert [s.votes for s in result.steps] == [[1], [-1], [1]], result.steps
-            await save(env.client, "episode_steps", wf_id)
+            await save(env.client, name, wf_id)
 
 
 async def episode_env_lost() -> None:
@@ -428,68 +435,41 @@ async def episode_env_lost() -> None:
 
 
 async def episode_steps_now() -> None:
-    """episode_steps as `control.episodes` starts an episode now (`attributes_at_start_and_end`): its setting and
-    task come with the start, its policy version with the outcome in the one upsert at the end."""
-    Pools, config = episode_mocks()
-    async with fresh_env() as env:
-        q, env_q = new_queue(), new_queue()
-        pools = Pools(env_q, new_queue())
-        pools.steps_by_task["solve"] = 3
-        wf_id = "episode/solve-replayed-now"
-        cfg = config(q, env_q).model_copy(update={"attributes_at_start_and_end": True})
-        async with pool_workers(env, pools, q, [EpisodeWorkflow]):
-            result: EpisodeResult = await env.client.execute_workflow(
-                EpisodeWorkflow.run,
-                EpisodeInput(setting="terminal", task_id="t1", config=cfg),
-                id=wf_id,
-                task_queue=q,
-                search_attributes=of_task("terminal", "t1"),
-            )
-            assert (result.outcome, result.end, result.attempt) == (1.0, "submitted", 1), result
-            await save(env.client, "episode_steps_now", wf_id)
+    """episode_steps as `control.episodes` starts an episode now (`attributes_at_start_and_end`)."""
+    await _record_episode_steps("episode_steps_now", "episode/solve-replayed-now", now=True)
 
 
 async def task_group_published_now() -> None:
     """task_group_published as `control.episodes` starts a group now (`attributes_at_start_and_end`): the group and
     its episodes get their setting and task with their starts."""
+    await _record_task_group("task_group_published_now", now=True)
+
+
+async def task_group_published() -> None:
+    """Two episodes of one task as children (one solves it), then their step samples published once; plus the
+    history of child episode 0."""
+    await _record_task_group("task_group_published", now=False)
+
+
+async def _record_task_group(name: str, now: bool) -> None:
     Pools, config = episode_mocks()
     async with fresh_env() as env:
         q, env_q = new_queue(), new_queue()
         pools = Pools(env_q, new_queue())
         wf_id = f"group/{GROUP_ID}"
-        cfg = config(q, env_q).model_copy(update={"attributes_at_start_and_end": True})
+        cfg = config(q, env_q).model_copy(update={"attributes_at_start_and_end": now})
         async with pool_workers(env, pools, q, [EpisodeWorkflow, TaskGroupWorkflow], first_episode_solves):
             result: TaskGroupResult = await env.client.execute_workflow(
                 TaskGroupWorkflow.run,
                 TaskGroupInput(group_id=GROUP_ID, setting="terminal", task_id="t1", samples=2, config=cfg),
                 id=wf_id,
                 task_queue=q,
-                search_attributes=of_task("terminal", "t1"),
-            )
-            assert sorted(result.outcomes) == [0.0, 1.0] and result.published == 6, result
-            await save(env.client, "task_group_published_now", wf_id)
-            await save(env.client, "task_group_published_now_episode0", episode_workflow_id(GROUP_ID, 0))
-
-
-async def task_group_published() -> None:
-    """Two episodes of one task as children (one solves it), then their step samples published once; plus the
-    history of child episode 0."""
-    Pools, config = episode_mocks()
-    async with fresh_env() as env:
-        q, env_q = new_queue(), new_queue()
-        pools = Pools(env_q, new_queue())
-        wf_id = f"group/{GROUP_ID}"
-        async with pool_workers(env, pools, q, [EpisodeWorkflow, TaskGroupWorkflow], first_episode_solves):
-            result: TaskGroupResult = await env.client.execute_workflow(
-                TaskGroupWorkflow.run,
-                TaskGroupInput(group_id=GROUP_ID, setting="terminal", task_id="t1", samples=2, config=config(q, env_q)),
-                id=wf_id,
-                task_queue=q,
+                search_attributes=of_task("terminal", "t1") if now else None,
             )
             assert sorted(result.outcomes) == [0.0, 1.0] and result.published == 6, result
             assert len(pools.published) == 1, pools.published
-            await save(env.client, "task_group_published", wf_id)
-            await save(env.client, "task_group_published_episode0", episode_workflow_id(GROUP_ID, 0))
+            await save(env.client, name, wf_id)
+            await save(env.client, f"{name}_episode0", episode_workflow_id(GROUP_ID, 0))
 
 
 async def rollout_tasks() -> None:
