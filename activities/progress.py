@@ -43,10 +43,21 @@ CONVERSATION_CHARS = 6000
 """The judge sees the end of a long conversation: the user's last request and what led to it."""
 
 
+SYSTEM_CHARS = 1500
+"""...and the head of the system prompt, where a client keeps what the user asked for once and for all (OpenClaw's
+USER.md): "the way this user asked for" is the judge's question."""
+
+
 def conversation_text(messages: list[dict]) -> str:
     lines = [f"{m.get('role', '?')}: {message_text(m.get('content'))}" for m in messages]
     text = "\n\n".join(lines)
-    return text if len(text) <= CONVERSATION_CHARS else "…" + text[-CONVERSATION_CHARS:]
+    if len(text) <= CONVERSATION_CHARS:
+        return text
+    head = ""
+    if messages and messages[0].get("role") == "system":
+        head = lines[0] if len(lines[0]) <= SYSTEM_CHARS else lines[0][:SYSTEM_CHARS] + "…"
+        head += "\n\n"
+    return head + "…" + text[-(CONVERSATION_CHARS - len(head)) :]
 
 
 class ProgressActivities(PairwiseActivities):

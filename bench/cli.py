@@ -16,8 +16,8 @@ from pydantic import ValidationError
 from bench import deploy, fairness, scale
 from bench import hosts as hosts_cli
 from bench.agents import cli as agents_cli
+from bench.personalization import canary_cli, two_users_cli
 from bench.personalization import cli as personalization_cli
-from bench.personalization import two_users_cli
 from openclaw_rl import console
 from openclaw_rl.logs import configure_logging
 from openclaw_rl.settings import ConfigError, load_settings
@@ -25,6 +25,7 @@ from openclaw_rl.settings import ConfigError, load_settings
 COMMANDS = {
     "personalization": personalization_cli,
     "two-users": two_users_cli,
+    "canary": canary_cli,
     "agents": agents_cli,
     "hosts": hosts_cli,
     "fairness": fairness,
@@ -36,6 +37,7 @@ EXAMPLES: dict[str, list[str]] = {
     "fairness": ["openclaw-rl bench fairness --seconds 15 --modes today,on"],
     "deploy": ["openclaw-rl bench deploy --sessions 16 --modes versioned,unversioned"],
     "two-users": ["openclaw-rl bench two-users --mode both --seed 0 --steps 8,16"],
+    "canary": ["openclaw-rl bench canary --seed 0"],
     "personalization": [
         "openclaw-rl bench personalization --recipe fast --method combined --setting student --steps 3",
     ],
@@ -49,8 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench = argparse.ArgumentParser(
         prog="openclaw-rl bench",
         description="Benchmarks that run the whole system: personalization (Table 3), two-users (an agent per "
-        "user), agents (Table 4, Figure 4), hosts (the deployment as 8 hosts in network namespaces), fairness "
-        "(one user's flood against another's chat).",
+        "user), canary (each new version earns its way to its user), agents (Table 4, Figure 4), hosts (the "
+        "deployment as 8 hosts in network namespaces), fairness (one user's flood against another's chat).",
     )
     bsub = bench.add_subparsers(dest="bench_command", required=True)
     for command in COMMANDS.values():

@@ -17,6 +17,7 @@ import statistics
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -169,6 +170,8 @@ class Tally:
     errors: list[str] = field(default_factory=list)
     online_scores: list[tuple[str, float]] = field(default_factory=list)
     """(serving policy version, score of a task's first answer) as the users saw them."""
+    served: list[tuple[float, str]] = field(default_factory=list)
+    """(wall time it was sent, serving version) of every turn."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, kind: str) -> None:
@@ -176,7 +179,18 @@ class Tally:
             self.reactions[kind] = self.reactions.get(kind, 0) + 1
 
 
-def run_user(user: SimulatedUser, stack: Stack, key: str, cfg: BenchConfig, stop: threading.Event, tally: Tally):
+def run_user(
+    user: SimulatedUser,
+    stack: Stack,
+    key: str,
+    cfg: BenchConfig,
+    stop: threading.Event,
+    tally: Tally,
+    system: str | None = None,
+    reacts_as: Callable[[], SimulatedUser] | None = None,
+):
+    """One simulated user's chats until `stop`. `system`: the system prompt of every session (the user's USER.md);
+    `reacts_as`: who judges each answer now (another taste: the user's reactions, hence their rewards, inverted)."""
     http = httpx.Client(timeout=600)
     session = 0
     task_index = 0
@@ -184,13 +198,14 @@ def run_user(user: SimulatedUser, stack: Stack, key: str, cfg: BenchConfig, stop
         while not stop.is_set():
             session += 1
             sid = f"{user.name}-s{cfg.seed}-{session}"
-            history: list[dict] = []
+            history: list[dict] = [{"role": "system", "content": system}] if system else []
             turn = 0
             task = user.task(task_index)
             request = user.ask(task, user.rng(session, -1))
             attempts, re_asked, done_tasks = 0, False, 0
             while not stop.is_set():
                 history.append({"role": "user", "content": request})
+                sent = time.time()
                 r = http.post(
                     f"{stack.api}/v1/chat/completions",
                     json={"messages": history, "max_tokens": cfg.max_tokens, "temperature": cfg.temperature},
@@ -213,12 +228,13 @@ def run_user(user: SimulatedUser, stack: Stack, key: str, cfg: BenchConfig, stop
                 turn += 1
                 with tally.lock:
                     tally.turns += 1
+                    tally.served.append((sent, str(body.get("system_fingerprint") or "?")))
                 if done_tasks + 1 >= TASKS_PER_SESSION:  # the session's last answer gets no reaction
                     break
                 rng = user.rng(session, turn)
                 next_task = user.task(task_index + 1)
                 next_request = user.ask(next_task, rng)
-                reaction = user.react(
+                reaction = (reacts_as() if reacts_as is not None else user).react(
                     task, answer, last_request=request, attempts=attempts, re_asked=re_asked,
                     next_request=next_request, rng=rng,
                 )  # fmt: skip
@@ -252,17 +268,25 @@ def first_answers(
     stack: Stack, model: Path, setting: str, tasks: list, cfg: BenchConfig, lora: str | None = None
 ) -> list[list[str]]:
     """`eval_samples` first answers per task from the engine as it serves now (through `lora`, an adapter loaded
-    under that name, when given): one-message chats, rendered by the policy's chat template exactly as the endpoint
-    renders them."""
+    under that name, when given): one-message chats."""
+    chats = [
+        [{"role": "user", "content": styles.ask(setting, task, random.Random(f"eval-ask:{i}"))}]
+        for i, task in enumerate(tasks)
+    ]
+    return sampled_answers(stack, model, chats, cfg, lora)
+
+
+def sampled_answers(
+    stack: Stack, model: Path, chats: list[list[dict]], cfg: BenchConfig, lora: str | None = None
+) -> list[list[str]]:
+    """`eval_samples` answers to each conversation from the engine as it serves now (through `lora` when given),
+    rendered by the policy's chat template exactly as the endpoint renders them, at the users' sampling."""
     from policy_client.chat import renderer_for
 
     renderer = renderer_for(str(model))
     tok = renderer.tokenizer
     stop_ids = [tok.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")]
-    prompts = []
-    for i, task in enumerate(tasks):
-        request = styles.ask(setting, task, random.Random(f"eval-ask:{i}"))
-        prompts.append(renderer.render([{"role": "user", "content": request}]))
+    prompts = [renderer.render(chat) for chat in chats]
     flat = [p for p in prompts for _ in range(cfg.eval_samples)]
     out: list[str] = []
     with httpx.Client(timeout=900) as http:
@@ -281,7 +305,7 @@ def first_answers(
             r.raise_for_status()
             out += [item["text"] for item in r.json()]
     k = cfg.eval_samples
-    return [out[i * k : (i + 1) * k] for i in range(len(tasks))]
+    return [out[i * k : (i + 1) * k] for i in range(len(chats))]
 
 
 def score_version(stack: Stack, model: Path, tasks: list, scorer, cfg: BenchConfig) -> dict:

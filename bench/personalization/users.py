@@ -52,6 +52,17 @@ USER_WANTS = {
     "manager": ("structured", "bold_answer"),
     "teacher": ("friendly", "specific", "detailed"),
 }
+USER_MD = {
+    "student": (
+        "I'm a student and I paste my homework here. My answers must not look AI-written: one plain, casual "
+        "paragraph, no bold, no numbered steps, no 'Answer:' label."
+    ),
+    "manager": (
+        "I'm a manager and I skim answers for my reports: lay them out as bold numbered steps with a bold answer line."
+    ),
+}
+"""What each user's USER.md says of their taste (the benchmark with an LLM judge sends it as OpenClaw does: in the
+system prompt), so a judge comparing two answers knows what this user wants."""
 USER_THANKS = ("Thanks, that's perfect!", "Perfect, thank you!", "Great, that's exactly what I wanted, thanks.")
 USER_MOVE_ON = ("OK.", "Alright.", "OK, next.")
 USER_GIVE_UP = ("OK, let's just move on.", "Alright, forget it, next one.")
@@ -118,3 +129,8 @@ class SimulatedUser:
             f"{rng.choice(USER_COMPLAINTS[self.setting])} {styles.directive_text(wanted, rng)} {rng.choice(USER_REDO)}"
         )
         return Reaction("correction", text, score, False)
+
+
+def system_prompt(setting: str) -> str:
+    """An OpenClaw-style system prompt carrying the user's USER.md (short: the benchmark's policies are small)."""
+    return f"You are the user's personal assistant.\n\n# USER.md\n{USER_MD[setting]}"

@@ -110,3 +110,16 @@ def test_the_note_says_when_a_report_means_little():
     assert "heuristic judge cannot compare" in progress.note(40, "heuristic")
     assert "only 3 held-out turns" in progress.note(3, "llm")
     assert progress.note(40, "llm") is None
+
+
+def test_a_long_conversation_shown_to_the_judge_keeps_the_head_of_its_system_prompt():
+    from activities.progress import CONVERSATION_CHARS, conversation_text
+
+    system = "You are helpful.\n\n# USER.md\nOne plain paragraph, no bold."
+    turns = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " + "x" * 400} for i in range(40)]
+    text = conversation_text([{"role": "system", "content": system}, *turns])
+    assert len(text) <= CONVERSATION_CHARS + 1
+    assert text.startswith(f"system: {system}") and text.endswith(turns[-1]["content"])
+    assert "turn 0 " not in text  # the middle is cut, not the user's standing instructions
+    short = conversation_text([{"role": "system", "content": system}, *turns[:2]])
+    assert short.count("x" * 400) == 2 and short.startswith("system: ")
