@@ -19,7 +19,6 @@ from activities.store_errors import store_failure
 from activities.token_stream import StreamCheckpoint, TurnStreams
 from contracts.chat import GENERATE, GenerateInput, GenerateOutput
 from contracts.errors import ErrorType
-from evals import canary
 from openclaw_rl.settings import Settings
 from policy_client import PolicyClient
 from policy_client.chat_output import generate_output
@@ -64,13 +63,15 @@ class GenerateActivities:
     async def _canary_arm(
         self, inp: GenerateInput, current: AdapterRef | None
     ) -> tuple[AdapterRef | None, tuple[int, LoggedTurn] | None]:
-        """With a candidate pending for the user: the candidate serves `eval.canary.share` of their turns (by turn
-        id, so a retry takes the same arm), the incumbent the rest. Returns the adapter, and what to log for the
-        judging once the answer is kept (an opted-out turn is never logged: no content of it goes to a judge)."""
+        """With a candidate pending for the user: the candidate serves `eval.canary.share` of their turns (every
+        k-th turn: never more than the share; a retry takes the arm it took), the incumbent the rest. Returns the
+        adapter, and what to log for the judging once the answer is kept (an opted-out turn is never logged: no
+        content of it goes to a judge)."""
         cand = await self.store.canaries.candidate(inp.tenant)
         if cand is None:
             return current, None
-        arm = "candidate" if canary.serves_candidate(inp.turn_id, self.settings.eval.canary.share) else "incumbent"
+        share = self.settings.eval.canary.share
+        arm = await self.store.canaries.arm(inp.tenant, cand.ref.version, inp.turn_id, share)
         adapter = cand.ref if arm == "candidate" else cand.incumbent
         if await self.store.users.turn_opted_out(inp.turn_id):
             return adapter, None

@@ -1,7 +1,7 @@
 """Canary versions of a user's adapter (`eval.canary`): a new version earns its way to its user.
 
 When the trainer publishes a new adapter version for a user, it becomes their *candidate* (store.canaries) instead of
-their adapter: it serves a share of their turns (`eval.canary.share`, by a hash of the turn id), their current
+their adapter: it serves a share of their turns (`eval.canary.share`, every k-th turn: never more), their current
 adapter (the *incumbent*; none: the base model) the rest. The CanaryWorkflow of the user (id `canary/<pseudonym>`)
 judges the turns served meanwhile, a round at a time: the other version answers each turn's prompt again (policy
 pool), the judge compares the two answers in both orders (judge pool), and a sequential test (evals.canary) promotes

@@ -1,5 +1,5 @@
-"""The arithmetic of a canary (contracts.canary): which turns a candidate serves, and when the pairwise verdicts are
-evidence enough to promote it or roll it back. No I/O: activities.canary and workflows.canary do that.
+"""The arithmetic of a canary (contracts.canary): when the pairwise verdicts are evidence enough to promote a candidate
+or roll it back. No I/O: activities.canary and workflows.canary do that (store.canaries picks each turn's arm).
 
 Each judged turn gives the candidate's answer against the incumbent's to the same prompt, judged in both orders
 (contracts.progress.Verdicts: "new" is the candidate). A turn the candidate won both ways is a win, lost both ways a
@@ -12,19 +12,11 @@ turns is rolled back: the incumbent stays unless the evidence says otherwise.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Iterable
 
 from contracts.canary import Evidence
 from contracts.progress import Verdicts
-
-
-def serves_candidate(turn_id: str, share: float) -> bool:
-    """Whether the candidate answers this turn: a stable hash of the turn id below `share` (a retried generation
-    of the same turn takes the same arm)."""
-    digest = hashlib.sha256(f"openclaw-rl canary\0{turn_id}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64 < share
 
 
 def outcome(v: Verdicts) -> str:

@@ -19,6 +19,7 @@ from store.keys import (
     adapter_candidate,
     adapter_forgotten,
     adapter_next,
+    canary_arms,
     canary_pairs,
     canary_turns,
     forgotten,
@@ -80,6 +81,24 @@ return 1
 """
 
 
+# KEYS: the arms hash, the tombstone. ARGV: turn id, share, ttl.
+# The turn's arm, chosen once: the n-th turn of the candidacy (from 0) is the candidate's when floor((n+1) * share)
+# passes floor(n * share), so after any number of turns the candidate has served floor(n * share) of them, never
+# more than its share (a hash of the turn id drifts above it by chance: 11 of 41 turns at a share of 0.25). A retry
+# of a turn reads its arm back. A forgotten user's turns take the incumbent, and nothing is written.
+_ARM = """
+local arm = redis.call('HGET', KEYS[1], ARGV[1])
+if arm then return arm end
+if redis.call('EXISTS', KEYS[2]) == 1 then return 'incumbent' end
+local n = redis.call('HLEN', KEYS[1])
+local share = tonumber(ARGV[2])
+if math.floor((n + 1) * share + 1e-9) > math.floor(n * share + 1e-9) then arm = 'candidate' else arm = 'incumbent' end
+redis.call('HSET', KEYS[1], ARGV[1], arm)
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+return arm
+"""
+
+
 class LoggedTurn(BaseModel):
     """A turn answered while a candidate was judged: which arm answered it, and how it was sampled (the other
     version answers it the same way)."""
@@ -120,6 +139,7 @@ class CanaryRecords:
         self._propose = redis.register_script(_PROPOSE)
         self._decide = redis.register_script(_DECIDE)
         self._log = redis.register_script(_LOG)
+        self._arm = redis.register_script(_ARM)
 
     async def propose(self, tenant: str, ref: AdapterRef, began_at: float = 0.0) -> Proposed:
         keys = [
@@ -145,6 +165,12 @@ class CanaryRecords:
             incumbent=AdapterRef.model_validate_json(got["incumbent"]) if got.get("incumbent") else None,
             since=float(got.get("since") or 0),
         )
+
+    async def arm(self, tenant: str, version: int, turn_id: str, share: float) -> str:
+        """`candidate` or `incumbent`: which version answers this turn of the user while `version` is judged (the
+        candidate exactly `share` of their turns, to the turn; a retry of the turn takes the arm it took)."""
+        got = await self._arm(keys=[canary_arms(tenant, version), forgotten(tenant)], args=[turn_id, share, DATA_TTL_S])
+        return _text(got)
 
     async def log_turn(self, tenant: str, version: int, turn: LoggedTurn) -> bool:
         """Log a turn answered while `version` is judged, once (a retried generation of it adds nothing); never for a

@@ -221,6 +221,12 @@ def canary_turns(tenant: str, version: int) -> str:
     return f"{PREFIX}:canary:{tenant}:v{version}:turns"
 
 
+def canary_arms(tenant: str, version: int) -> str:
+    """Hash: the arm each turn of the user took while `version` was their candidate, by turn id (a retried
+    generation takes the same one); its length counts the turns. Expires with the turn data."""
+    return f"{PREFIX}:canary:{tenant}:v{version}:arms"
+
+
 def canary_pairs(tenant: str, version: int, run: str, cursor: int) -> str:
     """One canary round's answer pairs (candidate and incumbent, with the conversation), between its two activities
     (the policy pool writes, the judge pool reads). Sealed under encryption; expires after a day."""

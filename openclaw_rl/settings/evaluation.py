@@ -37,7 +37,7 @@ class CanarySettings(BaseModel):
     enabled: bool = False
     """Judge each user's new adapter versions before they serve all of the user's turns (off: straight to serving)."""
     share: float = Field(0.25, gt=0.0, le=0.5)
-    """The share of the user's turns the candidate serves while it is judged (a stable hash of the turn id)."""
+    """The share of the user's turns the candidate serves while it is judged (every k-th turn: never more)."""
     max_turns: int = Field(40, ge=2, le=1000)
     """Turns judged at most: undecided by then, the candidate is rolled back and the incumbent stays."""
     worse: float = Field(0.35, gt=0.0, lt=0.5)

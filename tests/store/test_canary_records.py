@@ -2,7 +2,7 @@
 against the current adapter, or waits as the next while one is judged; a decision promotes (the candidate becomes
 the adapter) or rolls back, then the next is judged; each turn is logged once however often a retry logs it; a
 forgotten user gets nothing written, and the forget takes the candidate, the next and the turn logs; the answer
-pairs are sealed under encryption."""
+pairs are sealed under encryption; the candidate serves its share of turns exactly, a retry keeping its arm."""
 
 from __future__ import annotations
 
@@ -74,12 +74,15 @@ def test_candidates_wait_their_turn_and_a_decision_promotes_or_rolls_back(port):
         await store.users.tombstone("bo")
         assert (await store.canaries.propose(bo, ref(bo, 2))).status == "forgotten"
         assert not await store.canaries.log_turn(bo, 1, t1)  # a forget between the generation and its log
+        assert await store.canaries.arm(bo, 1, "t1", 0.5) == "incumbent"  # nothing written for a forgotten user
+        assert not redis.Redis(port=port).exists(f"oc:canary:{bo}:v1:arms")
         assert not (await store.canaries.decide(bo, 1, promote=True)).done  # a decision racing the forget
         assert await store.adapters.current(bo) is None
 
         assert (await store.canaries.propose(ana, ref(ana, 4))).status == "candidate"
         assert (await store.canaries.propose(ana, ref(ana, 5))).status == "next"
         await store.canaries.log_turn(ana, 4, LoggedTurn(arm="candidate", turn_id="t9"))
+        await store.canaries.arm(ana, 4, "t9", 0.25)
         assert {r.name for r in await store.canaries.forget(ana)} == {ref(ana, 4).name, ref(ana, 5).name}
         assert await store.canaries.candidate(ana) is None and await store.canaries.turns(ana, 4, 0, 10) == []
         assert not redis.Redis(port=port).keys(f"oc:canary:{ana}:*")
@@ -97,6 +100,24 @@ def test_the_answer_pairs_are_sealed_under_encryption(port):
         key = await store.canaries.put_pairs("ten", 1, "run", 0, pair)
         assert b"Quetzalcoatl" not in redis.Redis(port=port).get(key)
         assert await store.canaries.pairs(key) == pair
+        await store.aclose()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("share", [0.25, 0.1, 0.5, 1 / 3])
+def test_the_candidate_serves_its_share_of_turns_to_the_turn_and_a_retry_keeps_its_arm(port, share):
+    async def main():
+        store = Store.connect(StoreAddress(f"redis://127.0.0.1:{port}/0", 3600))
+        ana = tenant_of("ana")
+        arms = [await store.canaries.arm(ana, 1, f"turn-{i}", share) for i in range(200)]
+        for n in range(1, 201):  # after every turn, never more than the share (and never a whole turn less)
+            served = arms[:n].count("candidate")
+            assert n * share - 1 < served <= n * share + 1e-9, (n, served)
+        again = [await store.canaries.arm(ana, 1, f"turn-{i}", share) for i in (0, 3, 9, 199)]
+        assert again == [arms[i] for i in (0, 3, 9, 199)]  # a retried generation takes the arm it took
+        assert await store.canaries.arm(ana, 2, "turn-0", share) == "incumbent"  # a new candidate counts afresh
+        assert redis.Redis(port=port).ttl(f"oc:canary:{ana}:v1:arms") > 0  # expires with the turn data
         await store.aclose()
 
     asyncio.run(main())

@@ -97,8 +97,8 @@ def talk(stack: RunningStack, key: str, user: str, stop: threading.Event) -> Non
 
 
 async def decisions(stack: RunningStack, tenant: str) -> list[dict]:
-    """The canary_decide results in the history of every run of the user's canary workflow: the decisions, with
-    their evidence, as workflow events."""
+    """The canary_decide results in the history of every run of the user's canary workflow, in the order they were
+    made: the decisions, with their evidence, as workflow events."""
     client = await Client.connect(stack.temporal)
     out = []
     async for wf in client.list_workflows(f"WorkflowId = 'canary/{tenant}'"):
@@ -110,8 +110,8 @@ async def decisions(stack: RunningStack, tenant: str) -> list[dict]:
             if event.HasField("activity_task_completed_event_attributes"):
                 done = event.activity_task_completed_event_attributes
                 if scheduled.get(done.scheduled_event_id) == "canary_decide":
-                    out.append(json.loads(done.result.payloads[0].data))
-    return out
+                    out.append((event.event_time.ToDatetime(), json.loads(done.result.payloads[0].data)))
+    return [d for _, d in sorted(out, key=lambda x: x[0])]  # oldest first (the listing gives the newest run first)
 
 
 def logged(r: redis.Redis, tenant: str, version: int) -> list[tuple[str, str]]:
