@@ -44,16 +44,18 @@ from contracts.progress import HeldOutTurn
 from evals.personalization.scorer import RuleScorer
 from store import keys
 
-BETTER = 2.0
-"""A candidate helps its user when its mean score beats the incumbent's by this many paired standard errors (hurts:
-the other way); in between, the benchmark cannot tell and either decision is right."""
+WORSE = 0.35
+"""The sequential test's hypotheses (eval.canary.worse): a candidate is *good* for its user when it wins at least
+1 - WORSE of the measured pairs one of the two versions wins (its decisive share), *bad* when at most WORSE. In
+between, the test is indifferent by design: either decision is right (a candidate as good as its incumbent is
+promoted about as often as not)."""
 
 
 @dataclass
 class CanaryBenchConfig:
     seed: int = 0
     bad_user: str = "manager"
-    flip_steps: int = 2
+    flip_steps: int = 5
     """The bad user's versions trained while their reactions are inverted: the last one is the injected version."""
     decisions: int = 6
     """Decisions per user to see (the bad version's included) before the users stop."""
@@ -188,17 +190,20 @@ class Measure:
 
     def compare(self, user: str, new: int, old: int, served_by: int | None = None) -> dict:
         """`new` against `old` for `user` on their held-out turns (`served_by`: only those that version served):
-        mean score difference, paired by turn, with its s.e., and the pairwise win rate (each answer of one against
-        each answer of the other to the same turn; a tie counts a half)."""
+        mean score difference, paired by turn, with its s.e.; the pairwise win rate (each answer of one against each
+        answer of the other to the same turn; a tie counts a half), and the share of the decisive pairs `new` wins,
+        what the canary's test is about."""
         keep = [i for i, t in enumerate(self.turns[user]) if served_by is None or t.version == str(served_by)]
         a, b = self.of(user, new), self.of(user, old)
         a, b = [a[i] for i in keep], [b[i] for i in keep]
         if not keep:
-            return {"turns": 0, "difference": 0.0, "se": 0.0, "win_rate": 0.5, "measured": "unmeasured"}
+            return {"turns": 0, "difference": 0.0, "se": 0.0, "win_rate": 0.5, "decisive": 0.5, "measured": "none"}
         diffs = [mean_se(x)[0] - mean_se(y)[0] for x, y in zip(a, b)]
         d, se = mean_se(diffs)
         pairs = [(1.0 if s > t else 0.5 if s == t else 0.0) for x, y in zip(a, b) for s in x for t in y]
-        verdict = "better" if d - BETTER * se > 0 else "worse" if d + BETTER * se < 0 else "even"
+        wins, losses = pairs.count(1.0), pairs.count(0.0)
+        decisive = wins / (wins + losses) if wins + losses else 0.5
+        verdict = "good" if decisive >= 1 - WORSE else "bad" if decisive <= WORSE else "between"
         return {
             "turns": len(keep),
             "new_mean": round(mean_se([s for x in a for s in x])[0], 4),
@@ -206,6 +211,7 @@ class Measure:
             "difference": round(d, 4),
             "se": round(se, 4),
             "win_rate": round(sum(pairs) / len(pairs), 4),
+            "decisive": round(decisive, 4),
             "measured": verdict,
         }
 
@@ -483,8 +489,8 @@ def _coverage(reports: dict, measure: Measure) -> list[dict]:
 
 def headline(results: dict) -> str:
     cands = results.get("candidates") or []
-    bad = [c for c in cands if c["injected"] or c["measured"] == "worse"]
-    good = [c for c in cands if c["measured"] == "better"]
+    bad = [c for c in cands if c["injected"] or c["measured"] == "bad"]
+    good = [c for c in cands if c["measured"] == "good"]
     bad_turns = sum(c["turns_served"] for c in bad)
     bad_all = sum(c["turns_while_candidate"] for c in bad)
     share = f"{100 * bad_turns / bad_all:.0f}%" if bad_all else "n/a (none judged)"
@@ -508,8 +514,8 @@ def table(results: dict) -> str:
         f"each user's {cfg['eval_turns']} newest held-out turns x {cfg['eval_samples']} answers)",
     ]
     head = (
-        f"{'user':<8} {'version':>7} {'vs':>4} {'decision':<12} {'W-L-even':>9} {'turns':>9} {'measured':>20} "
-        f"{'win rate':>8}  note"
+        f"{'user':<8} {'version':>7} {'vs':>4} {'decision':<12} {'W-L-even':>9} {'turns':>9} {'score diff':>11} "
+        f"{'decisive':>8} {'measured':>8}  note"
     )
     lines += [head, "-" * len(head)]
     for c in results.get("candidates") or []:
@@ -517,12 +523,12 @@ def table(results: dict) -> str:
         note = "injected bad version" if c["injected"] else ("trained inverted" if c["trained_inverted"] else "")
         if c["served_after_decision"]:
             note += f" served {c['served_after_decision']} turns after its rollback"
-        measured = f"{c['difference']:+.2f}±{c['se']:.2f} {c['measured']}"
+        diff = f"{c['difference']:+.2f}±{c['se']:.2f}"
         lines.append(
             f"{c['user']:<8} {'v' + str(c['version']):>7} {'v' + str(c['incumbent']):>4} {c['verdict']:<12} "
             f"{e['wins']}-{e['losses']}-{e['turns'] - e['wins'] - e['losses']:>3} "
-            f"{str(c['turns_served']) + '/' + str(c['turns_while_candidate']):>9} {measured:>20} "
-            f"{c['win_rate']:>8.2f}  {note}"
+            f"{str(c['turns_served']) + '/' + str(c['turns_while_candidate']):>9} {diff:>11} "
+            f"{c['decisive']:>8.2f} {c['measured']:>8}  {note}"
         )
     cov = results.get("coverage") or []
     for c in cov:

@@ -20,7 +20,7 @@ def add_parser(bsub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--seed", type=int, default=0, help="the users' seed (tasks and reactions)")
     p.add_argument("--bad-user", choices=["student", "manager"], default="manager", help="whose version goes bad")
-    p.add_argument("--flip-steps", type=int, default=2, help="versions trained on the inverted reactions")
+    p.add_argument("--flip-steps", type=int, default=5, help="versions trained on the inverted reactions")
     p.add_argument("--decisions", type=int, default=6, help="decisions per user before the users stop")
     p.add_argument("--share", type=float, default=0.25, help="eval.canary.share: the candidate's share of turns")
     p.add_argument("--max-turns", type=int, default=40, help="eval.canary.max_turns: judged turns at most")
