@@ -107,12 +107,14 @@ class CanaryActivities(PairwiseActivities):
             return Decision(
                 tenant=inp.tenant, version=inp.version, verdict="superseded", reason=inp.reason, evidence=inp.evidence
             )
-        if done.loser is not None:
+        for gone in (done.loser, done.dropped):
+            if gone is None:
+                continue
             try:
                 async with WeightSyncClient.from_settings(self.settings) as client:
-                    await client.unload_lora_adapter(done.loser.name)
+                    await client.unload_lora_adapter(gone.name)
             except Exception as exc:  # decided and written: a server down keeps it loaded, serving no one
-                log.warning("could not unload a decided canary's loser", adapter=done.loser.name, error=str(exc))
+                log.warning("could not unload a decided canary's loser", adapter=gone.name, error=str(exc))
         verdict = "promoted" if inp.promote else "rolled back"
         log.info(
             "canary decided", user=inp.tenant, version=inp.version, verdict=verdict, reason=inp.reason,

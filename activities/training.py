@@ -182,6 +182,16 @@ class TrainingActivities:
                 return await self._train_and_save(inp)
             return await self._train_in_memory(inp)
 
+    async def _go_back(self, bank) -> None:
+        """Each user whose candidate was rolled back since their adapter last stepped: their adapter goes back to the
+        incumbent's (trainers.user_adapters.go_back), before this step's staleness is counted."""
+        for tenant, back in (await self.store.canaries.go_backs(list(bank.users))).items():
+            if back.lineage > bank.adapter(tenant).lineage:
+                folder = Path(back.to.path) if back.to is not None else None
+                version = back.to.version if back.to is not None else 0
+                await asyncio.to_thread(bank.go_back, tenant, back.lineage, folder, version)
+                log.info("a rolled-back user's adapter went back", user=tenant, to=version, lineage=back.lineage)
+
     async def _batch(
         self, inp: TrainInput
     ) -> tuple[list[TrainingSample], list[str], dict[str, list[str]], dict[str, int]]:
@@ -190,6 +200,8 @@ class TrainingActivities:
         user's adapter since it was generated (their turns are labelled with those)."""
         samples, stale, missing, staleness = [], [], {}, {}
         bank = getattr(self.held.trainer, "bank", None)
+        if bank is not None and self.settings.eval.canary.enabled:
+            await self._go_back(bank)
         for src, ids in inp.ids.items():
             for eid in ids:
                 s = await self.store.samples.load(src, eid)

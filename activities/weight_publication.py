@@ -157,7 +157,7 @@ class WeightPublisher:
                     folder = self.settings.data_dir / "adapters" / owner / f"v{steps}"
                     await asyncio.to_thread(trainer.bank.save, owner, folder, str(steps))
                     nbytes += sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
-                    ref = AdapterRef(name=f"{owner}-v{steps}", path=str(folder), version=steps)
+                    ref = AdapterRef(name=f"{owner}-v{steps}", path=str(folder), version=steps, lineage=state.lineage)
                     servers = list(await client.load_lora_adapter(ref.name, ref.path))
                     if self.settings.eval.canary.enabled:  # a candidate until it earns promotion
                         proposed = await store.canaries.propose(owner, ref, began_at=state.began_at)

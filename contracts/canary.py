@@ -11,8 +11,10 @@ a candidate is judged waits and is judged next, in the same workflow (continued 
 
 What training does meanwhile: the trainer trains on from its newest version, with samples served by both arms, each
 labelled with the version that served it (staleness counted in the user's adapter steps, importance-corrected as
-every sample is). A rolled-back version is not served; the next candidate, trained on from it, is judged against the
-incumbent again. docs/evaluation.md, "Canary versions".
+every sample is). A rollback abandons the candidate's line: the user's adapter on the trainer goes back to the
+incumbent's (store.canaries' go-back record, trainers.user_adapters.go_back), the version waiting behind the
+candidate is dropped, so the incumbent's samples are on-policy again instead of stale for good. docs/evaluation.md,
+"Canary versions".
 """
 
 from __future__ import annotations

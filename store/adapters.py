@@ -33,6 +33,9 @@ class AdapterRef(BaseModel):
     version: int
     """The user's own version: how many steps their adapter has taken (what their turns' samples are labelled with,
     so that staleness counts their adapter's steps, not other users')."""
+    lineage: int = 0
+    """The go-backs its adapter had applied when it was trained (eval.canary): a version of a line abandoned since
+    is never proposed."""
 
 
 class Published(BaseModel):

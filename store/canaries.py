@@ -18,6 +18,7 @@ from store.keys import (
     PROGRESS_ANSWERS_TTL_S,
     adapter_candidate,
     adapter_forgotten,
+    adapter_go_back,
     adapter_next,
     canary_arms,
     canary_pairs,
@@ -29,7 +30,8 @@ from store.sealing import Sealer
 
 ARMS = ("candidate", "incumbent")
 
-# KEYS: candidate, next, current, tombstone, adapters-forgotten-at. ARGV: ref json, version, began_at, now.
+# KEYS: candidate, next, current, tombstone, adapters-forgotten-at, go-back. ARGV: ref json, version, began_at, now,
+# the ref's lineage. A version of a line abandoned since (trained before the trainer went back) is stale.
 # A forgotten user gets nothing. No candidate pending: this one is, against the current adapter (none: the base).
 # One pending: this one waits as the next (a newer next replaces an older). A retried publication of the pending
 # candidate or of the waiting next changes nothing; a version not newer than the pending one is stale.
@@ -37,6 +39,8 @@ _PROPOSE = """
 if redis.call('EXISTS', KEYS[4]) == 1 then return {0, false} end
 local at = redis.call('GET', KEYS[5])
 if at and tonumber(at) >= tonumber(ARGV[3]) then return {0, false} end
+local back = redis.call('GET', KEYS[6])
+if back and tonumber(cjson.decode(back)['lineage']) > tonumber(ARGV[5]) then return {3, false} end
 local pending = redis.call('HGET', KEYS[1], 'version')
 if pending then
   if tonumber(ARGV[2]) == tonumber(pending) then return {1, false} end
@@ -49,12 +53,14 @@ local current = redis.call('GET', KEYS[3]) or ''
 redis.call('HSET', KEYS[1], 'version', ARGV[2], 'ref', ARGV[1], 'incumbent', current, 'since', ARGV[4])
 return {1, false}
 """
-# KEYS: candidate, current, next, tombstone. ARGV: version, promote (1) or roll back (0), now.
-# Decides the pending candidate if it is `version` (and its user was not forgotten meanwhile); then the next, if any,
-# becomes the candidate against whatever is current. Returns {done, loser ref, new candidate version}.
+# KEYS: candidate, current, next, tombstone, go-back. ARGV: version, promote (1) or roll back (0), now.
+# Decides the pending candidate if it is `version` (and its user was not forgotten meanwhile). A promotion: the next,
+# if any, becomes the candidate against the new current. A rollback abandons the candidate's line: the trainer goes
+# back to the current adapter (the go-back record), and the next, trained on from the candidate, is dropped with it.
+# Returns {done, loser ref, new candidate version, dropped next ref}.
 _DECIDE = """
-if redis.call('EXISTS', KEYS[4]) == 1 then return {0, false, false} end
-if redis.call('HGET', KEYS[1], 'version') ~= ARGV[1] then return {0, false, false} end
+if redis.call('EXISTS', KEYS[4]) == 1 then return {0, false, false, false} end
+if redis.call('HGET', KEYS[1], 'version') ~= ARGV[1] then return {0, false, false, false} end
 local ref = redis.call('HGET', KEYS[1], 'ref')
 local loser = ref
 if ARGV[2] == '1' then
@@ -62,11 +68,18 @@ if ARGV[2] == '1' then
 end
 redis.call('DEL', KEYS[1])
 local nxt = redis.call('GETDEL', KEYS[3])
-if not nxt then return {1, loser, false} end
+if ARGV[2] ~= '1' then
+  local back = redis.call('GET', KEYS[5])
+  local lineage = 1
+  if back then lineage = tonumber(cjson.decode(back)['lineage']) + 1 end
+  redis.call('SET', KEYS[5], cjson.encode({lineage = lineage, to = redis.call('GET', KEYS[2]) or ''}))
+  return {1, loser, false, nxt or false}
+end
+if not nxt then return {1, loser, false, false} end
 local version = cjson.decode(nxt)['version']
 local current = redis.call('GET', KEYS[2]) or ''
 redis.call('HSET', KEYS[1], 'version', tostring(version), 'ref', nxt, 'incumbent', current, 'since', ARGV[3])
-return {1, loser, tostring(version)}
+return {1, loser, tostring(version), false}
 """
 
 
@@ -130,6 +143,15 @@ class Decided(BaseModel):
     """The adapter that no longer serves anyone: the rolled-back candidate, or the incumbent it replaced."""
     next_version: int | None = None
     """A version that waited and is now the candidate."""
+    dropped: AdapterRef | None = None
+    """A rollback: the version that waited, trained on from the rolled-back candidate, dropped with it."""
+
+
+class GoBack(BaseModel):
+    """The user's latest rollback, for the trainer: build on `to` (None: the base model) from `lineage` on."""
+
+    lineage: int
+    to: AdapterRef | None = None
 
 
 class CanaryRecords:
@@ -144,10 +166,10 @@ class CanaryRecords:
     async def propose(self, tenant: str, ref: AdapterRef, began_at: float = 0.0) -> Proposed:
         keys = [
             adapter_candidate(tenant), adapter_next(tenant), user_adapter(tenant), forgotten(tenant),
-            adapter_forgotten(tenant),
+            adapter_forgotten(tenant), adapter_go_back(tenant),
         ]  # fmt: skip
         done, raw = await self._propose(
-            keys=keys, args=[ref.model_dump_json(), ref.version, repr(began_at), time.time()]
+            keys=keys, args=[ref.model_dump_json(), ref.version, repr(began_at), time.time(), ref.lineage]
         )
         status = {0: "forgotten", 1: "candidate", 2: "next", 3: "stale"}[int(done)]
         return Proposed(status=status, replaced_next=AdapterRef.model_validate_json(raw) if raw else None)
@@ -195,13 +217,32 @@ class CanaryRecords:
         return None if raw is None else json.loads(self._seal.open(key, raw))
 
     async def decide(self, tenant: str, version: int, promote: bool) -> Decided:
-        keys = [adapter_candidate(tenant), user_adapter(tenant), adapter_next(tenant), forgotten(tenant)]
-        done, loser, nxt = await self._decide(keys=keys, args=[str(version), "1" if promote else "0", time.time()])
+        keys = [
+            adapter_candidate(tenant), user_adapter(tenant), adapter_next(tenant), forgotten(tenant),
+            adapter_go_back(tenant),
+        ]  # fmt: skip
+        done, loser, nxt, dropped = await self._decide(
+            keys=keys, args=[str(version), "1" if promote else "0", time.time()]
+        )
         return Decided(
             done=bool(done),
             loser=AdapterRef.model_validate_json(loser) if loser else None,
             next_version=int(nxt) if nxt else None,
+            dropped=AdapterRef.model_validate_json(dropped) if dropped else None,
         )
+
+    async def go_backs(self, tenants: list[str]) -> dict[str, GoBack]:
+        """Each user's latest go-back, for those who have one (the trainer applies those it has not yet)."""
+        if not tenants:
+            return {}
+        raw = await self._r.mget([adapter_go_back(t) for t in tenants])
+        out = {}
+        for tenant, value in zip(tenants, raw):
+            if value:
+                got = json.loads(_text(value))
+                to = got.get("to") or ""
+                out[tenant] = GoBack(lineage=int(got["lineage"]), to=AdapterRef.model_validate_json(to) if to else None)
+        return out
 
     async def forget(self, tenant: str) -> list[AdapterRef]:
         """Remove the user's candidate, their next version and the turn logs; the adapters named (to unload)."""
@@ -212,7 +253,7 @@ class CanaryRecords:
         nxt = await self._r.getdel(adapter_next(tenant))
         if nxt:
             refs.append(AdapterRef.model_validate_json(nxt))
-        await self._r.delete(adapter_candidate(tenant))
+        await self._r.delete(adapter_candidate(tenant), adapter_go_back(tenant))
         async for key in self._r.scan_iter(match=f"{canary_turns(tenant, 0).split(':v0:')[0]}:v*", count=500):
             await self._r.delete(key)
         return refs

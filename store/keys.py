@@ -215,6 +215,12 @@ def adapter_next(tenant: str) -> str:
     return f"{PREFIX}:adapter-next:{tenant}"
 
 
+def adapter_go_back(tenant: str) -> str:
+    """JSON: the user's latest rolled-back candidate's go-back (eval.canary): `lineage` (how many so far) and `to`
+    (the incumbent's AdapterRef JSON, empty: the base); the trainer builds on it from then on. No TTL."""
+    return f"{PREFIX}:adapter-go-back:{tenant}"
+
+
 def canary_turns(tenant: str, version: int) -> str:
     """List: `<arm> <turn id>` of each turn served while candidate `version` was judged (arm: candidate or
     incumbent), in order; what the canary workflow judges. Turn ids only; expires with the turn data."""

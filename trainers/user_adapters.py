@@ -45,6 +45,10 @@ class UserAdapter:
     began_at: float = field(default_factory=time.time)
     """When this adapter began in this process: a forget of its user at or after it refuses its publication, even
     once a new key for the same id cleared the tombstone (store.adapters)."""
+    lineage: int = 0
+    """Go-backs applied (eval.canary): each rolled-back candidate's line was abandoned for the incumbent's weights."""
+    based_on: tuple[int, int] | None = None
+    """(steps when it last went back, the version it went back to): staleness counts through that version."""
 
 
 class AdapterBank:
@@ -95,8 +99,12 @@ class AdapterBank:
             with atomic_dir(Path(folder)) as tmp:
                 self.trainer.model.save_pretrained(tmp, safe_serialization=True)
                 torch.save(
-                    {"moments": state.moments, "steps": state.steps, "began_at": state.began_at}, tmp / ADAPTER_STATE
-                )
+                    {
+                        "moments": state.moments, "steps": state.steps, "began_at": state.began_at,
+                        "lineage": state.lineage, "based_on": list(state.based_on) if state.based_on else None,
+                    },
+                    tmp / ADAPTER_STATE,
+                )  # fmt: skip
                 write_version_info(tmp, {"weight_version": version, "user": user_id, "steps": state.steps})
         finally:
             self._swap_out(state, keep_moments=True)
@@ -117,17 +125,40 @@ class AdapterBank:
         extra = torch.load(folder / ADAPTER_STATE, weights_only=True) if (folder / ADAPTER_STATE).is_file() else {}
         # When it began, as saved (older saves: when they were written): a forget after it still refuses it.
         began_at = float(extra.get("began_at", (folder / "adapter_model.safetensors").stat().st_mtime))
+        based_on = extra.get("based_on")
         self.users[user_id] = UserAdapter(
-            params=params, moments=extra.get("moments", {}), steps=extra.get("steps", 0), began_at=began_at
-        )
+            params=params, moments=extra.get("moments", {}), steps=extra.get("steps", 0), began_at=began_at,
+            lineage=int(extra.get("lineage", 0)), based_on=(int(based_on[0]), int(based_on[1])) if based_on else None,
+        )  # fmt: skip
         meta = folder / "openclaw-rl-version.json"
         if meta.is_file() and json.loads(meta.read_text()).get("user") not in (None, user_id):
             raise ValueError(f"{folder} is another user's adapter")
 
     def staleness(self, sample: TrainingSample, generated_with: int) -> int:
-        """Steps the sample's user's adapter took since the sample was generated (with its version
-        `generated_with`)."""
-        return self.adapter(sample_owner(sample)).steps - generated_with
+        """Steps between the sample's user's adapter now and the version that generated the sample. After a go-back
+        the distance runs through the version it went back to: a version of the line since is `steps - v` away, any
+        other (the incumbent itself, its ancestors, the abandoned line) the steps since the go-back plus its distance
+        to that version."""
+        state = self.adapter(sample_owner(sample))
+        if state.based_on is None or generated_with > state.based_on[0]:
+            return state.steps - generated_with
+        at, base = state.based_on
+        return (state.steps - at) + abs(generated_with - base)
+
+    def go_back(self, user_id: str, lineage: int, folder: Path | None, version: int) -> None:
+        """eval.canary rolled back a candidate of this user: their adapter starts again from the incumbent's weights
+        and optimizer state (`folder`, its published adapter; None: the base model, the initial adapter), so what
+        trains next is built on what serves them, and the samples it serves stay within the staleness bound. The
+        step count goes on (versions only grow); the abandoned line's samples count their distance through
+        `version`."""
+        old = self.adapter(user_id)
+        if folder is None:
+            self.users.pop(user_id)
+            new = self.adapter(user_id)
+        else:
+            self.load(user_id, folder)
+            new = self.users[user_id]
+        new.steps, new.began_at, new.lineage, new.based_on = old.steps, old.began_at, lineage, (old.steps, version)
 
     def forget(self, user_id: str) -> bool:
         """Drop `user_id`'s adapter from memory (their data rights); True if there was one."""

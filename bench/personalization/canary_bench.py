@@ -149,6 +149,11 @@ def candidate_version(r: redis.Redis, user: str) -> int | None:
     return int(v) if v else None
 
 
+def next_version(r: redis.Redis, user: str) -> int | None:
+    raw = r.get(keys.adapter_next(tenant_of(user)))
+    return int(json.loads(raw)["version"]) if raw else None
+
+
 def logged_arms(r: redis.Redis, user: str, version: int) -> list[str]:
     """The arm of each turn logged while `version` was the user's candidate (its user's turns then, in order)."""
     return [json.loads(raw)["arm"] for raw in r.lrange(keys.canary_turns(tenant_of(user), version), 0, -1)]
@@ -235,6 +240,8 @@ class Flip:
     """Training paused until the bad version is the user's candidate (no later version can replace it in line)."""
     started_at: float | None = None
     ended_at: float | None = None
+    injections: int = 0
+    """Earlier bad versions dropped unjudged (each waited behind a candidate that was rolled back)."""
 
 
 SETTLE_S = 12.0
@@ -387,12 +394,16 @@ def _steer(flip: Flip, cfg: CanaryBenchConfig, stack: Stack, r: redis.Redis, pub
         elif time.monotonic() - flip.pausing_since >= SETTLE_S:
             flip.bad_version, flip.pausing_since, flip.held = published[u], None, True
             progress.note(f"{u}: v{flip.bad_version} is the injected bad version; it waits for its judgement")
-    elif flip.held and (
-        candidate_version(r, u) == flip.bad_version or any(d["version"] >= (flip.bad_version or 0) for d in decided[u])
-    ):
-        stack.cli("train", "resume")
-        flip.held = False
-        progress.note(f"{u}: v{flip.bad_version} is now judged; training resumed")
+    elif flip.held:
+        judged = any(d["version"] >= (flip.bad_version or 0) for d in decided[u])
+        if judged or candidate_version(r, u) == flip.bad_version:
+            stack.cli("train", "resume")
+            flip.held = False
+            progress.note(f"{u}: v{flip.bad_version} is now judged; training resumed")
+        elif next_version(r, u) != flip.bad_version:  # it waited behind a candidate that was rolled back: dropped
+            stack.cli("train", "resume")
+            progress.note(f"{u}: v{flip.bad_version} was dropped with a rolled-back candidate; injecting again")
+            flip.from_version, flip.bad_version, flip.held, flip.injections = None, None, False, flip.injections + 1
 
 
 def _mismatch_p99(stack: Stack) -> float | None:
@@ -489,7 +500,7 @@ def _coverage(reports: dict, measure: Measure) -> list[dict]:
 
 def headline(results: dict) -> str:
     cands = results.get("candidates") or []
-    bad = [c for c in cands if c["injected"] or c["measured"] == "bad"]
+    bad = [c for c in cands if c["measured"] == "bad"]  # the injected version among them only if it is bad
     good = [c for c in cands if c["measured"] == "good"]
     bad_turns = sum(c["turns_served"] for c in bad)
     bad_all = sum(c["turns_while_candidate"] for c in bad)
@@ -545,6 +556,13 @@ def table(results: dict) -> str:
         + ", ".join(f"{u} {x['turns']}" for u, x in (results.get("users") or {}).items())
         + f"; interaction {results.get('interaction_s')} s"
     )
+    for c in results.get("candidates") or []:
+        if c["injected"]:
+            lines.append(
+                f"  injected: {c['user']}'s v{c['version']} (trained on inverted reactions) measured {c['measured']} "
+                f"(decisive share {c['decisive']:.2f} against v{c['incumbent']}): {c['verdict']} after "
+                f"{c['turns_while_candidate']} of the user's turns, {c['turns_served']} served by it"
+            )
     lines.append(headline(results))
     return "\n".join(lines)
 

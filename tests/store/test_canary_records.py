@@ -1,6 +1,7 @@
 """Candidate adapter versions in the store (store/canaries.py), on a bare valkey: a new version is the candidate
 against the current adapter, or waits as the next while one is judged; a decision promotes (the candidate becomes
-the adapter) or rolls back, then the next is judged; each turn is logged once however often a retry logs it; a
+the adapter) and judges the next, or rolls back (the trainer goes back to the incumbent, the next and the
+abandoned line with it); each turn is logged once however often a retry logs it; a
 forgotten user gets nothing written, and the forget takes the candidate, the next and the turn logs; the answer
 pairs are sealed under encryption; the candidate serves its share of turns exactly, a retry keeping its arm."""
 
@@ -28,8 +29,8 @@ def port(tmp_path: Path):
         yield p
 
 
-def ref(tenant: str, v: int) -> AdapterRef:
-    return AdapterRef(name=f"{tenant}-v{v}", path=f"/data/adapters/{tenant}/v{v}", version=v)
+def ref(tenant: str, v: int, lineage: int = 0) -> AdapterRef:
+    return AdapterRef(name=f"{tenant}-v{v}", path=f"/data/adapters/{tenant}/v{v}", version=v, lineage=lineage)
 
 
 def test_candidates_wait_their_turn_and_a_decision_promotes_or_rolls_back(port):
@@ -68,6 +69,18 @@ def test_candidates_wait_their_turn_and_a_decision_promotes_or_rolls_back(port):
         assert rolled.done and rolled.loser == ref(ana, 3) and rolled.next_version is None
         assert await store.adapters.current(ana) == ref(ana, 1) and await store.canaries.candidate(ana) is None
         assert not (await store.canaries.decide(ana, 3, promote=False)).done  # a retry of the decision
+        # The rollback abandons the candidate's line: the trainer goes back to the current adapter, and a version
+        # of the abandoned line (trained before it went back) is never proposed.
+        back = (await store.canaries.go_backs([ana, tenant_of("nobody")]))
+        assert list(back) == [ana] and back[ana].lineage == 1 and back[ana].to == ref(ana, 1)
+        assert (await store.canaries.propose(ana, ref(ana, 4))).status == "stale"
+        assert (await store.canaries.propose(ana, ref(ana, 4, lineage=1))).status == "candidate"
+        assert (await store.canaries.propose(ana, ref(ana, 5, lineage=1))).status == "next"
+        again = await store.canaries.decide(ana, 4, promote=False)  # the waiting next goes with its rolled-back base
+        assert again.done and again.loser == ref(ana, 4, 1) and again.dropped == ref(ana, 5, 1)
+        assert again.next_version is None and await store.canaries.candidate(ana) is None
+        back = (await store.canaries.go_backs([ana]))[ana]
+        assert back.lineage == 2 and back.to == ref(ana, 1)
 
         bo = tenant_of("bo")
         assert (await store.canaries.propose(bo, ref(bo, 1))).status == "candidate"
@@ -79,12 +92,13 @@ def test_candidates_wait_their_turn_and_a_decision_promotes_or_rolls_back(port):
         assert not (await store.canaries.decide(bo, 1, promote=True)).done  # a decision racing the forget
         assert await store.adapters.current(bo) is None
 
-        assert (await store.canaries.propose(ana, ref(ana, 4))).status == "candidate"
-        assert (await store.canaries.propose(ana, ref(ana, 5))).status == "next"
-        await store.canaries.log_turn(ana, 4, LoggedTurn(arm="candidate", turn_id="t9"))
-        await store.canaries.arm(ana, 4, "t9", 0.25)
-        assert {r.name for r in await store.canaries.forget(ana)} == {ref(ana, 4).name, ref(ana, 5).name}
-        assert await store.canaries.candidate(ana) is None and await store.canaries.turns(ana, 4, 0, 10) == []
+        assert (await store.canaries.propose(ana, ref(ana, 6, lineage=2))).status == "candidate"
+        assert (await store.canaries.propose(ana, ref(ana, 7, lineage=2))).status == "next"
+        await store.canaries.log_turn(ana, 6, LoggedTurn(arm="candidate", turn_id="t9"))
+        await store.canaries.arm(ana, 6, "t9", 0.25)
+        assert {r.name for r in await store.canaries.forget(ana)} == {ref(ana, 6).name, ref(ana, 7).name}
+        assert await store.canaries.candidate(ana) is None and await store.canaries.turns(ana, 6, 0, 10) == []
+        assert await store.canaries.go_backs([ana]) == {}
         assert not redis.Redis(port=port).keys(f"oc:canary:{ana}:*")
         await store.aclose()
 

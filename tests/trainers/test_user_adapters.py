@@ -101,3 +101,37 @@ def test_a_checkpoint_written_after_a_forget_leaves_the_user_out_and_so_does_a_r
 
     resumed = UserAdapterTrainer.resume(before, LORA)  # an older checkpoint the forget has not reached
     assert ines not in resumed.bank.users and omar in resumed.bank.users
+
+
+def test_going_back_to_the_incumbent_restores_it_keeps_counting_and_measures_staleness_through_it(tiny_model, tmp_path):
+    """eval.canary rolled back a candidate: the user's adapter starts again from the incumbent's weights, its step
+    count going on (versions only grow), and the incumbent's samples are on-policy again instead of stale."""
+    from trainers.user_adapters import sample_owner
+
+    batch = samples(5, 1.0)
+    owner = sample_owner(batch[0])
+    bank = AdapterBank(TorchTrainer(tiny_model, LORA))
+    bank.train_step(owner, batch)  # version 1: the incumbent
+    incumbent = bank.save(owner, tmp_path / "v1", version="1")
+    served = bank.logprobs(owner, batch[0])
+    for _ in range(3):  # versions 2 to 4: the line the canary rolled back
+        bank.train_step(owner, batch)
+    assert bank.staleness(batch[0], 1) == 3
+    assert bank.logprobs(owner, batch[0]) != pytest.approx(served, abs=1e-4)
+
+    bank.go_back(owner, 1, incumbent, 1)
+    state = bank.adapter(owner)
+    assert state.steps == 4 and state.lineage == 1
+    assert bank.logprobs(owner, batch[0]) == pytest.approx(served, abs=1e-6)
+    assert bank.staleness(batch[0], 1) == 0  # what the incumbent serves is on-policy again
+    assert bank.staleness(batch[0], 4) == 3  # the abandoned line: its distance through the incumbent
+    bank.train_step(owner, batch)  # version 5, on the incumbent's line
+    assert [bank.staleness(batch[0], v) for v in (5, 1, 4, 0)] == [0, 1, 4, 2]
+
+    again = AdapterBank(TorchTrainer(tiny_model, LORA))  # saved and loaded (a trainer restarting), it stays gone back
+    again.load(owner, bank.save(owner, tmp_path / "v5", version="5"))
+    assert again.adapter(owner).lineage == 1 and again.staleness(batch[0], 1) == 1
+
+    base = AdapterBank(TorchTrainer(tiny_model, LORA)).logprobs("carol", batch[0])
+    bank.go_back(owner, 2, None, 0)  # the incumbent was the base model: the initial adapter
+    assert bank.logprobs(owner, batch[0]) == pytest.approx(base, abs=1e-6) and bank.adapter(owner).steps == 5
