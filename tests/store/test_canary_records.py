@@ -71,7 +71,7 @@ def test_candidates_wait_their_turn_and_a_decision_promotes_or_rolls_back(port):
         assert not (await store.canaries.decide(ana, 3, promote=False)).done  # a retry of the decision
         # The rollback abandons the candidate's line: the trainer goes back to the current adapter, and a version
         # of the abandoned line (trained before it went back) is never proposed.
-        back = (await store.canaries.go_backs([ana, tenant_of("nobody")]))
+        back = await store.canaries.go_backs([ana, tenant_of("nobody")])
         assert list(back) == [ana] and back[ana].lineage == 1 and back[ana].to == ref(ana, 1)
         assert (await store.canaries.propose(ana, ref(ana, 4))).status == "stale"
         assert (await store.canaries.propose(ana, ref(ana, 4, lineage=1))).status == "candidate"
