@@ -189,7 +189,12 @@ class TrainingActivities:
             if back.lineage > bank.adapter(tenant).lineage:
                 folder = Path(back.to.path) if back.to is not None else None
                 version = back.to.version if back.to is not None else 0
-                await asyncio.to_thread(bank.go_back, tenant, back.lineage, folder, version)
+                try:
+                    await asyncio.to_thread(bank.go_back, tenant, back.lineage, folder, version)
+                except (OSError, ValueError) as exc:  # the incumbent's files are gone: train on rather than stop
+                    bank.adapter(tenant).lineage = back.lineage
+                    log.warning("a rolled-back user's adapter could not go back", user=tenant, error=str(exc))
+                    continue
                 log.info("a rolled-back user's adapter went back", user=tenant, to=version, lineage=back.lineage)
 
     async def _batch(
