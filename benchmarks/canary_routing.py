@@ -1,9 +1,9 @@
 """What canary routing adds to a chat turn (eval.canary): the generate activity's own choice of arm, timed.
 
-Runs `GenerateActivities._canary_arm` (the user's candidate looked up in the store, the arm chosen by the turn id,
-the turn's opt-out checked) and the log of the turn once answered, as generate does, against a real valkey, for
-`--turns` turns of one user: with no candidate pending (one store read) and with one pending (two reads and the log
-script). Prints p50 and
+Runs `GenerateActivities._canary_arm` (the user's candidate looked up in the store, the turn's arm dealt by a store
+script, the turn's opt-out checked) and the log of the turn once answered, as generate does, against a real valkey,
+for `--turns` turns of one user: with no candidate pending (one store read) and with one pending (two reads and two
+scripts). Prints p50 and
 p99 per turn in milliseconds; the target is <= 2 ms p50 (issue 44). The rest of a turn is unchanged by canaries.
 
     .venv/bin/python benchmarks/canary_routing.py [--turns 2000]
