@@ -182,31 +182,37 @@ class TrainingActivities:
                 return await self._train_and_save(inp)
             return await self._train_in_memory(inp)
 
-    async def _go_back(self, bank) -> None:
-        """Each user whose candidate was rolled back since their adapter last stepped: their adapter goes back to the
-        incumbent's (trainers.user_adapters.go_back), before this step's staleness is counted."""
-        for tenant, back in (await self.store.canaries.go_backs(list(bank.users))).items():
-            if back.lineage > bank.adapter(tenant).lineage:
-                folder = Path(back.to.path) if back.to is not None else None
-                version = back.to.version if back.to is not None else 0
-                try:
-                    await asyncio.to_thread(bank.go_back, tenant, back.lineage, folder, version)
-                except (OSError, ValueError) as exc:  # the incumbent's files are gone: train on rather than stop
-                    bank.adapter(tenant).lineage = back.lineage
-                    log.warning("a rolled-back user's adapter could not go back", user=tenant, error=str(exc))
-                    continue
-                log.info("a rolled-back user's adapter went back", user=tenant, to=version, lineage=back.lineage)
+    async def _go_back(self, trainer, owners: set[str]) -> None:
+        """Each user (in the trainer's memory or in this batch) with a go-back it has not applied yet (eval.canary
+        rolled back their candidate): their adapter starts again from what serves them, before this step's staleness
+        is counted (trainers.user_adapters.go_back). What serves them: the current adapter if it is of the new line
+        (promoted since), else the incumbent the rollback named. Its files gone or unreadable: the base adapter,
+        never the abandoned line."""
+        bank = trainer.bank
+        for tenant, back in (await self.store.canaries.go_backs(sorted(set(bank.users) | owners))).items():
+            if back.lineage <= bank.adapter(tenant).lineage:
+                continue
+            current = await self.store.adapters.current(tenant)
+            to = current if current is not None and current.lineage >= back.lineage else back.to
+            try:
+                folder = Path(to.path) if to is not None else None
+                await asyncio.to_thread(bank.go_back, tenant, back.lineage, folder, to.version if to else 0, back.top)
+            except Exception as exc:  # noqa: BLE001 (a missing or corrupt adapter: the base, not the abandoned line)
+                log.warning("a rolled-back user's adapter went back to the base instead", user=tenant, error=str(exc))
+                await asyncio.to_thread(bank.go_back, tenant, back.lineage, None, 0, back.top)
+                to = None
+            trainer.touched.discard(tenant)  # what it holds now is what serves them: nothing new to publish
+            log.info("a rolled-back user's adapter went back", user=tenant, to=to.version if to else 0)
 
     async def _batch(
-        self, inp: TrainInput
+        self, inp: TrainInput, trainer
     ) -> tuple[list[TrainingSample], list[str], dict[str, list[str]], dict[str, int]]:
         """The batch's samples, the ids of those too stale to learn from, the entries gone from their stream (by
-        source), and each sample's staleness (by id). Per-user adapters: staleness counts the steps of the sample's
-        user's adapter since it was generated (their turns are labelled with those)."""
-        samples, stale, missing, staleness = [], [], {}, {}
-        bank = getattr(self.held.trainer, "bank", None)
-        if bank is not None and self.settings.eval.canary.enabled:
-            await self._go_back(bank)
+        source), and each sample's staleness (by id), for the `trainer` that trains them. Per-user adapters:
+        staleness counts the steps of the sample's user's adapter since it was generated (their turns are labelled
+        with those), after any go-back of theirs (eval.canary)."""
+        loaded, stale, missing, staleness = [], [], {}, {}
+        bank = getattr(trainer, "bank", None)
         for src, ids in inp.ids.items():
             for eid in ids:
                 s = await self.store.samples.load(src, eid)
@@ -219,13 +225,20 @@ class TrainingActivities:
                     log.warning("sample entry gone from its stream: dropped", source=src, entry=eid)
                     missing.setdefault(src, []).append(eid)
                     continue
-                v = int(s.policy_version) if (s.policy_version or "").isdigit() else inp.version
-                behind = inp.version - v if bank is None else bank.staleness(s, v)
-                if behind > inp.max_staleness:
-                    stale.append(s.sample_id)
-                    continue
-                samples.append(s)
-                staleness[s.sample_id] = behind
+                loaded.append(s)
+        if bank is not None and self.settings.eval.canary.enabled:
+            from trainers.user_adapters import sample_owner
+
+            await self._go_back(trainer, {sample_owner(s) for s in loaded})
+        samples = []
+        for s in loaded:
+            v = int(s.policy_version) if (s.policy_version or "").isdigit() else inp.version
+            behind = inp.version - v if bank is None else bank.staleness(s, v)
+            if behind > inp.max_staleness:
+                stale.append(s.sample_id)
+                continue
+            samples.append(s)
+            staleness[s.sample_id] = behind
         if stale:
             log.info("stale samples dropped", count=len(stale), version=inp.version, max_staleness=inp.max_staleness)
         return samples, stale, missing, staleness
@@ -240,7 +253,18 @@ class TrainingActivities:
         reload = inp.from_durable or (self.held.version is None and inp.version == inp.durable_version)
         if not reload and self.held.holding(inp.version) is None:
             raise TrainerLost(inp.version, self.held.version)
-        samples, stale, missing, staleness = await self._batch(inp)
+        try:  # the trainer that trains this batch first: its adapters are what staleness and go-backs are about
+            if reload:
+                trainer = await asyncio.to_thread(self.held.from_durable, inp.durable_version, inp.version)
+            else:
+                trainer = self.held.holding(inp.version)
+        except CheckpointCorrupt as exc:
+            await asyncio.to_thread(self.held.drop)
+            raise ApplicationError(str(exc), type=ErrorType.CHECKPOINT_CORRUPT, non_retryable=True) from exc
+        except BaseException:
+            await asyncio.to_thread(self.held.drop)
+            raise
+        samples, stale, missing, staleness = await self._batch(inp, trainer)
         if not samples:  # nothing left to learn from: no step; the batch is still acknowledged
             await asyncio.to_thread(_record_dropped, self.settings, inp.version, digest, stale, missing)
             version = inp.version
@@ -258,10 +282,6 @@ class TrainingActivities:
                 in_memory=version != inp.version,
             )
         try:
-            if reload:
-                trainer = await asyncio.to_thread(self.held.from_durable, inp.durable_version, inp.version)
-            else:
-                trainer = self.held.holding(inp.version)
             async with self._engine_memory_released():
                 metrics = await self._optimize(trainer, samples, inp.version, staleness)
         except CheckpointCorrupt as exc:
@@ -344,7 +364,15 @@ class TrainingActivities:
             # this batch was already trained and saved by an attempt that died afterwards
             await asyncio.to_thread(_record, self.settings, done, inp.version)
             return done
-        samples, stale, missing, staleness = await self._batch(inp)
+        try:
+            trainer = await asyncio.to_thread(self.held.at_checkpoint, inp.version)
+        except CheckpointCorrupt as exc:
+            await asyncio.to_thread(self.held.drop)
+            raise ApplicationError(str(exc), type=ErrorType.CHECKPOINT_CORRUPT, non_retryable=True) from exc
+        except BaseException:
+            await asyncio.to_thread(self.held.drop)
+            raise
+        samples, stale, missing, staleness = await self._batch(inp, trainer)
         if not samples:
             await asyncio.to_thread(_record_dropped, self.settings, inp.version, digest, stale, missing)
             return StepSummary(
@@ -357,7 +385,6 @@ class TrainingActivities:
                 missing=missing,
             )
         try:
-            trainer = await asyncio.to_thread(self.held.at_checkpoint, inp.version)
             metrics = await self._optimize(trainer, samples, inp.version, staleness)
             summary = StepSummary(
                 version=inp.version + 1,

@@ -72,7 +72,9 @@ if ARGV[2] ~= '1' then
   local back = redis.call('GET', KEYS[5])
   local lineage = 1
   if back then lineage = tonumber(cjson.decode(back)['lineage']) + 1 end
-  redis.call('SET', KEYS[5], cjson.encode({lineage = lineage, to = redis.call('GET', KEYS[2]) or ''}))
+  local top = tonumber(ARGV[1])
+  if nxt then top = math.max(top, tonumber(cjson.decode(nxt)['version'])) end
+  redis.call('SET', KEYS[5], cjson.encode({lineage = lineage, to = redis.call('GET', KEYS[2]) or '', top = top}))
   return {1, loser, false, nxt or false}
 end
 if not nxt then return {1, loser, false, false} end
@@ -152,6 +154,8 @@ class GoBack(BaseModel):
 
     lineage: int
     to: AdapterRef | None = None
+    top: int = 0
+    """The newest version of the abandoned line the store knew of (the candidate, or the next dropped with it)."""
 
 
 class CanaryRecords:
@@ -241,7 +245,11 @@ class CanaryRecords:
             if value:
                 got = json.loads(_text(value))
                 to = got.get("to") or ""
-                out[tenant] = GoBack(lineage=int(got["lineage"]), to=AdapterRef.model_validate_json(to) if to else None)
+                out[tenant] = GoBack(
+                    lineage=int(got["lineage"]),
+                    to=AdapterRef.model_validate_json(to) if to else None,
+                    top=int(got.get("top") or 0),
+                )
         return out
 
     async def forget(self, tenant: str) -> list[AdapterRef]:

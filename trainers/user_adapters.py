@@ -138,27 +138,33 @@ class AdapterBank:
         """Steps between the sample's user's adapter now and the version that generated the sample. After a go-back
         the distance runs through the version it went back to: a version of the line since is `steps - v` away, any
         other (the incumbent itself, its ancestors, the abandoned line) the steps since the go-back plus its distance
-        to that version."""
+        to that version in version numbers (exact for the last abandoned line; an estimate for older ones)."""
         state = self.adapter(sample_owner(sample))
         if state.based_on is None or generated_with > state.based_on[0]:
             return state.steps - generated_with
         at, base = state.based_on
         return (state.steps - at) + abs(generated_with - base)
 
-    def go_back(self, user_id: str, lineage: int, folder: Path | None, version: int) -> None:
-        """eval.canary rolled back a candidate of this user: their adapter starts again from the incumbent's weights
-        and optimizer state (`folder`, its published adapter; None: the base model, the initial adapter), so what
-        trains next is built on what serves them, and the samples it serves stay within the staleness bound. The
-        step count goes on (versions only grow); the abandoned line's samples count their distance through
-        `version`."""
+    def go_back(self, user_id: str, lineage: int, folder: Path | None, version: int, top: int = 0) -> None:
+        """eval.canary rolled back a candidate of this user: their adapter starts again from what serves them
+        (`folder`, that version's published adapter, its weights and optimizer state; None: the base model, the
+        initial adapter), so what trains next is built on it and the samples it serves stay within the staleness
+        bound. The step count goes on past the abandoned line's versions (`top`, the newest the store knew of, and
+        whatever this bank reached), so no version number is used twice; samples of other lines count their
+        distance through `version`. Nothing changes if the folder cannot be read (the caller decides)."""
         old = self.adapter(user_id)
+        steps = max(old.steps, top)
         if folder is None:
             self.users.pop(user_id)
             new = self.adapter(user_id)
         else:
-            self.load(user_id, folder)
+            try:
+                self.load(user_id, folder)
+            except BaseException:
+                self.users[user_id] = old
+                raise
             new = self.users[user_id]
-        new.steps, new.began_at, new.lineage, new.based_on = old.steps, old.began_at, lineage, (old.steps, version)
+        new.steps, new.began_at, new.lineage, new.based_on = steps, old.began_at, lineage, (steps, version)
 
     def forget(self, user_id: str) -> bool:
         """Drop `user_id`'s adapter from memory (their data rights); True if there was one."""

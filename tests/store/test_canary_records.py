@@ -72,7 +72,7 @@ def test_candidates_wait_their_turn_and_a_decision_promotes_or_rolls_back(port):
         # The rollback abandons the candidate's line: the trainer goes back to the current adapter, and a version
         # of the abandoned line (trained before it went back) is never proposed.
         back = await store.canaries.go_backs([ana, tenant_of("nobody")])
-        assert list(back) == [ana] and back[ana].lineage == 1 and back[ana].to == ref(ana, 1)
+        assert list(back) == [ana] and back[ana].lineage == 1 and back[ana].to == ref(ana, 1) and back[ana].top == 3
         assert (await store.canaries.propose(ana, ref(ana, 4))).status == "stale"
         assert (await store.canaries.propose(ana, ref(ana, 4, lineage=1))).status == "candidate"
         assert (await store.canaries.propose(ana, ref(ana, 5, lineage=1))).status == "next"
@@ -80,7 +80,7 @@ def test_candidates_wait_their_turn_and_a_decision_promotes_or_rolls_back(port):
         assert again.done and again.loser == ref(ana, 4, 1) and again.dropped == ref(ana, 5, 1)
         assert again.next_version is None and await store.canaries.candidate(ana) is None
         back = (await store.canaries.go_backs([ana]))[ana]
-        assert back.lineage == 2 and back.to == ref(ana, 1)
+        assert back.lineage == 2 and back.to == ref(ana, 1) and back.top == 5  # past the dropped next too
 
         bo = tenant_of("bo")
         assert (await store.canaries.propose(bo, ref(bo, 1))).status == "candidate"

@@ -132,6 +132,11 @@ def test_going_back_to_the_incumbent_restores_it_keeps_counting_and_measures_sta
     again.load(owner, bank.save(owner, tmp_path / "v5", version="5"))
     assert again.adapter(owner).lineage == 1 and again.staleness(batch[0], 1) == 1
 
+    with pytest.raises(FileNotFoundError):  # an unreadable incumbent changes nothing (the caller goes to the base)
+        bank.go_back(owner, 2, tmp_path / "gone", 1)
+    assert bank.adapter(owner).lineage == 1 and bank.adapter(owner).steps == 5
+
     base = AdapterBank(TorchTrainer(tiny_model, LORA)).logprobs("carol", batch[0])
-    bank.go_back(owner, 2, None, 0)  # the incumbent was the base model: the initial adapter
-    assert bank.logprobs(owner, batch[0]) == pytest.approx(base, abs=1e-6) and bank.adapter(owner).steps == 5
+    bank.go_back(owner, 2, None, 0, top=7)  # the incumbent was the base; the store knew of versions up to 7
+    assert bank.logprobs(owner, batch[0]) == pytest.approx(base, abs=1e-6)
+    assert bank.adapter(owner).steps == 7  # the next version is 8: no number of the abandoned line used twice
