@@ -9,6 +9,8 @@ the model learns, not the targets (docs/evaluation.md has the figures of the ful
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 
@@ -22,13 +24,24 @@ pytestmark = pytest.mark.timeout(600)
 def test_quick_canary_judges_the_injected_version_and_keeps_the_books(tmp_path):
     env = stack_env(tmp_path / "data")
     out = tmp_path / "out"
-    proc = subprocess.run(
+    # A run that overstays is told to stop (SIGTERM: the benchmark stops its stack as Ctrl-C does), then killed.
+    proc = subprocess.Popen(
         [sys.executable, "-m", "cli", "bench", "canary", "--quick", "--seed", "1", "--out", str(out)],
-        env=env, cwd=REPO, capture_output=True, text=True, timeout=560,
+        env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    last = [line for line in proc.stdout.splitlines() if line.startswith("canary: ")]
-    assert last and "good versions promoted" in last[-1] and "mismatch p99" in last[-1], proc.stdout[-2000:]
+    try:
+        stdout, stderr = proc.communicate(timeout=420)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        try:
+            stdout, stderr = proc.communicate(timeout=150)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            stdout, stderr = proc.communicate()
+        raise AssertionError(f"bench canary --quick overstayed 420 s: {stdout[-2000:]}{stderr[-2000:]}") from None
+    assert proc.returncode == 0, stdout[-3000:] + stderr[-3000:]
+    last = [line for line in stdout.splitlines() if line.startswith("canary: ")]
+    assert last and "good versions promoted" in last[-1] and "mismatch p99" in last[-1], stdout[-2000:]
 
     r = json.loads((out / "results.json").read_text())
     flip, cands = r["flip"], r["candidates"]
