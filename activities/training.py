@@ -182,6 +182,18 @@ class TrainingActivities:
                 return await self._train_and_save(inp)
             return await self._train_in_memory(inp)
 
+    async def _loaded(self, load, *args):
+        """The trainer `load(*args)` reads from a checkpoint (in a thread). A failure drops what is held (it may be
+        half loaded); a corrupt checkpoint fails the step for good."""
+        try:
+            return await asyncio.to_thread(load, *args)
+        except CheckpointCorrupt as exc:
+            await asyncio.to_thread(self.held.drop)
+            raise ApplicationError(str(exc), type=ErrorType.CHECKPOINT_CORRUPT, non_retryable=True) from exc
+        except BaseException:
+            await asyncio.to_thread(self.held.drop)
+            raise
+
     async def _go_back(self, trainer, owners: set[str]) -> None:
         """Each user (in the trainer's memory or in this batch) with a go-back it has not applied yet (eval.canary
         rolled back their candidate): their adapter starts again from what serves them, before this step's staleness
@@ -253,17 +265,11 @@ class TrainingActivities:
         reload = inp.from_durable or (self.held.version is None and inp.version == inp.durable_version)
         if not reload and self.held.holding(inp.version) is None:
             raise TrainerLost(inp.version, self.held.version)
-        try:  # the trainer that trains this batch first: its adapters are what staleness and go-backs are about
-            if reload:
-                trainer = await asyncio.to_thread(self.held.from_durable, inp.durable_version, inp.version)
-            else:
-                trainer = self.held.holding(inp.version)
-        except CheckpointCorrupt as exc:
-            await asyncio.to_thread(self.held.drop)
-            raise ApplicationError(str(exc), type=ErrorType.CHECKPOINT_CORRUPT, non_retryable=True) from exc
-        except BaseException:
-            await asyncio.to_thread(self.held.drop)
-            raise
+        # The trainer that trains this batch first: its adapters are what staleness and go-backs are about.
+        if reload:
+            trainer = await self._loaded(self.held.from_durable, inp.durable_version, inp.version)
+        else:
+            trainer = self.held.holding(inp.version)
         samples, stale, missing, staleness = await self._batch(inp, trainer)
         if not samples:  # nothing left to learn from: no step; the batch is still acknowledged
             await asyncio.to_thread(_record_dropped, self.settings, inp.version, digest, stale, missing)
@@ -364,14 +370,7 @@ class TrainingActivities:
             # this batch was already trained and saved by an attempt that died afterwards
             await asyncio.to_thread(_record, self.settings, done, inp.version)
             return done
-        try:
-            trainer = await asyncio.to_thread(self.held.at_checkpoint, inp.version)
-        except CheckpointCorrupt as exc:
-            await asyncio.to_thread(self.held.drop)
-            raise ApplicationError(str(exc), type=ErrorType.CHECKPOINT_CORRUPT, non_retryable=True) from exc
-        except BaseException:
-            await asyncio.to_thread(self.held.drop)
-            raise
+        trainer = await self._loaded(self.held.at_checkpoint, inp.version)
         samples, stale, missing, staleness = await self._batch(inp, trainer)
         if not samples:
             await asyncio.to_thread(_record_dropped, self.settings, inp.version, digest, stale, missing)
