@@ -120,8 +120,9 @@ def stack_env(cfg: CanaryBenchConfig, judge_url: str) -> dict[str, str]:
 # ---- what the stack decided ------------------------------------------------------------------------------------
 
 
-async def _decisions(temporal: str, tenant: str) -> list[dict]:
-    """Every `canary_decide` result of the user's canary workflow runs, with the wall time it completed."""
+async def decisions_of(temporal: str, tenant: str) -> list[dict]:
+    """Every decision (`canary_decide` result, superseded ones left out) of the user's canary workflow runs, oldest
+    first, with the wall time it completed: the decisions as workflow events."""
     from temporalio.client import Client
 
     client = await Client.connect(temporal)
@@ -141,7 +142,7 @@ async def _decisions(temporal: str, tenant: str) -> list[dict]:
 
 
 def decisions(stack: Stack) -> dict[str, list[dict]]:
-    return {u: asyncio.run(_decisions(stack.temporal, tenant_of(u))) for u in USERS}
+    return {u: asyncio.run(decisions_of(stack.temporal, tenant_of(u))) for u in USERS}
 
 
 def candidate_version(r: redis.Redis, user: str) -> int | None:

@@ -19,8 +19,8 @@ from pathlib import Path
 import httpx
 import pytest
 import redis
-from temporalio.client import Client
 
+from bench.personalization.canary_bench import decisions_of
 from contracts.chat import tenant_of
 from store import keys
 from tests.api.conftest import chat_stack_env, create_key
@@ -111,24 +111,6 @@ def talk_once(stack: RunningStack, key: str, user: str, n: int) -> None:
         history.append({"role": "assistant", "content": r.json()["choices"][0]["message"]["content"]})
 
 
-async def decisions(stack: RunningStack, tenant: str) -> list[dict]:
-    """The canary_decide results in the history of every run of the user's canary workflow, in the order they were
-    made: the decisions, with their evidence, as workflow events."""
-    client = await Client.connect(stack.temporal)
-    out = []
-    async for wf in client.list_workflows(f"WorkflowId = 'canary/{tenant}'"):
-        history = await client.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history()
-        scheduled = {}
-        for event in history.events:
-            if event.HasField("activity_task_scheduled_event_attributes"):
-                scheduled[event.event_id] = event.activity_task_scheduled_event_attributes.activity_type.name
-            if event.HasField("activity_task_completed_event_attributes"):
-                done = event.activity_task_completed_event_attributes
-                if scheduled.get(done.scheduled_event_id) == "canary_decide":
-                    out.append((event.event_time.ToDatetime(), json.loads(done.result.payloads[0].data)))
-    return [d for _, d in sorted(out, key=lambda x: x[0])]  # oldest first (the listing gives the newest run first)
-
-
 def logged(r: redis.Redis, tenant: str, version: int) -> list[tuple[str, str]]:
     """(arm, weight version that served it) of each turn logged while `version` was the user's candidate."""
     out = []
@@ -154,7 +136,7 @@ def test_a_preferred_candidate_is_promoted_and_a_losing_one_rolled_back_on_a_sha
             assert time.monotonic() < deadline, (found, pending)
             assert all(t.is_alive() for t in threads), "a chat thread failed"
             time.sleep(3)
-            found = {u: asyncio.run(decisions(stack, t)) for u, t in tenants.items()}
+            found = {u: asyncio.run(decisions_of(stack.temporal, t)) for u, t in tenants.items()}
         ines, omar = found["ines"][0], found["omar"][0]
         # The users go on talking: their turns under the next candidate (if one waited) show who serves them now.
         after = {"ines": ines.get("next_version"), "omar": omar.get("next_version")}
