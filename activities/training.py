@@ -165,7 +165,9 @@ class TrainingActivities:
             if read:
                 continue
             remaining = deadline - asyncio.get_running_loop().time()
-            if room() <= 0 or remaining <= 0:
+            # A worker shutting down ends the wait early, as its deadline would: a short batch is claimed again
+            # (as pending) by the next claim, and the worker stops now instead of after its graceful timeout.
+            if room() <= 0 or remaining <= 0 or activity.is_worker_shutdown():
                 break
             activity.heartbeat(sum(map(len, got.values())))
             await samples.wait_for_new(sources, min(remaining, HEARTBEAT_S))

@@ -74,6 +74,7 @@ CLAIMS_PER_RUN = 500
 """Idle claims also add history; continue as new after this many."""
 KEEP_SAVED_IN_STATUS = 20
 KEEP_LOSSES = 20
+LOST_AFTER_S = 20.0
 
 
 @workflow.defn(name=TRAINING_WORKFLOW)
@@ -189,7 +190,10 @@ class TrainingWorkflow:
 
     async def _on_trainer(self, defn, arg, **timeouts):
         """A call to the trainer worker holding the versions; its silence means the worker is gone."""
-        lost = timedelta(seconds=max(60.0, 2 * self.config.heartbeat_timeout_s))
+        # Its own queue always has a poll waiting while the worker lives, so a call not started within two heartbeats
+        # means the process is gone (a step killed mid-way is retried on that queue and ends here too); LOST_AFTER_S
+        # at least, for a worker starved of CPU on a loaded machine.
+        lost = timedelta(seconds=max(LOST_AFTER_S, 2 * self.config.heartbeat_timeout_s))
         return await execute(
             defn,
             arg,
