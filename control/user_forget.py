@@ -25,8 +25,10 @@ log = structlog.get_logger(__name__)
 
 
 WORKFLOW_DELETE_WAIT_S = 90.0
-"""How long a forget waits for Temporal to delete the user's workflows (it deletes a closed one asynchronously: about
-20 s on the dev server). Whatever is still there after it is deleted by the next forget."""
+"""How long a forget waits for Temporal to delete the user's workflows (it deletes a closed one asynchronously, once it
+has saved that the workflow's close task is done: ~4 s on the embedded dev server (stack.services), up to the history
+service's ack interval, 30 s by default, on another). Whatever is still there after it is deleted by the next
+forget."""
 
 
 EPISODE_END_WAIT_S = 60.0

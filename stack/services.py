@@ -38,6 +38,11 @@ DEV_SERVER_DYNAMIC_CONFIG = {
     "matching.numTaskqueueReadPartitions": 1,
     "matching.numTaskqueueWritePartitions": 1,
     "matching.enableFairness": "true",  # per-key fair shares within a rank (contracts.priorities); JSON true
+    # A closed workflow's deletion (a user's forget, control.user_forget) waits until the history service has saved
+    # that the workflow's close task is done, which it does every 30 s by default: a forget took ~35-60 s. Measured
+    # on this machine's dev server, a completed workflow's delete until describe answers NOT_FOUND: 35.5 s at the
+    # default, 4.1 s with this (the rest is the delete task's retry backoff).
+    "history.transferProcessorUpdateAckInterval": '"1s"',
 }
 
 
