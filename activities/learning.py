@@ -28,6 +28,7 @@ from contracts.chat import StoredChatRequest, tenant_of
 from contracts.errors import ErrorType
 from contracts.learning import (
     JUDGE_AND_PUBLISH,
+    JUDGE_HEARTBEAT,
     JUDGE_VOTES,
     PUBLISH_SAMPLE,
     TEACHER_LOGPROBS,
@@ -187,7 +188,7 @@ class LearningActivities:
                         await asyncio.sleep(min(10.0, 2.0**attempt))
             return None
 
-        async with heartbeating(10.0):
+        async with heartbeating(JUDGE_HEARTBEAT.total_seconds() / 3):
             got = await asyncio.gather(*(one(k, i) for k, i in asked))
         return Votes(prm=list(got[: inp.prm]), hints=list(got[inp.prm :]))
 

@@ -13,7 +13,9 @@ class ThreadedServer:
         import uvicorn
 
         self.port = port
-        self.server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+        # A stand-in stops at once: a request it holds (a scripted hang) is cut off after 1 s, not waited for.
+        config = uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=1)
+        self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     @property

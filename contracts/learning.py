@@ -214,12 +214,15 @@ _UNTIL_IT_LANDS = Retry(
 )
 """A sample's publication: until it lands, however long the store is down (giving up would lose the sample;
 publishing is idempotent, so no double)."""
+JUDGE_HEARTBEAT = timedelta(seconds=30)
+"""Three of the votes' heartbeats (activities.learning beats every 10 s): a judge worker killed mid-vote has its
+votes asked again after 30 s (60 s before, for no gain)."""
 # Vote and teacher timeouts are `learning.vote_timeout_s`, passed by the workflow at the call.
 JUDGE_VOTES = ActivityDef(
     "judge_votes",
     VotesInput,
     Votes,
-    heartbeat=timedelta(seconds=60),
+    heartbeat=JUDGE_HEARTBEAT,
     # Each vote retries itself inside; these retries are for the activity (a worker lost mid-way, the store down).
     retry=Retry(
         initial_interval=timedelta(seconds=1),
@@ -242,7 +245,7 @@ JUDGE_AND_PUBLISH = ActivityDef(
     "judge_and_publish",
     JudgeAndPublishInput,
     JudgedSample,
-    heartbeat=timedelta(seconds=60),
+    heartbeat=JUDGE_HEARTBEAT,
     # A vote that fails is no vote, so only a lost worker or the store down fails it; a try after one votes again
     # (the sample is published once, whichever try's votes make it).
     retry=_UNTIL_IT_LANDS,
