@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import time
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from contracts.client_episodes import (
 )
 from contracts.episodes import (
     ENV_CLOSE,
+    ENV_FINISH,
     ENV_OPEN,
     ENV_OUTCOME,
     ENV_STEP,
@@ -60,6 +62,7 @@ from store.episodes import EpisodeDataMissing, EpisodeOpening, StepObservation
 log = structlog.get_logger(__name__)
 
 HEARTBEAT_S = 2.0
+FINISHED_KEPT = 1024
 IDLE_CLOSE_S = 3600.0
 """An environment no call has touched for this long belongs to an episode that is gone: it is closed."""
 
@@ -87,6 +90,9 @@ class EnvActivities:
         self._sources: dict[str, TaskSource] = {}
         self._step_limits: dict[tuple[str, str], int | None] = {}
         self._held: dict[str, _Held] = {}
+        self._finished: OrderedDict[str, Outcome] = OrderedDict()
+        """Outcomes of environments `env_finish` closed, newest last (FINISHED_KEPT): a retry whose first result
+        never reached Temporal gets the outcome, not a missing environment."""
         self._janitor: asyncio.Task | None = None
         # Environments block (a command, a browser, a test run): each held one needs a thread of its own, and
         # asyncio's default pool has only cores + 4 threads (6 here) for up to `envs_per_worker` environments.
@@ -265,6 +271,19 @@ class EnvActivities:
                 held.outcome = Outcome(outcome=float(value))
             held.touched = time.monotonic()
             return held.outcome
+
+    @activity.defn(name=ENV_FINISH.name)
+    async def env_finish(self, inp: EnvRef) -> Outcome:
+        """`env_outcome`, then `env_close`, in one call (EpisodeConfig.finish_in_one)."""
+        done = self._finished.get(inp.attempt_key)
+        if done is not None:
+            return done
+        outcome = await self.env_outcome(inp)
+        self._finished[inp.attempt_key] = outcome
+        while len(self._finished) > FINISHED_KEPT:
+            self._finished.popitem(last=False)
+        await self.env_close(inp)
+        return outcome
 
     @activity.defn(name=ENV_CLOSE.name)
     async def env_close(self, inp: EnvRef) -> None:

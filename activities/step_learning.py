@@ -1,6 +1,7 @@
 """Judge-pool activities of general-agent episodes: step votes (the paper's C.4 prompts) and step samples.
 
-`step_vote` is one PRM vote on (a_t, s_{t+1}); `publish_step_samples` turns a
+`step_vote` is one PRM vote on (a_t, s_{t+1}), `step_votes` every vote of an episode's steps in one call;
+`publish_step_samples` turns a
 finished task group's step advantages into training samples on
 `oc:samples:<setting>`, each exactly once (store.samples publishes a sample and
 what lands with it in one atomic step, keyed by the step's sample id).
@@ -8,6 +9,7 @@ what lands with it in one atomic step, keyed by the step's sample id).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -16,16 +18,20 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.episode_data import vote_window
+from activities.heartbeat import heartbeating
 from activities.store_errors import store_outage_is_retryable
 from contracts.chat import tenant_of
 from contracts.episodes import (
     PUBLISH_STEP_SAMPLES,
     STEP_VOTE,
+    STEP_VOTES,
     PublishStepsInput,
     PublishStepsResult,
     StepSampleRef,
     StepVote,
     StepVoteInput,
+    StepVotes,
+    StepVotesInput,
     step_sample_id,
 )
 from contracts.errors import ErrorType
@@ -69,6 +75,38 @@ class StepLearningActivities:
         except JudgeCallError as exc:
             raise ApplicationError(str(exc), type=ErrorType.JUDGE_CALL_FAILED) from exc
         return StepVote(score=parse_boxed(raw, STEP_SCORES), raw=raw[:JUDGE_RAW_CHARS])
+
+    @activity.defn(name=STEP_VOTES.name)
+    @store_outage_is_retryable
+    async def step_votes(self, inp: StepVotesInput) -> StepVotes:
+        """Every vote of every step in `inp.steps` at once (EpisodeConfig.votes_in_one): one context per step, the
+        judge's requests in parallel, each vote retried on its own and None when it failed every try (as a
+        `step_vote` that failed for good is no vote)."""
+        if self._judge is None:
+            self._judge = make_judge(self.settings)
+        judge = self._judge
+        contexts = [
+            await self._context(StepVoteInput(attempt_key=inp.attempt_key, setting=inp.setting, step=t, vote=0))
+            for t in inp.steps
+        ]
+
+        async def one(ctx: StepJudgeContext, step: int, vote: int) -> int | None:
+            for attempt in range(inp.attempts):
+                try:
+                    raw = await asyncio.wait_for(judge.step(ctx), inp.vote_timeout_s)
+                    return parse_boxed(raw, STEP_SCORES)
+                except (JudgeCallError, asyncio.TimeoutError) as exc:
+                    log.warning("step vote failed", attempt_key=inp.attempt_key, step=step, vote=vote,
+                                attempt=attempt, error=str(exc) or type(exc).__name__)  # fmt: skip
+                    if attempt + 1 < inp.attempts:
+                        await asyncio.sleep(min(10.0, 2.0**attempt))
+            return None
+
+        async with heartbeating(10.0):  # a third of STEP_VOTES' heartbeat timeout
+            flat = await asyncio.gather(
+                *(one(ctx, t, v) for ctx, t in zip(contexts, inp.steps, strict=True) for v in range(inp.votes))
+            )
+        return StepVotes(scores=[list(flat[i * inp.votes : (i + 1) * inp.votes]) for i in range(len(inp.steps))])
 
     async def _context(self, inp: StepVoteInput) -> StepJudgeContext:
         opening, window = await vote_window(self.store.episodes, inp.attempt_key, inp.step, HISTORY_STEPS)

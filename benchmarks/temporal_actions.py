@@ -87,15 +87,20 @@ def main(argv: list[str] | None = None) -> int:
     print(f"judge child (combined, with a hint): {total(combined)} actions: {show(combined, 1)}")
     print(f"judge child (combined, no hint accepted): {total(no_hint)} actions: {show(no_hint, 1)}")
 
-    # An episode step: the episode's actions over its steps (open, outcome and close spread over them), and the
-    # step's own (agent_step + env_step + step_vote).
-    ep = load("episode_steps_now.json", root)  # today's: setting and task with the start, one upsert at the end
+    # An episode step: the episode's actions over its steps (its start, open, finish, votes and upsert spread over
+    # them), and the step's own (agent_step + env_step).
+    ep = load("episode_steps_in_one.json", root)  # today's: outcome and close in one call, the votes in one
     episode = actions(ep)
     steps = count(ep, "env_step")
     marginal = sum(episode[f"activity:{a}"] for a in ("agent_step", "env_step", "step_vote")) / steps
-    episode_before = actions(load("episode_steps.json", root))  # an upsert for each attribute
+    fixed = total(episode) - marginal * steps  # what an episode costs whatever its length
+    episode_before = actions(load("episode_steps_now.json", root))  # a call each for outcome, close and every vote
+    episode_older = actions(load("episode_steps.json", root))  # and an upsert for each attribute
     print(f"episode: {steps} steps, {total(episode)} actions: {show(episode, 1)}")
     print(f"episode (the build before): {total(episode_before)} actions: {show(episode_before, 1)}")
+    print(f"episode (two builds before): {total(episode_older)} actions: {show(episode_older, 1)}")
+    by_length = ", ".join(f"{n} steps {(marginal * n + fixed) / n:.2f}" for n in (3, 5, 10, 30))
+    print(f"per episode step by episode length ({marginal:.0f} a step + {fixed:.0f} an episode): {by_length}")
     group = actions(load("task_group_published_now.json", root))
     group_before = actions(load("task_group_published.json", root))
     print(f"task group (2 episodes' parent): {total(group)} actions: {show(group, 1)}; the build before "
@@ -118,8 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"actions: {per_turn:.1f} per judged turn (session {total(session) / turns:.2f} + judge {total(judge)}), "
-        f"{total(episode) / steps:.1f} per episode step ({marginal:.0f} per step plus open/outcome/close and the "
-        f"start, spread over {steps} steps; the build before {total(episode_before) / steps:.1f}), "
+        f"{total(episode) / steps:.1f} per episode step ({marginal:.0f} per step plus the start, open, finish, votes "
+        f"and upsert, spread over {steps} steps; the build before {total(episode_before) / steps:.1f}), "
         f"{total(training) / max(train_steps, 1):.1f} per train step"
     )
     return 0

@@ -56,6 +56,15 @@ class EpisodeConfig(BaseModel):
     it, and its OpenclawPolicyVersion (the newest that served a step) with OpenclawOutcome in one upsert at the end:
     two or more billable actions fewer an episode than an upsert for each (the policy version's again whenever it
     moved on). False: those upserts, as episodes started before this field did (their histories replay so)."""
+    finish_in_one: bool = False
+    """The outcome checked and the environment closed in one call (`env_finish`), where `env_outcome` and `env_close`
+    were two: a billable action fewer an episode. False: two calls, as episodes started before this field did."""
+    votes_in_one: bool = False
+    """Every step's PRM votes in one judge-pool call once the last step is done (`step_votes`, its requests in
+    parallel, each retried on its own), where each vote of each step was a call: an episode of n steps and m votes
+    costs 1 action for its judging instead of n x m. The votes are needed only when the episode's group computes its
+    advantages, so nothing waits longer than for the last step's vote before. False: one call a vote, as episodes
+    started before this field did."""
 
 
 class ClientDriven(BaseModel):
@@ -194,6 +203,21 @@ class StepVote(BaseModel):
     score: int | None
     """+1 / -1 from the judge's last \\boxed{}; None when it gave neither."""
     raw: str
+
+
+class StepVotesInput(BaseModel):
+    attempt_key: str
+    setting: str
+    steps: list[int]
+    votes: int = Field(ge=1, le=16)
+    vote_timeout_s: float = Field(gt=0)
+    """Each vote's own bound; a vote past it is retried (`attempts` in all), then counts as no vote."""
+    attempts: int = Field(3, ge=1, le=10)
+
+
+class StepVotes(BaseModel):
+    scores: list[list[int | None]]
+    """Per step of the input, in its order: each vote's +1 / -1, None where the judge gave neither or failed."""
 
 
 class ListTasksInput(BaseModel):
@@ -347,6 +371,8 @@ ENV_OPEN = ActivityDef("env_open", EnvOpenInput, EnvOpened, start_to_close=timed
 ENV_STEP = ActivityDef("env_step", EnvStepInput, EnvStepResult, retry=ENV_RETRY)
 ENV_OUTCOME = ActivityDef("env_outcome", EnvRef, Outcome, retry=ENV_RETRY)
 ENV_CLOSE = ActivityDef("env_close", EnvRef, None, start_to_close=timedelta(minutes=1), retry=Retry(maximum_attempts=3))
+ENV_FINISH = ActivityDef("env_finish", EnvRef, Outcome, retry=ENV_RETRY)
+"""The outcome, then the environment closed (EpisodeConfig.finish_in_one); a retry gets the outcome it checked."""
 LIST_TASKS = ActivityDef(
     "list_tasks",
     ListTasksInput,
@@ -375,6 +401,20 @@ STEP_VOTE = ActivityDef(
     ),
 )
 """One PRM vote on (a_t, s_{t+1}) with the setting's prompt (judge pool); vote timeout at the call."""
+STEP_VOTES = ActivityDef(
+    "step_votes",
+    StepVotesInput,
+    StepVotes,
+    heartbeat=timedelta(seconds=30),
+    # Each vote retries itself inside and a failed one is no vote; these retries are for a worker lost mid-way.
+    retry=Retry(
+        initial_interval=timedelta(seconds=1),
+        maximum_interval=timedelta(seconds=10),
+        maximum_attempts=3,
+        non_retryable=(ErrorType.EPISODE_DATA_MISSING,),
+    ),
+)
+"""Every PRM vote of an episode's steps at once (EpisodeConfig.votes_in_one); start-to-close at the call."""
 PUBLISH_STEP_SAMPLES = ActivityDef(
     "publish_step_samples",
     PublishStepsInput,

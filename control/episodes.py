@@ -46,6 +46,8 @@ def episode_config(settings: Settings, setting: str, **overrides: Any) -> Episod
         step_timeout_s=settings.envs.step_timeout_s,
         vote_timeout_s=settings.learning.vote_timeout_s,
         attributes_at_start_and_end=True,
+        finish_in_one=True,
+        votes_in_one=True,
     )
     return base.model_copy(update=overrides) if overrides else base
 

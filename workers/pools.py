@@ -107,6 +107,7 @@ def components_for(pool: Pool, settings: Settings) -> PoolComponents:
             learning.publish_sample,
             learning.judge_and_publish,
             steps.step_vote,
+            steps.step_votes,
             steps.publish_step_samples,
         ]
         parts.closers += [learning.aclose, steps.aclose]
@@ -161,6 +162,7 @@ def components_for(pool: Pool, settings: Settings) -> PoolComponents:
             envs.env_step,
             envs.env_outcome,
             envs.env_close,
+            envs.env_finish,
             envs.env_tool,
             envs.env_exec,
             envs.env_final_answer,

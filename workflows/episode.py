@@ -53,11 +53,13 @@ with workflow.unsafe.imports_passed_through():
     from contracts.episodes import (
         AGENT_STEP,
         ENV_CLOSE,
+        ENV_FINISH,
         ENV_OPEN,
         ENV_OUTCOME,
         ENV_STEP,
         EPISODE_WORKFLOW,
         STEP_VOTE,
+        STEP_VOTES,
         AgentStepInput,
         AgentStepOutput,
         EnvOpened,
@@ -72,6 +74,8 @@ with workflow.unsafe.imports_passed_through():
         StepRecord,
         StepVote,
         StepVoteInput,
+        StepVotes,
+        StepVotesInput,
     )
     from contracts.errors import ErrorType
     from contracts.summary import clip
@@ -188,19 +192,23 @@ class EpisodeWorkflow:
                         ENV_STEP, EnvStepInput(attempt_key=key, step=t), opened, cfg.step_timeout_s
                     )
                     rec.observation, rec.done_reason = res.observation, res.done_reason
-                    if cfg.prm_votes:  # judging never holds up the next step
+                    if cfg.prm_votes and not cfg.votes_in_one:  # judging never holds up the next step
                         votes.append(asyncio.ensure_future(self._vote(inp, key, rec)))
                     if res.done:
                         end = res.done_reason or "answered"
                         break
+            if cfg.prm_votes and cfg.votes_in_one and self.steps:  # beside the outcome's check
+                votes.append(asyncio.ensure_future(self._votes_in_one(inp, key, list(self.steps))))
             self._details(inp, "checking the outcome")
-            result: Outcome = await self._on_env(ENV_OUTCOME, EnvRef(attempt_key=key), opened, cfg.step_timeout_s)
+            finish = ENV_FINISH if cfg.finish_in_one else ENV_OUTCOME
+            result: Outcome = await self._on_env(finish, EnvRef(attempt_key=key), opened, cfg.step_timeout_s)
         except EnvLost:
             raise  # the worker took the environment with it: nothing to close
         except BaseException:
             await self._close(key, opened)
             raise
-        await self._close(key, opened)
+        if not cfg.finish_in_one:
+            await self._close(key, opened)
         self.outcome = result.outcome
         self._details(inp, "judging the last steps")
         await asyncio.gather(*votes)
@@ -242,6 +250,32 @@ class EpisodeWorkflow:
             await execute(ENV_CLOSE, EnvRef(attempt_key=key), task_queue=opened.worker_queue, schedule_to_start=lost)
         except ActivityError:
             pass  # a lost worker took the environment with it; a live one closes idle environments itself
+
+    async def _votes_in_one(self, inp: EpisodeInput, key: str, records: list[StepRecord]) -> None:
+        """Every vote of the attempt's steps in one call (EpisodeConfig.votes_in_one); a failed call is no vote."""
+        cfg = self._cfg
+        try:
+            got: StepVotes = await waiting_out_store_outages(
+                lambda: execute(
+                    STEP_VOTES,
+                    StepVotesInput(
+                        attempt_key=key,
+                        setting=inp.setting,
+                        steps=[r.index for r in records],
+                        votes=cfg.prm_votes,
+                        vote_timeout_s=cfg.vote_timeout_s,
+                    ),
+                    task_queue=cfg.judge_task_queue,
+                    # every vote at once, but a vote retried to its last try takes about three of its bounds
+                    start_to_close=timedelta(seconds=3 * cfg.vote_timeout_s + 30),
+                )
+            )
+        except ActivityError:  # no votes, as when each vote of its own failed: the steps are judged on the outcome
+            for rec in records:
+                rec.votes = [None] * cfg.prm_votes
+            return
+        for rec, scores in zip(records, got.scores, strict=True):
+            rec.votes = scores
 
     async def _vote(self, inp: EpisodeInput, key: str, rec: StepRecord) -> None:
         async def one(i: int) -> int | None:

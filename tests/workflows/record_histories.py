@@ -378,7 +378,7 @@ async def list_tasks(inp: ListTasksInput) -> TaskList:
 @asynccontextmanager
 async def pool_workers(env, pools, q: str, workflows: list, env_outcome=None) -> AsyncIterator[None]:
     """The workflows and the shared pools on `q`, env_open on the shared env queue, the rest on the worker's queue."""
-    on_worker = [pools.env_step, env_outcome or pools.env_outcome, pools.env_close]
+    on_worker = [pools.env_step, env_outcome or pools.env_outcome, pools.env_close, pools.env_finish]
     async with (
         Worker(env.client, task_queue=q, workflows=workflows, activities=pools.shared()),
         Worker(env.client, task_queue=pools.env_queue, activities=[pools.env_open, list_tasks]),
@@ -392,15 +392,17 @@ async def episode_steps() -> None:
     await _record_episode_steps("episode_steps", "episode/solve-replayed", now=False)
 
 
-async def _record_episode_steps(name: str, wf_id: str, now: bool) -> None:
-    """`now`: as `control.episodes` starts an episode now (`attributes_at_start_and_end`): its setting and task
-    come with the start, its policy version with the outcome in the one upsert at the end."""
+async def _record_episode_steps(name: str, wf_id: str, now: bool, in_one: bool = False) -> None:
+    """`now`: as `control.episodes` started an episode from `attributes_at_start_and_end`: its setting and task
+    come with the start, its policy version with the outcome in the one upsert at the end. `in_one`: as it starts
+    one today, also `finish_in_one` and `votes_in_one`."""
     Pools, config = episode_mocks()
     async with fresh_env() as env:
         q, env_q = new_queue(), new_queue()
         pools = Pools(env_q, new_queue())
         pools.steps_by_task["solve"] = 3
-        cfg = config(q, env_q).model_copy(update={"attributes_at_start_and_end": now})
+        flags = {"attributes_at_start_and_end": now, "finish_in_one": in_one, "votes_in_one": in_one}
+        cfg = config(q, env_q).model_copy(update=flags)
         async with pool_workers(env, pools, q, [EpisodeWorkflow]):
             result: EpisodeResult = await env.client.execute_workflow(
                 EpisodeWorkflow.run,
@@ -437,6 +439,12 @@ async def episode_env_lost() -> None:
 async def episode_steps_now() -> None:
     """episode_steps as `control.episodes` starts an episode now (`attributes_at_start_and_end`)."""
     await _record_episode_steps("episode_steps_now", "episode/solve-replayed-now", now=True)
+
+
+async def episode_steps_in_one() -> None:
+    """episode_steps as `control.episodes` starts an episode today: attributes with the start and the end, the
+    outcome and the close in one call (env_finish), the steps' votes in one (step_votes)."""
+    await _record_episode_steps("episode_steps_in_one", "episode/solve-replayed-in-one", now=True, in_one=True)
 
 
 async def task_group_published_now() -> None:
@@ -824,6 +832,7 @@ SCENARIOS = (
     training_from_memory,
     episode_steps,
     episode_steps_now,
+    episode_steps_in_one,
     episode_env_lost,
     task_group_published,
     task_group_published_now,

@@ -54,6 +54,7 @@ RECORDED = {
     "task_group_published.json",
     "task_group_published_episode0.json",
     "episode_steps_now.json",
+    "episode_steps_in_one.json",
     "task_group_published_now.json",
     "task_group_published_now_episode0.json",
     "rollout_tasks.json",
@@ -328,6 +329,26 @@ def test_an_episode_started_now_gets_its_attributes_with_its_start_and_one_upser
     assert started_with(child) >= {"OpenclawSetting", "OpenclawTask"} and upserts(child) == [
         {"OpenclawOutcome", "OpenclawPolicyVersion"}
     ]
+
+
+def test_an_episode_started_today_checks_and_closes_in_one_call_and_judges_its_steps_in_one():
+    """finish_in_one and votes_in_one (control.episodes): env_finish instead of env_outcome then env_close, and one
+    step_votes after the last step (beside the outcome's check) for every step's votes instead of a step_vote each:
+    3 actions fewer for these 3 steps of one vote. Episodes started before (episode_steps_now.json) replay so."""
+    now, in_one = load(HISTORIES / "episode_steps_now.json"), load(HISTORIES / "episode_steps_in_one.json")
+    assert steps(in_one) == [
+        "env_open",
+        *["agent_step", "env_step"] * 3,
+        "env_finish",
+        "step_votes",  # started in the same workflow task as env_finish: both at once
+    ]
+    assert [v["steps"] for v in scheduled(in_one, "step_votes")] == [[0, 1, 2]]
+    assert upserts(in_one) == upserts(now) == [{"OpenclawOutcome", "OpenclawPolicyVersion"}]
+    same = ("index", "action", "observation", "votes")
+    assert [{k: s[k] for k in same} for s in result(in_one)["steps"]] == [
+        {k: s[k] for k in same} for s in result(now)["steps"]
+    ]
+    assert result(in_one)["outcome"] == result(now)["outcome"]
 
 
 def test_lost_worker_history_starts_over_under_a_new_attempt():
