@@ -223,7 +223,8 @@ class TrainingSettings(BaseModel):
     """`up` starts the policy's TrainingWorkflow (the loop closes by itself)."""
     heartbeat_timeout_s: float = Field(30.0, gt=0)
     """A train step, weight publication or checkpoint export that stops heartbeating this long is retried (a step
-    from the last checkpoint)."""
+    from the last checkpoint); a call to the trainer not picked up within twice this (20 s at least) means the trainer
+    is gone, and its versions since the last durable checkpoint are trained again."""
     weight_sync: WeightSyncSettings = Field(default_factory=WeightSyncSettings)
     """How each new version reaches the policy servers."""
     megatron: MegatronSettings = Field(default_factory=MegatronSettings)
