@@ -239,6 +239,10 @@ class Flip:
     bad_version: int | None = None
     held: bool = False
     """Training paused until the bad version is the user's candidate (no later version can replace it in line)."""
+    clearing_since: float | None = None
+    """Training paused before the inversion until the user's line is clear (no candidate, none waiting next, no new
+    version for SETTLE_S): the inverted versions are then trained on the incumbent, and the first is judged at once
+    instead of waiting behind a candidate whose rollback would drop it."""
     started_at: float | None = None
     ended_at: float | None = None
     injections: int = 0
@@ -378,13 +382,22 @@ def _counts(decided: dict[str, list[dict]]) -> dict[str, int]:
 
 def _steer(flip: Flip, cfg: CanaryBenchConfig, stack: Stack, r: redis.Redis, published: dict, decided: dict,
            progress: Progress) -> None:  # fmt: skip
-    """The injection: invert the bad user's reactions after their first decision until `flip_steps` more versions
-    are out, pause training, take the version that lands last as the bad one, and resume once it is the user's
-    candidate (or decided)."""
+    """The injection: after the bad user's first decision, pause training until their line is clear, then invert
+    their reactions until `flip_steps` more versions are out, pause training, take the version that lands last as
+    the bad one, and resume once it is the user's candidate (or decided)."""
     u = flip.user
-    if flip.from_version is None and decided[u]:
-        flip.from_version, flip.inverted, flip.started_at = published[u], True, time.time()
-        progress.note(f"{u}: reactions inverted from v{published[u]} on (the bad version is being trained)")
+    if flip.from_version is None and flip.clearing_since is None and decided[u]:
+        stack.cli("train", "pause")
+        flip.clearing_since, flip.seen = time.monotonic(), published[u]
+        progress.note(f"{u}: training paused until their candidates are decided (then the bad version is trained)")
+    elif flip.clearing_since is not None:
+        if published[u] != flip.seen or candidate_version(r, u) is not None or next_version(r, u) is not None:
+            flip.seen, flip.clearing_since = published[u], time.monotonic()
+        elif time.monotonic() - flip.clearing_since >= SETTLE_S:
+            flip.clearing_since = None
+            flip.from_version, flip.inverted, flip.started_at = published[u], True, time.time()
+            stack.cli("train", "resume")
+            progress.note(f"{u}: reactions inverted from v{published[u]} on (the bad version is being trained)")
     elif flip.inverted and published[u] >= (flip.from_version or 0) + cfg.flip_steps:
         stack.cli("train", "pause")
         flip.inverted, flip.ended_at, flip.pausing_since, flip.seen = False, time.time(), time.monotonic(), published[u]
