@@ -184,17 +184,23 @@ class TrainingActivities:
                 return await self._train_and_save(inp)
             return await self._train_in_memory(inp)
 
-    async def _loaded(self, load, *args):
-        """The trainer `load(*args)` reads from a checkpoint (in a thread). A failure drops what is held (it may be
-        half loaded); a corrupt checkpoint fails the step for good."""
+    @contextlib.asynccontextmanager
+    async def _dropped_on_failure(self):
+        """A failure inside drops what the trainer holds (it may be half loaded or half trained); a corrupt
+        checkpoint fails the step for good."""
         try:
-            return await asyncio.to_thread(load, *args)
+            yield
         except CheckpointCorrupt as exc:
             await asyncio.to_thread(self.held.drop)
             raise ApplicationError(str(exc), type=ErrorType.CHECKPOINT_CORRUPT, non_retryable=True) from exc
         except BaseException:
             await asyncio.to_thread(self.held.drop)
             raise
+
+    async def _loaded(self, load, *args):
+        """The trainer `load(*args)` reads from a checkpoint (in a thread), dropped on failure."""
+        async with self._dropped_on_failure():
+            return await asyncio.to_thread(load, *args)
 
     async def _go_back(self, trainer, owners: set[str]) -> None:
         """Each user (in the trainer's memory or in this batch) with a go-back it has not applied yet (eval.canary
@@ -385,7 +391,7 @@ class TrainingActivities:
                 stale_ids=stale,
                 missing=missing,
             )
-        try:
+        async with self._dropped_on_failure():
             metrics = await self._optimize(trainer, samples, inp.version, staleness)
             summary = StepSummary(
                 version=inp.version + 1,
@@ -406,12 +412,6 @@ class TrainingActivities:
                 raise durable_checkpoints.DiskFull(
                     f"no space left to write {target}: training pauses; free space, then `openclaw-rl train resume`"
                 ) from exc
-        except CheckpointCorrupt as exc:
-            await asyncio.to_thread(self.held.drop)
-            raise ApplicationError(str(exc), type=ErrorType.CHECKPOINT_CORRUPT, non_retryable=True) from exc
-        except BaseException:
-            await asyncio.to_thread(self.held.drop)
-            raise
         self.held.advance(inp.version + 1, summary)
         await asyncio.to_thread(_record, self.settings, summary, inp.version)
         await asyncio.to_thread(self._record_step, summary, samples, inp.version)

@@ -389,30 +389,20 @@ AGENT_STEP = ActivityDef(
     retry=POLICY_STEP_RETRY,
 )
 """The policy's step (policy pool): render the episode so far, generate, keep the tokens, parse the action."""
-STEP_VOTE = ActivityDef(
-    "step_vote",
-    StepVoteInput,
-    StepVote,
-    retry=Retry(
-        initial_interval=timedelta(seconds=1),
-        maximum_interval=timedelta(seconds=10),
-        maximum_attempts=3,
-        non_retryable=(ErrorType.EPISODE_DATA_MISSING,),
-    ),
+_VOTE_RETRY = Retry(
+    initial_interval=timedelta(seconds=1),
+    maximum_interval=timedelta(seconds=10),
+    maximum_attempts=3,
+    non_retryable=(ErrorType.EPISODE_DATA_MISSING,),
 )
+STEP_VOTE = ActivityDef("step_vote", StepVoteInput, StepVote, retry=_VOTE_RETRY)
 """One PRM vote on (a_t, s_{t+1}) with the setting's prompt (judge pool); vote timeout at the call."""
 STEP_VOTES = ActivityDef(
     "step_votes",
     StepVotesInput,
     StepVotes,
     heartbeat=timedelta(seconds=30),
-    # Each vote retries itself inside and a failed one is no vote; these retries are for a worker lost mid-way.
-    retry=Retry(
-        initial_interval=timedelta(seconds=1),
-        maximum_interval=timedelta(seconds=10),
-        maximum_attempts=3,
-        non_retryable=(ErrorType.EPISODE_DATA_MISSING,),
-    ),
+    retry=_VOTE_RETRY,  # each vote retries itself inside; these retries are for a worker lost mid-way
 )
 """Every PRM vote of an episode's steps at once (EpisodeConfig.votes_in_one); start-to-close at the call."""
 PUBLISH_STEP_SAMPLES = ActivityDef(
