@@ -55,6 +55,7 @@ from policy_client.chat import message_text, renderer_for
 from policy_client.chat_output import split_reasoning
 from policy_client.client import PolicyRequestError
 from policy_client.weight_sync import WeightSyncClient
+from rlmath.advantages import combined_advantages
 from rlmath.signals import (
     AT_LEAST_ONE,
     Dispatch,
@@ -85,18 +86,9 @@ HELD_OUT = "held out for the user's progress report"
 def _advantages(
     reward: float, teacher: list[float] | None, old: list[float], w_binary: float, w_opd: float, loss_mask: int
 ) -> list[float]:
-    """The sample's token-level advantages (zeros when the rules mask its loss out).
-
-    torch is imported here, not with the module: the policy pool imports this module for `teacher_logprobs` only
-    and starts over a second sooner without it (the judge pool loads it at start, workers/pools.py)."""
-    import torch
-
-    from rlmath.advantages import combined_advantages
-
-    adv = combined_advantages(
-        reward, torch.tensor(teacher) if teacher is not None else None, torch.tensor(old), w_binary, w_opd
-    )
-    return (torch.zeros_like(adv) if loss_mask == 0 else adv).tolist()
+    """The sample's token-level advantages (zeros when the rules mask its loss out)."""
+    adv = combined_advantages(reward, teacher, old, w_binary, w_opd)
+    return [0.0] * len(adv) if loss_mask == 0 else adv
 
 
 class LearningActivities:

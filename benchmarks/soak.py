@@ -261,6 +261,19 @@ def records(stack: RunningStack) -> list[dict]:
     return [r.record.model_dump(mode="json") for r in from_store(stack, lambda s: s.judgements.records("personal"))]
 
 
+def caught_up(stack: RunningStack, paired: int, batch_size: int) -> bool:
+    """Every paired turn judged, and fewer published samples than a batch left untrained. Counted by the training
+    workflow, not by the stream's length: an entry stays in the stream, unacknowledged, until a durable checkpoint
+    holds it, so the length kept the drain waiting to its end whenever training ran ahead of checkpoints."""
+    recs = records(stack)
+    if len(recs) < paired:
+        return False
+    published = sum(1 for x in recs if x["result"]["published"])
+    s = train_status(stack)
+    settled = sum(s.get(f"samples_{what}", 0) for what in ("trained", "dropped_stale", "dropped_bad", "dropped_missing"))
+    return bool(s) and published - settled < batch_size
+
+
 def trained_steps(stack: RunningStack) -> list[dict]:
     path = stack.data_dir / "records" / "trained.jsonl"
     return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.is_file() else []
@@ -344,10 +357,7 @@ def main() -> None:
         gpu = {name: gpu_memory_by_pid().get(svc["pid"]) for name, svc in stack.state()["services"].items()}
         # Drain: judging catches up with every paired turn and training with every full batch (or the wait ends).
         deadline = time.monotonic() + args.drain_s
-        while time.monotonic() < deadline and (
-            len(records(stack)) < soak.paired
-            or from_store(stack, lambda s: s.samples.length("personal")) >= args.batch_size
-        ):
+        while time.monotonic() < deadline and not caught_up(stack, soak.paired, args.batch_size):
             time.sleep(2)
         drain_s = args.drain_s - max(0.0, deadline - time.monotonic())
         recs = records(stack)

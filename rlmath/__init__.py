@@ -1,1 +1,1 @@
-"""Pure RL math (torch only): log-prob convention, losses, advantages."""
+"""Pure RL math: log-prob convention and losses on torch tensors; advantages in plain Python (float32 rounding)."""

@@ -93,7 +93,6 @@ def components_for(pool: Pool, settings: Settings) -> PoolComponents:
         parts.activities.append(canary_answers.canary_answers)
         parts.closers.append(canary_answers.aclose)
     elif pool is Pool.JUDGE:
-        import rlmath.advantages  # noqa: F401  (torch, for publish_sample: loaded at start, not on the first sample)
         from activities.canary import CanaryActivities
         from activities.learning import LearningActivities
         from activities.progress import ProgressActivities

@@ -83,14 +83,27 @@ def test_teacher_messages():
 
 
 def test_advantages_by_hand():
-    teacher = torch.tensor([-0.5, -2.0, -1.0])
-    old = torch.tensor([-1.0, -1.0, -1.0])
-    assert opd_advantages(teacher, old).tolist() == [0.5, -1.0, 0.0]
-    assert combined_advantages(1.0, teacher, old).tolist() == [1.5, 0.0, 1.0]
-    assert combined_advantages(-1.0, teacher, old, w_binary=0.5, w_opd=2.0).tolist() == [0.5, -2.5, -0.5]
-    assert combined_advantages(-1.0, None, old).tolist() == [-1.0, -1.0, -1.0]
+    teacher, old = [-0.5, -2.0, -1.0], [-1.0, -1.0, -1.0]
+    assert opd_advantages(teacher, old) == [0.5, -1.0, 0.0]
+    assert combined_advantages(1.0, teacher, old) == [1.5, 0.0, 1.0]
+    assert combined_advantages(-1.0, teacher, old, w_binary=0.5, w_opd=2.0) == [0.5, -2.5, -0.5]
+    assert combined_advantages(-1.0, None, old) == [-1.0, -1.0, -1.0]
     with pytest.raises(ValueError):
-        opd_advantages(torch.zeros(2), torch.zeros(3))
+        opd_advantages([0.0, 0.0], [0.0, 0.0, 0.0])
+
+
+def test_advantages_are_the_bits_torch_float32_gave():
+    """Plain Python rounded to float32 after each operation, as the torch float32 tensors it replaced."""
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(50):
+        n = int(torch.randint(1, 64, (1,), generator=gen))
+        teacher = (torch.randn(n, generator=gen, dtype=torch.float64) * 3).tolist()
+        old = (torch.randn(n, generator=gen, dtype=torch.float64) * 3).tolist()
+        reward, w_binary, w_opd = float(torch.randn(1, generator=gen)), 0.3, 0.7
+        t, o = torch.tensor(teacher), torch.tensor(old)  # float32, as before
+        expected = (torch.full_like(o, w_binary * reward) + w_opd * (t - o)).tolist()
+        assert combined_advantages(reward, teacher, old, w_binary, w_opd) == expected
+        assert combined_advantages(reward, None, old, w_binary) == torch.full_like(o, w_binary * reward).tolist()
 
 
 @pytest.mark.parametrize(
