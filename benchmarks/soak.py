@@ -270,7 +270,8 @@ def caught_up(stack: RunningStack, paired: int, batch_size: int) -> bool:
         return False
     published = sum(1 for x in recs if x["result"]["published"])
     s = train_status(stack)
-    settled = sum(s.get(f"samples_{what}", 0) for what in ("trained", "dropped_stale", "dropped_bad", "dropped_missing"))
+    ends = ("trained", "dropped_stale", "dropped_bad", "dropped_missing")
+    settled = sum(s.get(f"samples_{end}", 0) for end in ends)
     return bool(s) and published - settled < batch_size
 
 
