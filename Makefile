@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 # 2 cores (TEST_WORKERS=0: one at a time in this process, no xdist). docs/index.md.
 TEST_WORKERS ?= 2
 
-.PHONY: install system-deps harnesses up test test-fast bench
+.PHONY: install system-deps harnesses up test test-fast bench images
 
 # Agent sandboxes (envs/sandbox.py) need bubblewrap, and what tasks run inside them:
 # Debian's python3 with pytest (terminal checkers), git, sqlite3, jq. The gui setting drives Debian's headless
@@ -63,3 +63,9 @@ test-fast: install
 
 bench: install
 	$(PY) benchmarks/engine_throughput.py
+
+# The deployment's six images (deploy/docker/), tagged openclaw-rl/<role>:<version>, with docker or podman; on a machine
+# without an image registry, `make images IMAGE_FLAGS=--offline-base` (root: Debian's debootstrap, podman, runc).
+# Not part of `make test`: about 25 minutes on 2 cores. docs/deployment.md, "The images, as the hosts run them".
+images:
+	deploy/build-images.sh $(IMAGE_FLAGS)

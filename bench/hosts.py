@@ -422,6 +422,16 @@ class HostsBench:
         from store.keys import sample_stream
 
         settings = self.d.hosts["trainer"].settings()
+        # The streams first, then the records: an entry leaves its stream only after the line naming it is written,
+        # so one that leaves between the two reads is in the lines. The other order counted a batch dropped stale
+        # meanwhile as lost (16 "lost" in a run whose trainer was still draining a stale backlog, 2026-11-29).
+        added, waiting = 0, set()
+        async with Store.from_settings(settings) as store:
+            redis = store._redis  # XINFO: how many entries a stream ever took, deleted ones too
+            for source in await store.samples.sources():
+                info = await redis.xinfo_stream(sample_stream(source))
+                added += int(info.get("entries-added", info.get(b"entries-added", 0)))
+                waiting |= {s.sample_id for _, s in await store.samples.entries(source)}
         every = self.trained_lines()
         lines = [line for line in every if line.get("durable")]
         dropped = [line for line in every if line.get("dropped")]  # batches that made no version
@@ -436,13 +446,6 @@ class HostsBench:
                         records[json.loads(raw)["sample_id"]] += 1
                     except (ValueError, KeyError):
                         continue
-        added, waiting = 0, set()
-        async with Store.from_settings(settings) as store:
-            redis = store._redis  # XINFO: how many entries a stream ever took, deleted ones too
-            for source in await store.samples.sources():
-                info = await redis.xinfo_stream(sample_stream(source))
-                added += int(info.get("entries-added", info.get(b"entries-added", 0)))
-                waiting |= {s.sample_id for _, s in await store.samples.entries(source)}
         f = self.fig
         f.published, f.trained, f.waiting, f.missing = added, len(named), len(waiting - set(named)), missing
         f.stale_alone = len(stale_alone - set(named))
@@ -502,7 +505,7 @@ def report(fig: Figures, deployment: Deployment) -> str:
         f"{'host':<10}{'address':<16}{'services':<44}{'cpu s':>8}{'data MB':>9}",
     ]
     for name, host in deployment.hosts.items():
-        services = ",".join(p.spec.name for p in host.processes)
+        services = ",".join(p.spec.name + ("*" if p.spec.name in host.contained else "") for p in host.processes)
         lines.append(
             f"{name:<10}{host.ip:<16}{services:<44}{fig.cpu.get(name, 0):>8.1f}{fig.disk.get(name, 0) / 1e6:>9.1f}"
         )
@@ -515,6 +518,8 @@ def report(fig: Figures, deployment: Deployment) -> str:
         f"{fig.missing} missing, {fig.stale_alone} dropped stale in batches that made no version; "
         f"engines serve {fig.engine_versions}"
     )
+    if images := deployment.knobs.images:
+        lines.append(f"* from its image ({images.tool}): {images.image('<role>')}, running the image's own command")
     lines += [p.line() for p in fig.phases]
     lines.append(fig.last_line())
     return "\n".join(lines)
@@ -547,6 +552,12 @@ def add_parser(bsub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--keep", action="store_true", help="keep the hosts' folders (logs, records) afterwards")
     p.add_argument(
+        "--images",
+        action="store_true",
+        help="the API and every worker pool from the deployment's images (deploy/build-images.sh), each a container "
+        "in its host's network namespace running the image's own command (podman or docker)",
+    )
+    p.add_argument(
         "--scale",
         action="store_true",
         help="scale figures instead (bench/hosts_scale.py): stand-in GPU servers on the policy hosts; chat turns/s "
@@ -570,6 +581,14 @@ def bench_command(args: argparse.Namespace, settings) -> int:
     if why := hosts_problem():
         console.error(None, f"bench hosts: {why}")
         return 2
+    images = None
+    if args.images:
+        from stack.host_images import HostImages
+
+        images = HostImages()
+        if why := images.problem():
+            console.error(None, f"bench hosts --images: {why}")
+            return 2
     root = args.root or Path(tempfile.mkdtemp(prefix="openclaw-rl-hosts-", dir="/var/tmp"))
     load = Load(
         sessions=args.sessions,
@@ -583,7 +602,8 @@ def bench_command(args: argparse.Namespace, settings) -> int:
         failures=_phases(args.failures),
     )
     try:
-        figures, deployment = asyncio.run(run_hosts(root, load, Knobs(batch_size=args.batch_size)))
+        knobs = Knobs(batch_size=args.batch_size, images=images)
+        figures, deployment = asyncio.run(run_hosts(root, load, knobs))
         print(report(figures, deployment), flush=True)
     finally:
         if not args.keep:

@@ -37,6 +37,7 @@ import httpx
 import structlog
 
 from openclaw_rl.settings import Pool, Settings
+from stack.host_images import HostImages
 from stack.process import ManagedProcess, ServiceSpec, _group_members
 from stack.router import ROUTER_API_KEY_ENV, RouterFront, router_argv
 from stack.services import api_service, engine_services, http_ok, temporal_service, valkey_service, worker_service
@@ -109,6 +110,10 @@ class Host:
     hidden: list[Path] = field(default_factory=list)
     """The other hosts' data directories, covered inside this host."""
     processes: list[ManagedProcess] = field(default_factory=list)
+    images: HostImages | None = None
+    """Set: the host's API and workers run from the deployment's images (stack.host_images), not the checkout."""
+    contained: list[str] = field(default_factory=list)
+    """The services started as containers."""
 
     @property
     def logs_dir(self) -> Path:
@@ -139,8 +144,15 @@ class Host:
             spec, argv=self.wrap(spec.argv), env=self.env | spec.env, inherit_env=False, stop_timeout_s=20.0
         )
 
-    def start(self, spec: ServiceSpec) -> ManagedProcess:
-        proc = ManagedProcess(self.spec(spec), self.logs_dir)
+    def start(self, spec: ServiceSpec, from_image: bool = False) -> ManagedProcess:
+        """Start a service of the host; `from_image` (the API, a worker pool): as a container of its role's image
+        when the host runs images."""
+        if from_image and self.images is not None:
+            self.contained.append(spec.name)
+            spec = self.images.spec(self.ns, self.data_dir, self.env, spec)
+        else:
+            spec = self.spec(spec)
+        proc = ManagedProcess(spec, self.logs_dir)
         proc.start()
         self.processes.append(proc)
         return proc
@@ -155,6 +167,8 @@ class Host:
             return Settings()
 
     async def stop(self) -> None:
+        if self.images is not None:  # the containers first: `run` does not outlive them, they outlive a killed `run`
+            await asyncio.to_thread(self.images.stop, self.ns, self.contained, 20.0)
         for proc in reversed(self.processes):
             await stop_group(proc, proc.spec.stop_timeout_s)
 
@@ -176,7 +190,14 @@ class Host:
                     proc.proc.wait(timeout=10)
                 except subprocess.TimeoutExpired:
                     log.warning("a killed host's process did not exit", service=proc.spec.name, pid=proc.proc.pid)
+        if self.images is not None:
+            self.images.kill(self.ns, self.contained)
         return groups
+
+    def cpu_pids(self) -> list[int]:
+        """The processes whose CPU (with their children's) is the host's: its services, and its containers' own."""
+        own = [p.pid for p in self.processes if p.pid]
+        return own + (self.images.pids(self.ns, self.contained) if self.images is not None else [])
 
     def pids(self) -> list[int]:
         """Every process still in this host's network namespace (`ip netns pids`): none once it is dead."""
@@ -319,6 +340,9 @@ HOST_NAMES = ["control", "api", "workflow", "env-1", "env-2", "policy-1", "polic
 POLICY_HOSTS = ("policy-1", "policy-2")
 ENV_HOSTS = ("env-1", "env-2")
 MODEL_HOSTS = ("api", "workflow", "policy-1", "policy-2", "trainer")
+IMAGE_HOSTS = ("api", "workflow", *ENV_HOSTS, *POLICY_HOSTS, "trainer")
+"""Hosts whose API or workers run from the images with `Knobs.images` (the control host's services are other
+projects' images: Temporal, valkey, the router)."""
 """Hosts whose processes read the model (tokenizer, or the weights themselves): each gets its own copy, as an image
 carrying the model would."""
 
@@ -337,6 +361,8 @@ class Knobs:
     None: the embedded engine."""
     train: bool = True
     """Start the training workflow once the hosts are up."""
+    images: HostImages | None = None
+    """The API and the worker pools from the deployment's images (stack.host_images); None: from the checkout."""
 
 
 class Deployment:
@@ -452,6 +478,9 @@ class Deployment:
                 target = host.data_dir / "models" / "tiny-qwen3"
                 if not target.exists():
                     shutil.copytree(model, target)
+            if self.knobs.images is not None and host.name in IMAGE_HOSTS:
+                host.images = self.knobs.images
+                host.images.own(host.data_dir)
 
     async def start(self, model: Path) -> None:
         from openclaw_rl.temporal_client import connect, ensure_search_attributes
@@ -475,7 +504,7 @@ class Deployment:
         follower = ServiceSpec("follower", [sys.executable, "-m", "stack.follow", "--interval", "1"], _no_check)
         engines = [self.hosts[name].start(self.policy_server_spec(self.hosts[name])) for name in POLICY_HOSTS]
         waiting = [control.start(router), control.start(follower)] + engines
-        waiting.append(api.start(api_service(api.settings())))
+        waiting.append(api.start(api_service(api.settings()), from_image=True))
         for name, pools in (
             ("workflow", [Pool.WORKFLOW, Pool.JUDGE]),
             *((name, [Pool.ENV]) for name in ENV_HOSTS),
@@ -483,7 +512,7 @@ class Deployment:
             ("trainer", [Pool.TRAINER]),
         ):
             for pool in pools:
-                waiting.append(self.hosts[name].start(worker_service(pool)))
+                waiting.append(self.hosts[name].start(worker_service(pool), from_image=True))
         await asyncio.gather(*(p.wait_ready() for p in waiting))
         await self.wait_routed(front)
         await self.probe(client, cs)
@@ -584,8 +613,9 @@ class Deployment:
 
     # ---- reading it ----
     def cpu_seconds(self) -> dict[str, float]:
-        """CPU spent per host so far by its running processes and their children (Linux /proc)."""
-        return {name: sum(_cpu(p.pid) for p in host.processes if p.pid) for name, host in self.hosts.items()}
+        """CPU spent per host so far by its running processes and their children (Linux /proc); a container's
+        process is a child of its engine's monitor, not of `run`, so it is counted by its own pid."""
+        return {name: sum(_cpu(pid) for pid in host.cpu_pids()) for name, host in self.hosts.items()}
 
     def disk_bytes(self) -> dict[str, int]:
         return {

@@ -104,8 +104,10 @@ def bare(tmp_path_factory: pytest.TempPathFactory) -> Bare:
 def test_the_images_install_the_makefiles_torch_pin_then_the_package():
     for dockerfile in DOCKERFILES:
         text = dockerfile.read_text()
-        if "FROM pytorch/" not in text:  # the trainer's image brings its CUDA torch
-            assert f"pip install --index-url https://download.pytorch.org/whl/cpu {TORCH_PIN}" in text, dockerfile
+        if "TRAINER_IMAGE=pytorch/" not in text:  # the trainer's image brings its CUDA torch
+            # The CPU wheel's index by default (deploy/build-images.sh --offline-base serves the local wheel instead).
+            assert "ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu\n" in text, dockerfile
+            assert f'pip install --index-url "${{TORCH_INDEX}}" {TORCH_PIN}' in text, dockerfile
         installs = re.findall(r"pip install (\S+)", text)
         assert {i for i in installs if i.startswith((".", "'."))} <= {".", "'.[megatron]'"}, (dockerfile, installs)
 
