@@ -32,6 +32,7 @@ from activities import durable_checkpoints, pool_metrics
 from activities.curves import CurveWriter
 from activities.heartbeat import heartbeating
 from activities.held_trainer import HeldTrainer
+from activities.stale_screen import StaleScreen
 from activities.step_log import record_train_step
 from activities.weight_publication import TrainerLost, WeightPublisher
 from contracts.errors import ErrorType
@@ -134,6 +135,11 @@ class TrainingActivities:
         sources = list(inp.source_weights)
         await samples.ensure_group(sources)
         got: dict[str, list[str]] = {src: [] for src in sources}
+        shared = self.settings.training.adapters == "shared"
+        screen = await StaleScreen.for_claim(samples, self.settings.records_dir, inp, shared)
+
+        async def fresh(src: str, entry_ids: list[str]) -> list[str]:
+            return entry_ids if screen is None else await screen.fresh(src, entry_ids)
 
         def room() -> int:
             return inp.batch_size - sum(map(len, got.values()))
@@ -146,7 +152,7 @@ class TrainingActivities:
                 break
             skip = set(inp.skip.get(src, ()))
             pending = await samples.read_pending(inp.consumer, src, room() + len(skip))
-            got[src] += [eid for eid in pending if eid not in skip][: room()]
+            got[src] += (await fresh(src, [eid for eid in pending if eid not in skip]))[: room()]
         total_w = sum(inp.source_weights.values()) or 1.0
         quota = {src: max(1, round(inp.batch_size * w / total_w)) for src, w in inp.source_weights.items()}
         deadline = asyncio.get_running_loop().time() + inp.wait_s
@@ -156,11 +162,11 @@ class TrainingActivities:
             read = 0
             for src in sources:
                 new = await samples.read_new(inp.consumer, src, min(room(), quota[src] - len(got[src])))
-                got[src] += new
+                got[src] += await fresh(src, new)
                 read += len(new)
             for src in sources:
                 new = await samples.read_new(inp.consumer, src, room())
-                got[src] += new
+                got[src] += await fresh(src, new)
                 read += len(new)
             if read:
                 continue
@@ -171,7 +177,10 @@ class TrainingActivities:
                 break
             activity.heartbeat(sum(map(len, got.values())))
             await samples.wait_for_new(sources, min(remaining, HEARTBEAT_S))
-        return ClaimResult(ids={s: v for s, v in got.items() if v}, backlog=await samples.backlog(sources))
+        stale = await screen.settle() if screen is not None else []
+        return ClaimResult(
+            ids={s: v for s, v in got.items() if v}, backlog=await samples.backlog(sources), stale_ids=stale
+        )
 
     # ---- train --------------------------------------------------------------
     @activity.defn(name=TRAIN_STEP.name)

@@ -86,6 +86,12 @@ class ClaimInput(BaseModel):
     skip: dict[str, list[str]] = Field(default_factory=dict)
     """Entries trained into versions no durable checkpoint holds yet: still pending (unacknowledged), never claimed
     again unless the trainer loses them."""
+    version: int | None = None
+    max_staleness: int | None = None
+    """Both set (the version being trained from and the run's bound): a shared policy's samples too stale to learn
+    from are dropped as the claim reads them (named on a `"dropped"` line, acknowledged, returned as `stale_ids`), and
+    it reads on for fresh ones, up to `STALE_DROPS_PER_CLAIM`. A backlog left behind by training goes in one claim,
+    not a step per batch. None (runs started before, or after a loss): the step drops them."""
 
 
 class ClaimResult(BaseModel):
@@ -93,6 +99,9 @@ class ClaimResult(BaseModel):
     """Stream entry ids per source, pending for this consumer until acknowledged."""
     backlog: int = 0
     """Samples published but not yet claimed, over all sources (the training lag)."""
+    stale_ids: list[str] = Field(default_factory=list)
+    """Sample ids the claim dropped as too stale (ClaimInput.max_staleness): recorded and acknowledged already, each
+    returned by exactly one claim (a retried attempt returns what an earlier attempt of the same claim dropped)."""
 
     @property
     def count(self) -> int:
@@ -358,6 +367,9 @@ _KEEP_TRYING = Retry(maximum_interval=timedelta(seconds=30))
 CLAIM_BATCH = ActivityDef("claim_batch", ClaimInput, ClaimResult, heartbeat=timedelta(seconds=20))
 """Start-to-close is the claim's wait plus CLAIM_SLACK."""
 CLAIM_SLACK = timedelta(seconds=60)
+STALE_DROPS_PER_CLAIM = 1024
+"""At most this many stale samples dropped by one claim (ClaimInput.max_staleness), so it ends well within its slack:
+each is read and opened once (about a millisecond), and the next claim goes on."""
 TRAIN_STEP = ActivityDef(
     "train_step",
     TrainInput,

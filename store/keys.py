@@ -262,6 +262,12 @@ def adapter_forgotten(tenant: str) -> str:
     return f"{PREFIX}:adapter-forgotten:{tenant}"
 
 
+def claim_drops(claim: str) -> str:
+    """Hash of the stale entries one training claim dropped (`source\tentry id` -> sample id), for its retries: a
+    retried claim returns them again, so the training workflow counts each drop once (activities.training)."""
+    return f"{PREFIX}:claim-drops:{claim}"
+
+
 def forgotten_entries(source: str) -> str:
     """Set of sample-stream entry ids deleted by a forget while the trainer had them claimed: the train step skips
     them instead of failing on a missing sample; acknowledging removes them."""

@@ -349,6 +349,20 @@ class SampleStreams(Records):
         entries = await self._r.xrange(key, entry_id, entry_id)
         return decode_sample(entries[0][1], self._seal, key) if entries else None
 
+    async def claim_drops(self, claim: str) -> dict[tuple[str, str], str]:
+        """What earlier attempts of training claim `claim` dropped as stale: (source, entry id) -> sample id."""
+        raw = await self._r.hgetall(keys.claim_drops(claim))
+        return {tuple(text(k).split("\t", 1)): text(v) for k, v in raw.items()}  # type: ignore[misc]
+
+    async def note_claim_drops(self, claim: str, drops: dict[tuple[str, str], str], ttl_s: int) -> None:
+        """Remember what claim `claim` dropped (recorded on disk already, acknowledged next), for `ttl_s`."""
+        if drops:
+            key = keys.claim_drops(claim)
+            async with self._r.pipeline(transaction=True) as pipe:
+                pipe.hset(key, mapping={f"{src}\t{eid}": sid for (src, eid), sid in drops.items()})
+                pipe.expire(key, ttl_s)
+                await pipe.execute()
+
     async def acknowledge(self, source: str, entry_ids: list[str]) -> int:
         """Acknowledge, then delete (the record streams and the JSONL files keep what was judged); returns how many
         were still pending."""

@@ -113,6 +113,9 @@ class TrainingWorkflow:
                 self._republish = False
                 await self._publish_held("republish")
             consumer = f"trainer-{self.policy}"
+            # The claim drops samples too stale to learn from as it reads them, except while the trainer goes back
+            # to its durable checkpoint after a loss (the version it trains from is settled only by that step).
+            screen = not self.state.from_durable and not self.state.uncounted
             claim: ClaimResult = await execute(
                 CLAIM_BATCH,
                 ClaimInput(
@@ -121,11 +124,17 @@ class TrainingWorkflow:
                     source_weights=self.config.source_weights,
                     wait_s=self.config.wait_s,
                     skip=self._undurable_ids(),
+                    version=self.state.version if screen else None,
+                    max_staleness=self.config.max_staleness if screen else None,
                 ),
                 task_queue=q,
                 start_to_close=timedelta(seconds=self.config.wait_s) + CLAIM_SLACK,
             )
             claims += 1
+            if claim.stale_ids:  # named on disk and acknowledged by the claim; counted here, once
+                self.state.samples_dropped_stale += len(claim.stale_ids)
+                if claim.count < self.config.batch_size:
+                    self._republish = True  # nothing fresh yet: the servers may be behind, as after an all-stale step
             self.waiting = claim.count
             self.state.backlog = claim.backlog
             self._show_progress()

@@ -165,6 +165,28 @@ async def test_an_all_stale_batch_after_a_version_has_the_servers_serve_it_again
         await handle.terminate("test over")
 
 
+async def test_stale_samples_a_claim_dropped_are_counted_once_and_the_servers_serve_the_version_again(
+    env: WorkflowEnvironment,
+):
+    """The claim drops a stale backlog itself (activities.stale_screen); the workflow asks it to with the version it
+    trains from and its bound, counts what it dropped, and, with nothing fresh to train, serves its version again."""
+    q = new_queue()
+    trainer = TrainerActivities()
+    async with trainer_workers(env, q, trainer):
+        handle = await start_training(env, q)
+        trainer.feed(batch("1-0", "1-1"))
+        await eventually(lambda: len(trainer.versions_published) == 1, what="the first version")
+        assert (trainer.claims[0].version, trainer.claims[0].max_staleness) == (0, 2)
+        trainer.feed(ClaimResult(ids={}, stale_ids=["s1", "s2", "s3"]))
+        await eventually(lambda: len(trainer.claims) == 3, what="the claim after the drops")
+        assert trainer.versions_published == [from_memory(1)] * 2  # nothing fresh came: the servers may be behind
+        assert trainer.calls[-2:] == ["publish_version", "claim_batch"]
+        assert (trainer.claims[-1].version, trainer.claims[-1].max_staleness) == (1, 2)
+        s = await status(handle)
+        assert (s.version, s.steps, s.samples_trained, s.samples_dropped_stale) == (1, 1, 2, 3)
+        await handle.terminate("test over")
+
+
 async def test_a_run_paused_for_long_continues_as_new_still_paused(skipping_env: WorkflowEnvironment):
     """A paused run makes no claims, so it would never reach its continue-as-new: after `continue_paused_after_s` it
     continues as new (the current build runs it, so old patches can go), still paused, and resumes on the signal."""
