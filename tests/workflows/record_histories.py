@@ -87,6 +87,7 @@ from contracts.training import (
     AckInput,
     BatchSize,
     CheckpointRequest,
+    ClaimResult,
     TrainingStatus,
     training_workflow_id,
 )
@@ -312,6 +313,32 @@ async def training_steps() -> None:
             assert trainer.acked == [AckInput(ids={"test": ["2-0", "2-1"]})]  # the others wait for a checkpoint
             await handle.terminate("recorded")
             await save(env.client, "training_steps", wf_id)
+
+
+async def training_claim_drops() -> None:
+    """Claims that drop a stale backlog themselves (activities.stale_screen): version 1, then a claim that dropped
+    3 stale samples and brought nothing fresh (counted, the version served again), then one that dropped 2 and
+    brought a full batch (counted, trained as version 2). Recorded 2026-11-29, on the build that added it."""
+    async with fresh_env() as env:
+        q = new_queue()
+        trainer = TrainerActivities()
+        wf_id = training_workflow_id(f"{TRAINING_POLICY}-claim-drops")
+        async with trainer_workers(env, q, trainer):
+            handle: WorkflowHandle = await env.client.start_workflow(
+                TrainingWorkflow.run, training_input(q), id=wf_id, task_queue=q
+            )
+            trainer.feed(batch("1-0", "1-1"))
+            await eventually(lambda: len(trainer.versions_published) == 1, what="version 1")
+            trainer.feed(ClaimResult(ids={}, stale_ids=["s1", "s2", "s3"]))
+            await eventually(lambda: len(trainer.claims) == 3, what="the claim after the drops")
+            trainer.feed(ClaimResult(ids={"test": ["4-0", "4-1"]}, stale_ids=["s4", "s5"]))
+            await eventually(lambda: len(trainer.versions_published) == 3, what="version 2")
+            await eventually(lambda: len(trainer.claims) == 4, what="the claim after version 2")
+            status = await handle.query(TrainingWorkflow.status)
+            assert (status.version, status.samples_dropped_stale, status.steps) == (2, 5, 2), status
+            assert [p.version for p in trainer.versions_published] == [1, 1, 2], trainer.versions_published
+            await handle.terminate("recorded")
+            await save(env.client, "training_claim_drops", wf_id)
 
 
 async def training_from_memory() -> None:
@@ -830,6 +857,7 @@ SCENARIOS = (
     judge_turn_judged_and_published,
     training_steps,
     training_from_memory,
+    training_claim_drops,
     episode_steps,
     episode_steps_now,
     episode_steps_in_one,

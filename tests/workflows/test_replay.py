@@ -49,6 +49,7 @@ RECORDED = {
     # every step (before PUBLISH_FROM_MEMORY); its patches are deprecated, so they no longer replay.
     "training_steps.json",
     "training_from_memory.json",
+    "training_claim_drops.json",
     "episode_steps.json",
     "episode_env_lost.json",
     "task_group_published.json",
@@ -205,6 +206,16 @@ def test_the_training_loop_serves_versions_from_memory_and_acknowledges_an_all_s
     at = first.index("ack_batch")  # the all-stale batch: the version served again, then acknowledged
     assert first[at - 2 : at + 1] == ["train_step", "publish_version", "ack_batch"], first
     assert first.count("ack_batch") == 1  # the trained batches wait for a durable checkpoint
+
+
+def test_claims_that_drop_stale_samples_ask_with_the_version_and_the_server_serves_it_again():
+    history = load(HISTORIES / "training_claim_drops.json")
+    claims = scheduled(history, "claim_batch")
+    assert [(c["version"], c["max_staleness"]) for c in claims] == [(0, 2), (1, 2), (1, 2), (2, 2)]
+    seq = [s for s in steps(history) if not s.startswith("patch:")]
+    at = seq.index("claim_batch", seq.index("publish_version"))  # the claim that dropped 3 and brought nothing
+    assert seq[at : at + 5] == ["claim_batch", "publish_version", "claim_batch", "train_step", "publish_version"], seq
+    assert "ack_batch" not in seq  # the claims acknowledged their drops; the trained batches wait for a checkpoint
 
 
 PUBLISH_FROM_MEMORY = "publish-from-memory-durable-checkpoints-on-a-cadence"
