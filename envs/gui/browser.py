@@ -142,24 +142,34 @@ class Browser:
 
     # ---- pages -------------------------------------------------------------------------
     def open_page(self, url: str) -> Page:
-        """A new tab showing `url`; (re)starts the browser if there is none or it died."""
+        """A new tab showing `url`; (re)starts the browser if there is none or it died. A browser found dead only
+        while the tab opens (killed an instant before: chromedriver still answered for it) is replaced once: no
+        episode had started in it, so opening on a fresh one is what the caller asked for."""
         with self._lock:
-            if not self._alive():
-                if self._driver is not None:
-                    log.warning("gui.browser_replaced", generation=self.generation)
-                self._discard()
-                self._start()
-            driver = self._driver
-            try:
-                driver.switch_to.window(self._anchor)
-                driver.switch_to.new_window("tab")
-                page = Page(handle=driver.current_window_handle, generation=self.generation)
-                self._current = page.handle
-                driver.get(url)
-            except Exception as exc:
-                self._raise_if_crashed(exc)
-                raise
-            return page
+            for last in (False, True):
+                if not self._alive():
+                    if self._driver is not None:
+                        log.warning("gui.browser_replaced", generation=self.generation)
+                    self._discard()
+                    self._start()
+                driver = self._driver
+                try:
+                    driver.switch_to.window(self._anchor)
+                    driver.switch_to.new_window("tab")
+                    page = Page(handle=driver.current_window_handle, generation=self.generation)
+                    self._current = page.handle
+                    driver.get(url)
+                    return page
+                except Exception as exc:
+                    try:
+                        self._raise_if_crashed(exc)
+                    except BrowserCrashed:
+                        if last:
+                            raise
+                        log.warning("gui.browser_crashed_while_opening", generation=self.generation)
+                        continue
+                    raise
+            raise AssertionError("unreachable")
 
     def close_page(self, page: Page) -> None:
         with self._lock:
