@@ -4,8 +4,8 @@ one claim instead of a claim, a step, a publication and an acknowledgement per b
 
 Only for the shared policy: a per-user adapter's staleness counts that user's adapter steps, which only the trainer
 holding it knows (the step drops those). Each drop is named on a `"dropped"` line of records/trained.jsonl before it
-is acknowledged, as the step does, and remembered under the claim's key so a retried attempt returns it again: the
-training workflow counts each exactly once.
+is acknowledged, as the step does, and remembered (by stream entry, no sample id) under the claim's key so a retried
+attempt counts it again: the training workflow counts each exactly once.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ REMEMBERED_S = 24 * 3600
 
 class StaleScreen:
     def __init__(
-        self, samples: SampleStreams, records_dir: Path, inp: ClaimInput, claim: str, prior: dict[tuple[str, str], str]
+        self, samples: SampleStreams, records_dir: Path, inp: ClaimInput, claim: str, prior: set[tuple[str, str]]
     ):
         assert inp.version is not None and inp.max_staleness is not None
         self.samples, self.records_dir, self.claim = samples, records_dir, claim
@@ -37,6 +37,7 @@ class StaleScreen:
         self.prior = prior
         """Dropped by earlier attempts of this claim: recorded and remembered, perhaps not yet acknowledged."""
         self.new: dict[tuple[str, str], str] = {}
+        """Dropped by this attempt: (source, entry id) -> sample id."""
 
     @classmethod
     async def for_claim(
@@ -48,10 +49,6 @@ class StaleScreen:
         info = activity.info()
         claim = f"{info.workflow_run_id}:{info.activity_id}"
         return cls(samples, records_dir, inp, claim, await samples.claim_drops(claim))
-
-    @property
-    def dropped(self) -> int:
-        return len(self.prior) + len(self.new)
 
     async def fresh(self, source: str, entry_ids: list[str]) -> list[str]:
         """The entries of `entry_ids` to train on: those not too stale (and those the screen does not judge: gone
@@ -72,23 +69,23 @@ class StaleScreen:
             activity.heartbeat(len(keep))
         return keep
 
-    async def settle(self) -> list[str]:
-        """Name the new drops on disk, remember them for a retry, acknowledge every drop of this claim; returns the
-        sample ids this claim dropped (earlier attempts' too)."""
+    async def settle(self) -> int:
+        """Name the new drops on disk, remember them for a retry, acknowledge every drop of this claim; returns how
+        many this claim dropped (earlier attempts' too)."""
         if self.new:
             by_source: dict[str, list[str]] = {}
             for src, eid in self.new:
                 by_source.setdefault(src, []).append(eid)
             batch = "claim-" + hashlib.sha256(json.dumps(by_source, sort_keys=True).encode()).hexdigest()[:16]
             await asyncio.to_thread(record_dropped, self.records_dir, self.version, batch, list(self.new.values()))
-            await self.samples.note_claim_drops(self.claim, self.new, REMEMBERED_S)
+            await self.samples.note_claim_drops(self.claim, set(self.new), REMEMBERED_S)
             log.info(
                 "stale samples dropped at claim",
                 count=len(self.new),
                 version=self.version,
                 max_staleness=self.max_staleness,
             )
-        every = self.prior | self.new
+        every = self.prior | set(self.new)
         for src in {src for src, _ in every}:
             await self.samples.acknowledge(src, [eid for s, eid in every if s == src])
-        return list(every.values())
+        return len(every)

@@ -177,9 +177,9 @@ class TrainingActivities:
                 break
             activity.heartbeat(sum(map(len, got.values())))
             await samples.wait_for_new(sources, min(remaining, HEARTBEAT_S))
-        stale = await screen.settle() if screen is not None else []
+        dropped = await screen.settle() if screen is not None else 0
         return ClaimResult(
-            ids={s: v for s, v in got.items() if v}, backlog=await samples.backlog(sources), stale_ids=stale
+            ids={s: v for s, v in got.items() if v}, backlog=await samples.backlog(sources), dropped_stale=dropped
         )
 
     # ---- train --------------------------------------------------------------

@@ -89,9 +89,10 @@ class ClaimInput(BaseModel):
     version: int | None = None
     max_staleness: int | None = None
     """Both set (the version being trained from and the run's bound): a shared policy's samples too stale to learn
-    from are dropped as the claim reads them (named on a `"dropped"` line, acknowledged, returned as `stale_ids`), and
-    it reads on for fresh ones, up to `STALE_DROPS_PER_CLAIM`. A backlog left behind by training goes in one claim,
-    not a step per batch. None (runs started before, or after a loss): the step drops them."""
+    from are dropped as the claim reads them (named on a `"dropped"` line, acknowledged, counted in
+    `dropped_stale`), and it reads on for fresh ones, up to `STALE_DROPS_PER_CLAIM`. A backlog left behind by
+    training goes in one claim, not a step per batch. None (runs started before, or after a loss): the step drops
+    them."""
 
 
 class ClaimResult(BaseModel):
@@ -99,9 +100,10 @@ class ClaimResult(BaseModel):
     """Stream entry ids per source, pending for this consumer until acknowledged."""
     backlog: int = 0
     """Samples published but not yet claimed, over all sources (the training lag)."""
-    stale_ids: list[str] = Field(default_factory=list)
-    """Sample ids the claim dropped as too stale (ClaimInput.max_staleness): recorded and acknowledged already, each
-    returned by exactly one claim (a retried attempt returns what an earlier attempt of the same claim dropped)."""
+    dropped_stale: int = 0
+    """Samples the claim dropped as too stale (ClaimInput.max_staleness), named on disk and acknowledged already; each
+    counted by exactly one claim (a retried attempt counts what an earlier attempt of the same claim dropped). A
+    count, not ids: the ids stay in records/trained.jsonl, where a user's forget reaches them."""
 
     @property
     def count(self) -> int:

@@ -263,8 +263,8 @@ def adapter_forgotten(tenant: str) -> str:
 
 
 def claim_drops(claim: str) -> str:
-    """Hash of the stale entries one training claim dropped (`source\tentry id` -> sample id), for its retries: a
-    retried claim returns them again, so the training workflow counts each drop once (activities.training)."""
+    """Set of the stale entries one training claim dropped (`source\tentry id`), for its retries: a retried claim
+    counts them again, so the training workflow counts each drop once (activities.stale_screen)."""
     return f"{PREFIX}:claim-drops:{claim}"
 
 

@@ -349,17 +349,17 @@ class SampleStreams(Records):
         entries = await self._r.xrange(key, entry_id, entry_id)
         return decode_sample(entries[0][1], self._seal, key) if entries else None
 
-    async def claim_drops(self, claim: str) -> dict[tuple[str, str], str]:
-        """What earlier attempts of training claim `claim` dropped as stale: (source, entry id) -> sample id."""
-        raw = await self._r.hgetall(keys.claim_drops(claim))
-        return {tuple(text(k).split("\t", 1)): text(v) for k, v in raw.items()}  # type: ignore[misc]
+    async def claim_drops(self, claim: str) -> set[tuple[str, str]]:
+        """The stream entries earlier attempts of training claim `claim` dropped as stale: (source, entry id)."""
+        raw = await self._r.smembers(keys.claim_drops(claim))
+        return {tuple(text(m).split("\t", 1)) for m in raw}  # type: ignore[misc]
 
-    async def note_claim_drops(self, claim: str, drops: dict[tuple[str, str], str], ttl_s: int) -> None:
-        """Remember what claim `claim` dropped (recorded on disk already, acknowledged next), for `ttl_s`."""
+    async def note_claim_drops(self, claim: str, drops: set[tuple[str, str]], ttl_s: int) -> None:
+        """Remember which entries claim `claim` dropped (named on disk already, acknowledged next), for `ttl_s`."""
         if drops:
             key = keys.claim_drops(claim)
             async with self._r.pipeline(transaction=True) as pipe:
-                pipe.hset(key, mapping={f"{src}\t{eid}": sid for (src, eid), sid in drops.items()})
+                pipe.sadd(key, *(f"{src}\t{eid}" for src, eid in drops))
                 pipe.expire(key, ttl_s)
                 await pipe.execute()
 

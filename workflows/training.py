@@ -131,8 +131,8 @@ class TrainingWorkflow:
                 start_to_close=timedelta(seconds=self.config.wait_s) + CLAIM_SLACK,
             )
             claims += 1
-            if claim.stale_ids:  # named on disk and acknowledged by the claim; counted here, once
-                self.state.samples_dropped_stale += len(claim.stale_ids)
+            if claim.dropped_stale:  # named on disk and acknowledged by the claim; counted here, once
+                self.state.samples_dropped_stale += claim.dropped_stale
                 if claim.count < self.config.batch_size:
                     self._republish = True  # nothing fresh yet: the servers may be behind, as after an all-stale step
             self.waiting = claim.count

@@ -145,15 +145,18 @@ async def test_a_claim_drops_a_stale_backlog_at_once_names_it_and_a_retry_return
         consumer="t", batch_size=3, source_weights={"personal": 1.0}, wait_s=1.0, version=9, max_staleness=4
     )
     claim = await env.run(acts.claim_batch, ask)
-    assert claim.ids == {"personal": fresh} and len(claim.stale_ids) == 20
-    assert sorted(claim.stale_ids) == sorted(f"session/u/s#0.{i}" for i in range(20))
+    assert claim.ids == {"personal": fresh} and claim.dropped_stale == 20
+    dropped = sorted(f"session/u/s#0.{i}" for i in range(20))
     stream = keys.sample_stream("personal")
     assert redis.Redis(port=valkey).xlen(stream) == 3  # the stale ones acknowledged and deleted: only the batch left
+    (remembered,) = redis.Redis(port=valkey).keys("*claim-drops*")  # for a retry: stream entries, never sample ids
+    members = redis.Redis(port=valkey).smembers(remembered)
+    assert len(members) == 20 and all(m.startswith(b"personal\t") and b"session/" not in m for m in members)
     lines = [json.loads(x) for x in (tmp_path / "data" / "records" / "trained.jsonl").read_text().splitlines()]
-    assert [(x["dropped"], sorted(x["stale_ids"]), x["version"]) for x in lines] == [(True, sorted(claim.stale_ids), 9)]
+    assert [(x["dropped"], sorted(x["stale_ids"]), x["version"]) for x in lines] == [(True, dropped, 9)]
 
     again = await env.run(acts.claim_batch, ask)  # a retry whose first result never reached the workflow
-    assert again.ids == claim.ids and sorted(again.stale_ids) == sorted(claim.stale_ids)
+    assert again.ids == claim.ids and again.dropped_stale == 20
     assert len((tmp_path / "data" / "records" / "trained.jsonl").read_text().splitlines()) == 1  # named once
     summary = await env.run(acts.train_step, TrainInput(ids=again.ids, version=9, max_staleness=4))
     assert summary.trained == 3 and summary.dropped_stale == 0
@@ -162,7 +165,7 @@ async def test_a_claim_drops_a_stale_backlog_at_once_names_it_and_a_retry_return
     unbounded = await ActivityEnvironment().run(  # without the bounds (older runs) the step drops them, not the claim
         acts.claim_batch, ClaimInput(consumer="u", batch_size=2, source_weights={"personal": 1.0}, wait_s=0.5)
     )
-    assert unbounded.ids == {"personal": old} and unbounded.stale_ids == []
+    assert unbounded.ids == {"personal": old} and unbounded.dropped_stale == 0
 
 
 async def test_export_is_idempotent_and_refuses_a_taken_label_or_a_missing_version(tmp_path, valkey, tiny_model):

@@ -177,7 +177,7 @@ async def test_stale_samples_a_claim_dropped_are_counted_once_and_the_servers_se
         trainer.feed(batch("1-0", "1-1"))
         await eventually(lambda: len(trainer.versions_published) == 1, what="the first version")
         assert (trainer.claims[0].version, trainer.claims[0].max_staleness) == (0, 2)
-        trainer.feed(ClaimResult(ids={}, stale_ids=["s1", "s2", "s3"]))
+        trainer.feed(ClaimResult(ids={}, dropped_stale=3))
         await eventually(lambda: len(trainer.claims) == 3, what="the claim after the drops")
         assert trainer.versions_published == [from_memory(1)] * 2  # nothing fresh came: the servers may be behind
         assert trainer.calls[-2:] == ["publish_version", "claim_batch"]
