@@ -151,7 +151,9 @@ class TrainingActivities:
             if room() <= 0:
                 break
             skip = set(inp.skip.get(src, ()))
-            pending = await samples.read_pending(inp.consumer, src, room() + len(skip))
+            # Read past what an earlier attempt of this claim dropped (still pending if it died before acknowledging).
+            noted = len(screen.prior) if screen is not None else 0
+            pending = await samples.read_pending(inp.consumer, src, room() + len(skip) + noted)
             got[src] += (await fresh(src, [eid for eid in pending if eid not in skip]))[: room()]
         total_w = sum(inp.source_weights.values()) or 1.0
         quota = {src: max(1, round(inp.batch_size * w / total_w)) for src, w in inp.source_weights.items()}

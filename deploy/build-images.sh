@@ -59,7 +59,9 @@ offline_bases() {
   fi
   # torch from an index served here (the builds use the host's network): the local CPU wheel for torch, PyPI for the
   # rest (a redirect), as download.pytorch.org serves torch and its dependencies; the Dockerfiles' own line runs.
-  local wheel="${TORCH_WHEEL:-$(ls "${PIP_FIND_LINKS:-/opt/wheels}"/torch-"${TORCH_PIN#torch==}"+cpu-cp311-*.whl)}"
+  local wheel
+  wheel="${TORCH_WHEEL:-$(ls "${PIP_FIND_LINKS:-/opt/wheels}"/torch-"${TORCH_PIN#torch==}"+cpu-cp311-*.whl 2>/dev/null | head -1 || true)}"
+  [ -f "$wheel" ] || { echo "build-images: no CPU wheel of $TORCH_PIN for Python 3.11 (set TORCH_WHEEL)" >&2; exit 2; }
   local port
   port=$(python3 -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
   python3 - "$(realpath "$wheel")" "$port" <<'PY' >/dev/null 2>&1 &

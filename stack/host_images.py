@@ -36,7 +36,7 @@ ROLE_OF_POOL = {
 }
 PRIVILEGED_ROLES = {"worker-env"}
 """Roles whose container makes namespaces (bubblewrap sandboxes): privileged, as deploy/k8s runs the env pool."""
-PASSED_ENV = ("OPENCLAW_RL_", "TEMPORAL_", "REDIS_URL", "GLOO_", "OTEL_", "OMP_NUM_THREADS", "HOME")
+PASSED_ENV = ("OPENCLAW_RL_", "TEMPORAL_", "REDIS_URL", "GLOO_", "OTEL_", "OMP_NUM_THREADS", "HOME", "PYTHONUNBUFFERED")
 """What of a host's environment reaches its containers: the settings, never the checkout's paths (PYTHONPATH, PATH,
 the virtualenv), which would run the checkout instead of the image."""
 HOST_ONLY = {"OPENCLAW_RL_HOST_CWD"}
@@ -54,16 +54,15 @@ def role_of(service: str) -> str:
 
 @dataclass(frozen=True)
 class HostImages:
-    tool: str = ""
-    """docker or podman (default: whichever is on PATH, podman first: it needs no daemon)."""
+    tool: str = "podman"
+    """podman, the only tool `problem()` accepts: a container joins a named network namespace (`--network
+    ns:<path>`) and replaces a leftover of its name (`--replace`), which docker cannot."""
     version: str = ""
     repository: str = "openclaw-rl"
     runtime: str | None = "runc"
     """podman's OCI runtime (crun refuses cgroup v1/hybrid hosts); ignored for docker."""
 
     def __post_init__(self) -> None:
-        if not self.tool:
-            object.__setattr__(self, "tool", "podman" if shutil.which("podman") else "docker")
         if not self.version:
             object.__setattr__(self, "version", project_version())
 
@@ -72,6 +71,8 @@ class HostImages:
 
     def problem(self) -> str | None:
         """Why the images cannot run here (no tool, an image not built), or None."""
+        if self.tool != "podman":
+            return f"{self.tool}: the hosts' containers join named network namespaces, which needs podman"
         if shutil.which(self.tool) is None:
             return f"{self.tool} is not installed (apt-get install podman runc)"
         missing = [
@@ -97,8 +98,12 @@ class HostImages:
         env = {k: v for k, v in (host_env | spec.env).items() if k.startswith(PASSED_ENV) and k not in HOST_ONLY}
         env_file = data_dir / "containers" / f"{spec.name}.env"
         env_file.parent.mkdir(parents=True, exist_ok=True)
-        env_file.write_text("".join(f"{k}={v}\n" for k, v in sorted(env.items())))
-        os.chmod(env_file, 0o600)
+        fd = os.open(
+            env_file, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600
+        )  # never readable by others, not for a moment
+        with os.fdopen(fd, "w") as f:
+            f.write("".join(f"{k}={v}\n" for k, v in sorted(env.items())))
+        os.chmod(env_file, 0o600)  # a file left by an earlier run keeps its mode through O_TRUNC
         limits = []
         if self.tool == "podman":  # its defaults sit above what a host without CAP_SYS_RESOURCE may set
             hard = subprocess.run(["sh", "-c", "ulimit -Hn"], capture_output=True, text=True).stdout.strip()

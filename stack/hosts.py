@@ -340,11 +340,11 @@ HOST_NAMES = ["control", "api", "workflow", "env-1", "env-2", "policy-1", "polic
 POLICY_HOSTS = ("policy-1", "policy-2")
 ENV_HOSTS = ("env-1", "env-2")
 MODEL_HOSTS = ("api", "workflow", "policy-1", "policy-2", "trainer")
+"""Hosts whose processes read the model (tokenizer, or the weights themselves): each gets its own copy, as an image
+carrying the model would."""
 IMAGE_HOSTS = ("api", "workflow", *ENV_HOSTS, *POLICY_HOSTS, "trainer")
 """Hosts whose API or workers run from the images with `Knobs.images` (the control host's services are other
 projects' images: Temporal, valkey, the router)."""
-"""Hosts whose processes read the model (tokenizer, or the weights themselves): each gets its own copy, as an image
-carrying the model would."""
 
 
 @dataclass

@@ -263,8 +263,9 @@ def adapter_forgotten(tenant: str) -> str:
 
 
 def claim_drops(claim: str) -> str:
-    """Set of the stale entries one training claim dropped (`source\tentry id`), for its retries: a retried claim
-    counts them again, so the training workflow counts each drop once (activities.stale_screen)."""
+    """Hash of the stale entries one training claim dropped (`source\tentry id` -> their group's hash) and its newest
+    attempt (`@attempt`), for its retries: a retried claim names and counts them again, so each drop is named on
+    disk once and counted once (activities.stale_screen)."""
     return f"{PREFIX}:claim-drops:{claim}"
 
 

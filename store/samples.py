@@ -199,6 +199,23 @@ class AlsoWrite(BaseModel):
 # A repeat still writes once (the marker's TTL, set again): a WAIT after it then waits for the replicas to hold
 # everything up to the marker, which a retry after too few acknowledgements needs (a WAIT after no write returns
 # at once, covering nothing).
+_ATTEMPT = "@attempt"
+"""The field of a claim's drop memory holding the newest attempt (stream entries are `source\tentry id`)."""
+# KEYS[1]: the claim's drop memory; ARGV: attempt, TTL. The newest attempt fences out older ones.
+_FENCE_CLAIM = """
+local newest = tonumber(redis.call('HGET', KEYS[1], '@attempt') or '0')
+if tonumber(ARGV[1]) > newest then redis.call('HSET', KEYS[1], '@attempt', ARGV[1]) end
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+return redis.call('HGETALL', KEYS[1])
+"""
+# KEYS[1]: the claim's drop memory; ARGV: attempt, TTL, group hash, entries. Nothing from a fenced-out attempt.
+_NOTE_CLAIM_DROPS = """
+local newest = tonumber(redis.call('HGET', KEYS[1], '@attempt') or '0')
+if tonumber(ARGV[1]) < newest then return 0 end
+for i = 4, #ARGV do redis.call('HSET', KEYS[1], ARGV[i], ARGV[3]) end
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+return 1
+"""
 _PUBLISH_ONCE = """
 if KEYS[3] ~= KEYS[1] and redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ARGV[2]) == false then
@@ -250,6 +267,8 @@ class SampleStreams(Records):
         self._seal = sealer or Sealer()
         self._acks = acks or ReplicaAcks()
         self._publish = redis.register_script(_PUBLISH_ONCE)
+        self._fence = redis.register_script(_FENCE_CLAIM)
+        self._note = redis.register_script(_NOTE_CLAIM_DROPS)
 
     # ---- writing ----
     async def was_published(self, sample_id: str) -> bool:
@@ -349,19 +368,20 @@ class SampleStreams(Records):
         entries = await self._r.xrange(key, entry_id, entry_id)
         return decode_sample(entries[0][1], self._seal, key) if entries else None
 
-    async def claim_drops(self, claim: str) -> set[tuple[str, str]]:
-        """The stream entries earlier attempts of training claim `claim` dropped as stale: (source, entry id)."""
-        raw = await self._r.smembers(keys.claim_drops(claim))
-        return {tuple(text(m).split("\t", 1)) for m in raw}  # type: ignore[misc]
+    async def fence_claim(self, claim: str, attempt: int, ttl_s: int) -> dict[tuple[str, str], str]:
+        """Attempt `attempt` of training claim `claim` takes over from earlier ones (which can note nothing more), and
+        gets what they noted: (source, entry id) -> the hash of the drop group it was named under."""
+        raw = await self._fence(keys=[keys.claim_drops(claim)], args=[attempt, ttl_s])
+        pairs = dict(zip(raw[::2], raw[1::2]))
+        return {tuple(text(k).split("\t", 1)): text(v) for k, v in pairs.items() if text(k) != _ATTEMPT}  # type: ignore[misc]
 
-    async def note_claim_drops(self, claim: str, drops: set[tuple[str, str]], ttl_s: int) -> None:
-        """Remember which entries claim `claim` dropped (named on disk already, acknowledged next), for `ttl_s`."""
-        if drops:
-            key = keys.claim_drops(claim)
-            async with self._r.pipeline(transaction=True) as pipe:
-                pipe.sadd(key, *(f"{src}\t{eid}" for src, eid in drops))
-                pipe.expire(key, ttl_s)
-                await pipe.execute()
+    async def note_claim_drops(
+        self, claim: str, attempt: int, group: str, entries: set[tuple[str, str]], ttl_s: int
+    ) -> bool:
+        """Note the stale entries attempt `attempt` of claim `claim` dropped, under their group's hash, before they are
+        named on disk and acknowledged; False (nothing noted) when a newer attempt has taken over."""
+        args = [attempt, ttl_s, group, *(f"{src}\t{eid}" for src, eid in entries)]
+        return bool(await self._note(keys=[keys.claim_drops(claim)], args=args))
 
     async def acknowledge(self, source: str, entry_ids: list[str]) -> int:
         """Acknowledge, then delete (the record streams and the JSONL files keep what was judged); returns how many

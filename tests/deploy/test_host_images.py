@@ -10,8 +10,6 @@ import re
 import stat
 from pathlib import Path
 
-import pytest
-
 from openclaw_rl.settings import Pool, Settings
 from stack.host_images import HostImages, project_version, role_of
 from stack.services import api_service, worker_service
@@ -28,9 +26,9 @@ def test_each_service_maps_to_the_image_whose_command_runs_it():
     assert role_of("api") == "api" and json.loads(cmd) == ["openclaw-rl", "api"]
 
 
-@pytest.mark.parametrize("tool", ["podman", "docker"])
-def test_a_container_runs_the_images_command_with_the_hosts_settings_alone(tmp_path, tool):
-    images = HostImages(tool=tool, version="9.9.9")
+def test_a_container_runs_the_images_command_with_the_hosts_settings_alone(tmp_path):
+    tool = "podman"
+    images = HostImages(version="9.9.9")
     host_env = {
         "OPENCLAW_RL_REDIS__URL": "redis://10.0.0.1:6379/0",
         "OPENCLAW_RL_REDIS__PASSWORD": "s3cret",
@@ -45,7 +43,7 @@ def test_a_container_runs_the_images_command_with_the_hosts_settings_alone(tmp_p
     spec = images.spec("ocx-env-1", tmp_path, host_env, worker_service(Pool.ENV))
     argv = spec.argv
     assert argv[-1] == "openclaw-rl/worker-env:9.9.9"  # nothing after the image: its own CMD runs
-    assert (tool == "podman") == (argv[:3] == ["podman", "--runtime", "runc"])
+    assert argv[:3] == [tool, "--runtime", "runc"]
     assert argv[argv.index("--network") + 1] == "ns:/run/netns/ocx-env-1"
     assert argv[argv.index("--volume") + 1] == f"{tmp_path}:{tmp_path}"  # the folder where the settings name it
     assert "--privileged" in argv  # bubblewrap sandboxes inside
@@ -63,5 +61,6 @@ def test_a_container_runs_the_images_command_with_the_hosts_settings_alone(tmp_p
     assert api.ready is not None
 
 
-def test_the_version_is_the_projects():
-    assert HostImages(tool="docker").image("api") == f"openclaw-rl/api:{project_version()}"
+def test_the_version_is_the_projects_and_docker_is_refused_with_a_reason():
+    assert HostImages().image("api") == f"openclaw-rl/api:{project_version()}"
+    assert "needs podman" in HostImages(tool="docker").problem()

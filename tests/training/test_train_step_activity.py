@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import subprocess
 
@@ -18,6 +19,7 @@ from contracts.training import ClaimInput, ExportInput, TrainInput
 from openclaw_rl.encryption import Keyring
 from openclaw_rl.settings import Settings
 from store import keys
+from store.client import Store
 from store.codec import pack_floats, unpack_floats
 from store.samples import TRAINER_GROUP, encode_sample, seal_sample
 from store.sealing import Sealer
@@ -150,8 +152,8 @@ async def test_a_claim_drops_a_stale_backlog_at_once_names_it_and_a_retry_return
     stream = keys.sample_stream("personal")
     assert redis.Redis(port=valkey).xlen(stream) == 3  # the stale ones acknowledged and deleted: only the batch left
     (remembered,) = redis.Redis(port=valkey).keys("*claim-drops*")  # for a retry: stream entries, never sample ids
-    members = redis.Redis(port=valkey).smembers(remembered)
-    assert len(members) == 20 and all(m.startswith(b"personal\t") and b"session/" not in m for m in members)
+    noted = {k: v for k, v in redis.Redis(port=valkey).hgetall(remembered).items() if k != b"@attempt"}
+    assert len(noted) == 20 and all(k.startswith(b"personal\t") and b"session/" not in k + v for k, v in noted.items())
     lines = [json.loads(x) for x in (tmp_path / "data" / "records" / "trained.jsonl").read_text().splitlines()]
     assert [(x["dropped"], sorted(x["stale_ids"]), x["version"]) for x in lines] == [(True, dropped, 9)]
 
@@ -166,6 +168,35 @@ async def test_a_claim_drops_a_stale_backlog_at_once_names_it_and_a_retry_return
         acts.claim_batch, ClaimInput(consumer="u", batch_size=2, source_weights={"personal": 1.0}, wait_s=0.5)
     )
     assert unbounded.ids == {"personal": old} and unbounded.dropped_stale == 0
+
+
+async def test_drops_an_attempt_noted_but_never_named_are_named_by_the_retry_and_an_older_attempt_is_fenced_out(
+    tmp_path, valkey, tiny_model
+):
+    """The attempt that dropped them died between noting its drops and naming them on disk: the retry names them
+    (once) and counts them; the dead attempt, were it still running, could note nothing more."""
+    stale, fresh = publish(valkey, 0, 4), publish(valkey, 9, 1)
+    settings = settings_for(tmp_path, valkey, tiny_model)
+    acts = TrainingActivities(settings)
+    env = ActivityEnvironment()
+    claim = f"{env.info.workflow_run_id}:{env.info.activity_id}"
+    async with Store.from_settings(settings) as store:  # what attempt 1 did before it died
+        await store.samples.ensure_group(["personal"])
+        assert await store.samples.read_new("t", "personal", 5) == stale + fresh
+        assert await store.samples.note_claim_drops(claim, 1, "claim-dead", {("personal", e) for e in stale}, 60)
+    env.info = dataclasses.replace(env.info, attempt=2)
+    ask = ClaimInput(
+        consumer="t", batch_size=1, source_weights={"personal": 1.0}, wait_s=0.5, version=9, max_staleness=4
+    )
+    result = await env.run(acts.claim_batch, ask)
+    assert result.ids == {"personal": fresh} and result.dropped_stale == 4
+    lines = [json.loads(x) for x in (tmp_path / "data" / "records" / "trained.jsonl").read_text().splitlines()]
+    assert [(x["batch"], sorted(x["stale_ids"])) for x in lines] == [
+        ("claim-dead", sorted(f"session/u/s#0.{i}" for i in range(4)))
+    ]
+    assert redis.Redis(port=valkey).xlen(keys.sample_stream("personal")) == 1
+    async with Store.from_settings(settings) as store:  # attempt 1, still running somewhere, is fenced out
+        assert not await store.samples.note_claim_drops(claim, 1, "claim-late", {("personal", fresh[0])}, 60)
 
 
 async def test_export_is_idempotent_and_refuses_a_taken_label_or_a_missing_version(tmp_path, valkey, tiny_model):
