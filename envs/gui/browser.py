@@ -13,6 +13,7 @@ Nothing is downloaded at run time: the browser and the driver are the system's.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import glob
 import shutil
 import threading
@@ -167,6 +168,10 @@ class Browser:
                         if last:
                             raise
                         log.warning("gui.browser_crashed_while_opening", generation=self.generation)
+                        if self._driver is not None:  # the browser lives, its new tab crashed: close that tab
+                            with contextlib.suppress(Exception):
+                                self._driver.close()
+                            self._current = None
                         continue
                     raise
             raise AssertionError("unreachable")
